@@ -1,0 +1,76 @@
+//! The backend contract, after Triton's: a backend loads models, a loaded model creates
+//! instances, and an instance executes batches. Backends are chosen at build time (trait
+//! objects registered by the binary), not loaded as plugins.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use nereid_proto::inference::ModelConfig;
+
+use crate::batch::Batch;
+use crate::error::Result;
+use crate::model::ModelSpec;
+use crate::request::OutputTensor;
+
+/// Where an instance runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceKind {
+    /// On the CPU.
+    Cpu,
+    /// On the GPU with this device id.
+    Gpu(i32),
+    /// Wherever the backend decides.
+    Model,
+}
+
+/// Identity of one model instance (one per `instance_group` count).
+#[derive(Debug, Clone)]
+pub struct InstanceConfig {
+    /// `<group name>_<index within group>`, as Triton names instances.
+    pub name: String,
+    /// Device placement.
+    pub kind: InstanceKind,
+}
+
+/// Time an execution spent in its three phases, as the statistics extension reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ComputeTiming {
+    /// Preparing inputs (copies into backend tensors).
+    pub input_ns: u64,
+    /// Running the model.
+    pub infer_ns: u64,
+    /// Extracting outputs.
+    pub output_ns: u64,
+}
+
+/// A backend (e.g. ONNX Runtime): one value per server, shared by all its models.
+pub trait Backend: Send + Sync {
+    /// The `backend` name used in `config.pbtxt` (e.g. `onnxruntime`).
+    fn name(&self) -> &'static str;
+
+    /// The model file looked for in a version directory when the config names none.
+    fn default_model_filename(&self) -> &'static str;
+
+    /// Completes a missing or partial configuration from the model file, as Triton's
+    /// backends do unless `--strict-model-config` is given.
+    fn autocomplete(&self, config: &mut ModelConfig, model_file: &Path) -> Result<()>;
+
+    /// Loads one model version.
+    fn load_model(&self, spec: Arc<ModelSpec>, model_file: &Path) -> Result<Box<dyn ModelBackend>>;
+}
+
+/// A loaded model version; creates its instances.
+pub trait ModelBackend: Send + Sync {
+    /// Creates one instance; each instance is driven by its own worker thread.
+    fn create_instance(&self, instance: &InstanceConfig) -> Result<Box<dyn InstanceBackend>>;
+}
+
+/// One model instance, owned by one worker thread (so it need not be `Sync`).
+pub trait InstanceBackend: Send {
+    /// Executes a batch and answers each request of it separately, in batch order.
+    fn execute(
+        &mut self,
+        batch: &Batch<'_>,
+        timing: &mut ComputeTiming,
+    ) -> Vec<Result<Vec<OutputTensor>>>;
+}

@@ -1,0 +1,242 @@
+//! Fills in Triton's defaults (so `/config` prints what Triton prints) and rejects
+//! configurations Triton would reject, with Triton's wording.
+
+use std::collections::HashSet;
+
+use nereid_proto::inference::{
+    model_instance_group::Kind, model_optimization_policy, model_version_policy, DataType,
+    ModelOptimizationPolicy, ModelVersionPolicy,
+};
+
+use super::ModelConfig;
+use crate::error::{Error, Result};
+
+/// Sequence idle timeout Triton applies when the config leaves it at 0 (one second).
+const DEFAULT_MAX_SEQUENCE_IDLE_US: u64 = 1_000_000;
+
+/// Facts about the server that the defaults depend on.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NormalizeOptions {
+    /// Number of usable GPUs (`KIND_AUTO` becomes `KIND_GPU` only when there are some).
+    pub gpu_count: usize,
+}
+
+/// Normalizes `config` in place for the model stored in directory `model_name`, then
+/// validates it.
+pub fn normalize_and_validate(
+    config: &mut ModelConfig,
+    model_name: &str,
+    options: NormalizeOptions,
+) -> Result<()> {
+    if config.name.is_empty() {
+        config.name = model_name.to_string();
+    } else if config.name != model_name {
+        return Err(Error::invalid_arg(format!(
+            "unexpected 'name' value '{}' in the configuration of model '{model_name}': it must match the model directory name",
+            config.name
+        )));
+    }
+    normalize_backend(config);
+    if config.version_policy.is_none() {
+        config.version_policy = Some(ModelVersionPolicy {
+            policy_choice: Some(model_version_policy::PolicyChoice::Latest(
+                model_version_policy::Latest { num_versions: 1 },
+            )),
+        });
+    }
+    if config.optimization.is_none() {
+        config.optimization = Some(ModelOptimizationPolicy {
+            input_pinned_memory: Some(model_optimization_policy::PinnedMemoryBuffer {
+                enable: true,
+            }),
+            output_pinned_memory: Some(model_optimization_policy::PinnedMemoryBuffer {
+                enable: true,
+            }),
+            ..Default::default()
+        });
+    }
+    if let Some(seq) = sequence_batching_mut(config) {
+        if seq.max_sequence_idle_microseconds == 0 {
+            seq.max_sequence_idle_microseconds = DEFAULT_MAX_SEQUENCE_IDLE_US;
+        }
+    }
+    normalize_instance_groups(config, options)?;
+    validate(config)
+}
+
+/// `platform: onnxruntime_onnx` and `backend: onnxruntime` imply each other.
+fn normalize_backend(config: &mut ModelConfig) {
+    if config.backend.is_empty() && config.platform == "onnxruntime_onnx" {
+        config.backend = "onnxruntime".into();
+    }
+    if config.platform.is_empty() && config.backend == "onnxruntime" {
+        config.platform = "onnxruntime_onnx".into();
+    }
+}
+
+fn sequence_batching_mut(
+    config: &mut ModelConfig,
+) -> Option<&mut nereid_proto::inference::ModelSequenceBatching> {
+    use nereid_proto::inference::model_config::SchedulingChoice;
+    match config.scheduling_choice.as_mut() {
+        Some(SchedulingChoice::SequenceBatching(seq)) => Some(seq),
+        _ => None,
+    }
+}
+
+/// Triton's `NormalizeInstanceGroup`: one group by default, named `<model>_<index>`,
+/// `KIND_AUTO` resolved, count defaulted.
+fn normalize_instance_groups(config: &mut ModelConfig, options: NormalizeOptions) -> Result<()> {
+    if config.platform == "ensemble" {
+        return Ok(());
+    }
+    if config.instance_group.is_empty() {
+        config.instance_group.push(Default::default());
+    }
+    let model = config.name.clone();
+    // Triton runs two CPU instances by default for the ONNX Runtime and TensorFlow backends.
+    let cpu_default_count = if matches!(config.backend.as_str(), "onnxruntime" | "tensorflow") {
+        2
+    } else {
+        1
+    };
+    for (index, group) in config.instance_group.iter_mut().enumerate() {
+        if group.name.is_empty() {
+            group.name = format!("{model}_{index}");
+        }
+        let kind = Kind::try_from(group.kind).unwrap_or(Kind::Auto);
+        let kind = match kind {
+            Kind::Auto if options.gpu_count > 0 => Kind::Gpu,
+            Kind::Auto => Kind::Cpu,
+            other => other,
+        };
+        group.kind = kind as i32;
+        match kind {
+            Kind::Gpu if options.gpu_count == 0 => {
+                return Err(Error::invalid_arg(format!(
+                    "instance group {} of model {model} has kind KIND_GPU but no GPU is available on this server",
+                    group.name
+                )));
+            }
+            Kind::Cpu | Kind::Model if !group.gpus.is_empty() => {
+                return Err(Error::invalid_arg(format!(
+                    "instance group {} of model {model} has kind {} but specifies one or more GPUs",
+                    group.name,
+                    kind.as_str_name()
+                )));
+            }
+            _ => {}
+        }
+        if group.count < 1 {
+            group.count = if kind == Kind::Cpu {
+                cpu_default_count
+            } else {
+                1
+            };
+        }
+    }
+    Ok(())
+}
+
+fn validate(config: &ModelConfig) -> Result<()> {
+    let model = &config.name;
+    if config.max_batch_size < 0 {
+        return Err(Error::invalid_arg(format!(
+            "'max_batch_size' must be non-negative value for {model}"
+        )));
+    }
+    let mut seen = HashSet::new();
+    for input in &config.input {
+        validate_io(model, "input", &input.name, input.data_type, &input.dims)?;
+        if !seen.insert(input.name.as_str()) {
+            return Err(Error::invalid_arg(format!(
+                "input '{}' specified multiple times for {model}",
+                input.name
+            )));
+        }
+    }
+    seen.clear();
+    for output in &config.output {
+        validate_io(
+            model,
+            "output",
+            &output.name,
+            output.data_type,
+            &output.dims,
+        )?;
+        if !seen.insert(output.name.as_str()) {
+            return Err(Error::invalid_arg(format!(
+                "output '{}' specified multiple times for {model}",
+                output.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn validate_io(model: &str, what: &str, name: &str, data_type: i32, dims: &[i64]) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid_arg(format!(
+            "model {what} must specify 'name' for {model}"
+        )));
+    }
+    let known = DataType::try_from(data_type).is_ok_and(|t| t != DataType::TypeInvalid);
+    if !known {
+        return Err(Error::invalid_arg(format!(
+            "model {what} '{name}' must specify 'data_type' for {model}"
+        )));
+    }
+    if let Some(bad) = dims.iter().find(|&&d| d < -1 || d == 0) {
+        return Err(Error::invalid_arg(format!(
+            "model {what} '{name}' dimension must be integer >= 1, or -1 to indicate a variable-size dimension, got {bad} for {model}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_model_config;
+    use std::path::Path;
+
+    fn normalized(text: &str) -> Result<ModelConfig> {
+        let mut c = parse_model_config(Path::new("config.pbtxt"), text)?;
+        normalize_and_validate(&mut c, "m", NormalizeOptions::default())?;
+        Ok(c)
+    }
+
+    #[test]
+    fn fills_triton_defaults() {
+        let c = normalized(r#"platform: "onnxruntime_onnx""#).expect("valid");
+        assert_eq!(c.name, "m");
+        assert_eq!(c.backend, "onnxruntime");
+        assert_eq!(c.instance_group[0].name, "m_0");
+        assert_eq!(c.instance_group[0].kind, Kind::Cpu as i32);
+        assert_eq!(c.instance_group[0].count, 2);
+        assert!(matches!(
+            c.version_policy.and_then(|p| p.policy_choice),
+            Some(model_version_policy::PolicyChoice::Latest(l)) if l.num_versions == 1
+        ));
+    }
+
+    #[test]
+    fn rejects_gpu_without_gpus_and_bad_dims() {
+        let err = normalized("instance_group { kind: KIND_GPU }").unwrap_err();
+        assert!(err.message().contains("KIND_GPU"), "{}", err.message());
+        let err =
+            normalized(r#"input { name: "x" data_type: TYPE_FP32 dims: [ -2 ] }"#).unwrap_err();
+        assert!(err.message().contains("dimension"), "{}", err.message());
+        assert!(normalized(r#"name: "other""#).is_err());
+    }
+
+    #[test]
+    fn sequence_idle_default_is_one_second() {
+        let c = normalized("max_batch_size: 1 sequence_batching { }").expect("valid");
+        assert!(matches!(
+            c.scheduling_choice,
+            Some(nereid_proto::inference::model_config::SchedulingChoice::SequenceBatching(s))
+                if s.max_sequence_idle_microseconds == 1_000_000
+        ));
+    }
+}

@@ -1,0 +1,141 @@
+//! Prometheus text exposition with Triton's metric names and labels, rendered at scrape
+//! time from the per-model statistics (so the hot path updates one set of counters).
+
+use std::fmt::Write;
+
+use crate::stats::{FailureReason, ModelStatsSnapshot};
+
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: &'static str,
+    value: fn(&ModelStatsSnapshot) -> u64,
+}
+
+const FAMILIES: &[Family] = &[
+    Family {
+        name: "nv_inference_request_success",
+        help: "Number of successful inference requests, all batch sizes",
+        kind: "counter",
+        value: |s| s.inference_stats.success.count,
+    },
+    Family {
+        name: "nv_inference_count",
+        help: "Number of inferences performed (does not include cached requests)",
+        kind: "counter",
+        value: |s| s.inference_count,
+    },
+    Family {
+        name: "nv_inference_exec_count",
+        help: "Number of model executions performed (does not include cached requests)",
+        kind: "counter",
+        value: |s| s.execution_count,
+    },
+    Family {
+        name: "nv_inference_pending_request_count",
+        help: "Instantaneous number of pending requests awaiting execution per-model.",
+        kind: "gauge",
+        value: |s| s.pending,
+    },
+    Family {
+        name: "nv_inference_request_duration_us",
+        help: "Cumulative inference request duration in microseconds (includes cached requests)",
+        kind: "counter",
+        value: |s| s.inference_stats.success.ns / 1000,
+    },
+    Family {
+        name: "nv_inference_queue_duration_us",
+        help: "Cumulative inference queuing duration in microseconds (includes cached requests)",
+        kind: "counter",
+        value: |s| s.inference_stats.queue.ns / 1000,
+    },
+    Family {
+        name: "nv_inference_compute_input_duration_us",
+        help: "Cumulative compute input duration in microseconds (does not include cached requests)",
+        kind: "counter",
+        value: |s| s.inference_stats.compute_input.ns / 1000,
+    },
+    Family {
+        name: "nv_inference_compute_infer_duration_us",
+        help: "Cumulative compute inference duration in microseconds (does not include cached requests)",
+        kind: "counter",
+        value: |s| s.inference_stats.compute_infer.ns / 1000,
+    },
+    Family {
+        name: "nv_inference_compute_output_duration_us",
+        help: "Cumulative inference compute output duration in microseconds (does not include cached requests)",
+        kind: "counter",
+        value: |s| s.inference_stats.compute_output.ns / 1000,
+    },
+];
+
+/// Renders the metrics of `models` in the Prometheus text format.
+pub fn render(models: &[ModelStatsSnapshot]) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = write_failures(&mut out, models);
+    for family in FAMILIES {
+        let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
+        let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);
+        for s in models {
+            let _ = writeln!(
+                out,
+                "{}{{model=\"{}\",version=\"{}\"}} {}",
+                family.name,
+                escape(&s.name),
+                s.version,
+                (family.value)(s)
+            );
+        }
+    }
+    out
+}
+
+fn write_failures(out: &mut String, models: &[ModelStatsSnapshot]) -> std::fmt::Result {
+    writeln!(
+        out,
+        "# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes"
+    )?;
+    writeln!(out, "# TYPE nv_inference_request_failure counter")?;
+    for s in models {
+        for (reason, count) in FailureReason::ALL.iter().zip(s.failures) {
+            writeln!(
+                out,
+                "nv_inference_request_failure{{model=\"{}\",reason=\"{}\",version=\"{}\"}} {count}",
+                escape(&s.name),
+                reason.label(),
+                s.version
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Escapes a label value (backslash, quote, newline).
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_triton_names_and_labels() {
+        let mut s = ModelStatsSnapshot {
+            name: "add_sub".into(),
+            version: 1,
+            ..Default::default()
+        };
+        s.inference_stats.success.count = 3;
+        s.failures[0] = 2;
+        let text = render(&[s]);
+        assert!(text.contains("nv_inference_request_success{model=\"add_sub\",version=\"1\"} 3\n"));
+        assert!(text.contains(
+            "nv_inference_request_failure{model=\"add_sub\",reason=\"BACKEND\",version=\"1\"} 2\n"
+        ));
+        assert!(text.contains("# TYPE nv_inference_pending_request_count gauge"));
+    }
+}

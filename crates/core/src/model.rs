@@ -1,0 +1,124 @@
+//! The immutable description of one loaded model version that schedulers, validation and
+//! frontends read: the normalized configuration plus typed views of its inputs and outputs.
+
+use nereid_proto::inference::ModelConfig;
+
+use crate::config::config_to_json;
+use crate::datatype::DataType;
+use crate::error::{Error, Result};
+
+/// A model input or output as the server checks it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorSpec {
+    /// Tensor name.
+    pub name: String,
+    /// Element type.
+    pub datatype: DataType,
+    /// Dimensions without the batch dimension; -1 is variable.
+    pub dims: Vec<i64>,
+    /// Inputs only: requests with different shapes may share a batch.
+    pub allow_ragged_batch: bool,
+    /// Inputs only: the request may omit it.
+    pub optional: bool,
+}
+
+/// Everything the server needs to know about a loaded model version.
+#[derive(Debug, Clone)]
+pub struct ModelSpec {
+    /// Model name.
+    pub name: String,
+    /// Version number.
+    pub version: i64,
+    /// The normalized configuration.
+    pub config: ModelConfig,
+    /// The configuration in Triton's JSON form, rendered once at load.
+    pub config_json: serde_json::Value,
+    /// 0 when the model does not batch.
+    pub max_batch_size: usize,
+    /// Inputs in configuration order.
+    pub inputs: Vec<TensorSpec>,
+    /// Outputs in configuration order.
+    pub outputs: Vec<TensorSpec>,
+}
+
+impl ModelSpec {
+    /// Builds the spec of `version` from a normalized, validated configuration.
+    pub fn new(config: ModelConfig, version: i64) -> Result<Self> {
+        let datatype = |name: &str, t: i32| {
+            nereid_proto::inference::DataType::try_from(t)
+                .ok()
+                .and_then(DataType::from_config)
+                .ok_or_else(|| {
+                    Error::invalid_arg(format!(
+                        "tensor '{name}' of model '{}' has an unsupported data type",
+                        config.name
+                    ))
+                })
+        };
+        let inputs = config
+            .input
+            .iter()
+            .map(|i| {
+                Ok(TensorSpec {
+                    name: i.name.clone(),
+                    datatype: datatype(&i.name, i.data_type)?,
+                    dims: i.dims.clone(),
+                    allow_ragged_batch: i.allow_ragged_batch,
+                    optional: i.optional,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let outputs = config
+            .output
+            .iter()
+            .map(|o| {
+                Ok(TensorSpec {
+                    name: o.name.clone(),
+                    datatype: datatype(&o.name, o.data_type)?,
+                    dims: o.dims.clone(),
+                    allow_ragged_batch: false,
+                    optional: false,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            name: config.name.clone(),
+            version,
+            config_json: config_to_json(&config),
+            max_batch_size: usize::try_from(config.max_batch_size).unwrap_or(0),
+            config,
+            inputs,
+            outputs,
+        })
+    }
+
+    /// The input called `name`.
+    pub fn input(&self, name: &str) -> Option<&TensorSpec> {
+        self.inputs.iter().find(|t| t.name == name)
+    }
+
+    /// The output called `name`.
+    pub fn output(&self, name: &str) -> Option<&TensorSpec> {
+        self.outputs.iter().find(|t| t.name == name)
+    }
+
+    /// The platform string reported in model metadata (Triton reports the backend name when
+    /// no platform is set).
+    pub fn platform(&self) -> &str {
+        if self.config.platform.is_empty() {
+            &self.config.backend
+        } else {
+            &self.config.platform
+        }
+    }
+
+    /// Dims as clients see them: with a leading -1 batch dimension when the model batches.
+    pub fn client_dims(&self, dims: &[i64]) -> Vec<i64> {
+        let mut out = Vec::with_capacity(dims.len() + 1);
+        if self.max_batch_size > 0 {
+            out.push(-1);
+        }
+        out.extend_from_slice(dims);
+        out
+    }
+}

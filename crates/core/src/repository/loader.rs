@@ -1,0 +1,191 @@
+//! Loading one model: configuration (file, override or auto-completed), backend choice,
+//! version selection, then per version: spec, backend model, instances, scheduler.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use nereid_proto::inference::{model_config::SchedulingChoice, model_instance_group::Kind};
+
+use super::scan::{list_versions, read_config};
+use super::version_policy::select_versions;
+use crate::backend::{Backend, InstanceConfig, InstanceKind};
+use crate::config::{normalize_and_validate, ModelConfig, NormalizeOptions};
+use crate::error::{Error, Result};
+use crate::loaded::LoadedModel;
+use crate::model::ModelSpec;
+use crate::scheduler::{DefaultScheduler, InstancePool};
+use crate::stats::ModelStats;
+
+/// Backends by the name used in `config.pbtxt`.
+pub type BackendRegistry = HashMap<&'static str, Arc<dyn Backend>>;
+
+/// Settings that apply to every load.
+#[derive(Clone, Copy)]
+pub struct LoadSettings {
+    /// `--strict-model-config`: never auto-complete.
+    pub strict_model_config: bool,
+    /// Facts for normalization.
+    pub normalize: NormalizeOptions,
+}
+
+/// The outcome of loading one model: each selected version, loaded or failed.
+pub type VersionOutcomes = Vec<(i64, Result<Arc<LoadedModel>>)>;
+
+/// Loads every selected version of the model in `dir`. An error here means no version
+/// could even be attempted (bad configuration, unknown backend, no versions).
+pub fn load_model(
+    backends: &BackendRegistry,
+    settings: LoadSettings,
+    name: &str,
+    dir: &Path,
+    override_config: Option<ModelConfig>,
+) -> Result<VersionOutcomes> {
+    let mut config = match override_config {
+        Some(c) => c,
+        None => match read_config(dir)? {
+            Some(c) => c,
+            None if settings.strict_model_config => {
+                return Err(Error::invalid_arg(format!(
+                    "failed to load '{name}': {} is missing and auto-completion is disabled by --strict-model-config",
+                    dir.join("config.pbtxt").display()
+                )));
+            }
+            None => ModelConfig::default(),
+        },
+    };
+    let available = list_versions(dir);
+    let versions = select_versions(config.version_policy.as_ref(), &available);
+    let Some(&newest) = versions.last() else {
+        return Err(Error::invalid_arg(format!(
+            "at least one version must be available under the version policy of model '{name}'"
+        )));
+    };
+    let backend = resolve_backend(backends, &mut config, name, &dir.join(newest.to_string()))?;
+    let filename = |config: &ModelConfig| {
+        if config.default_model_filename.is_empty() {
+            backend.default_model_filename().to_string()
+        } else {
+            config.default_model_filename.clone()
+        }
+    };
+    if !settings.strict_model_config {
+        let file = dir.join(newest.to_string()).join(filename(&config));
+        if file.exists() {
+            backend.autocomplete(&mut config, &file)?;
+        }
+    }
+    normalize_and_validate(&mut config, name, settings.normalize)?;
+    reject_unsupported_scheduling(&config)?;
+    let file_name = filename(&config);
+    Ok(versions
+        .into_iter()
+        .map(|v| {
+            let file = dir.join(v.to_string()).join(&file_name);
+            let loaded = load_version(backend.as_ref(), config.clone(), v, &file);
+            (v, loaded.map(Arc::new))
+        })
+        .collect())
+}
+
+/// Picks the backend from `backend`, `platform`, or the model file present (filling the
+/// config fields in, as Triton's auto-completion does).
+fn resolve_backend(
+    backends: &BackendRegistry,
+    config: &mut ModelConfig,
+    name: &str,
+    newest_version_dir: &Path,
+) -> Result<Arc<dyn Backend>> {
+    if config.platform == "ensemble" {
+        return Err(Error::unsupported(format!(
+            "ensemble model '{name}' cannot be loaded: ensembles are not supported yet"
+        )));
+    }
+    if config.backend.is_empty() && config.platform == "onnxruntime_onnx" {
+        config.backend = "onnxruntime".into();
+    }
+    if config.backend.is_empty() && config.platform.is_empty() {
+        if let Some(b) = backends
+            .values()
+            .find(|b| newest_version_dir.join(b.default_model_filename()).exists())
+        {
+            config.backend = b.name().to_string();
+        }
+    }
+    if config.backend.is_empty() {
+        return Err(Error::invalid_arg(format!(
+            "unexpected platform type '{}' for {name}",
+            config.platform
+        )));
+    }
+    backends.get(config.backend.as_str()).cloned().ok_or_else(|| {
+        Error::invalid_arg(format!(
+            "unable to find backend library for backend '{}', try specifying runtime on the model configuration.",
+            config.backend
+        ))
+    })
+}
+
+/// Schedulers that do not exist yet fail the load instead of silently misbehaving.
+fn reject_unsupported_scheduling(config: &ModelConfig) -> Result<()> {
+    match &config.scheduling_choice {
+        Some(SchedulingChoice::SequenceBatching(_)) => Err(Error::unsupported(format!(
+            "model '{}' uses sequence_batching, which this version of nereid does not support yet",
+            config.name
+        ))),
+        Some(SchedulingChoice::EnsembleScheduling(_)) => Err(Error::unsupported(format!(
+            "model '{}' uses ensemble_scheduling, which this version of nereid does not support yet",
+            config.name
+        ))),
+        Some(SchedulingChoice::DynamicBatching(_)) => {
+            tracing::warn!(
+                model = %config.name,
+                "dynamic_batching is not implemented yet: requests execute one at a time"
+            );
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}
+
+fn load_version(
+    backend: &dyn Backend,
+    config: ModelConfig,
+    version: i64,
+    file: &Path,
+) -> Result<LoadedModel> {
+    if !file.exists() {
+        return Err(Error::invalid_arg(format!(
+            "unable to find '{}' for model '{}'",
+            file.display(),
+            config.name
+        )));
+    }
+    let spec = Arc::new(ModelSpec::new(config, version)?);
+    let model = backend.load_model(spec.clone(), file)?;
+    let mut instances = Vec::new();
+    for group in &spec.config.instance_group {
+        if group.passive {
+            continue;
+        }
+        let kind = match Kind::try_from(group.kind).unwrap_or(Kind::Cpu) {
+            Kind::Gpu => InstanceKind::Gpu(group.gpus.first().copied().unwrap_or(0)),
+            Kind::Model => InstanceKind::Model,
+            Kind::Cpu | Kind::Auto => InstanceKind::Cpu,
+        };
+        for index in 0..group.count.max(1) {
+            let instance = InstanceConfig {
+                name: format!("{}_{index}", group.name),
+                kind,
+            };
+            let backend_instance = model.create_instance(&instance)?;
+            instances.push((instance.name, backend_instance));
+        }
+    }
+    let stats = Arc::new(ModelStats::default());
+    let (sender, receiver) = InstancePool::channel(crate::scheduler::DEFAULT_QUEUE_CAPACITY);
+    let pool = InstancePool::start(spec.clone(), stats.clone(), instances, receiver)?;
+    let scheduler = DefaultScheduler::new(sender, pool);
+    tracing::info!(model = %spec.name, version, "successfully loaded");
+    Ok(LoadedModel::new(spec, stats, Box::new(scheduler)))
+}

@@ -1,0 +1,437 @@
+//! The model table and the repository extension (index, load, unload) in the three
+//! control modes. Requests read the table under a short read lock and take an `Arc` of
+//! the model; loads run on blocking threads and swap the table entry when done, so
+//! in-flight requests finish on the version they started with.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use parking_lot::RwLock;
+
+use super::loader::{load_model, BackendRegistry, LoadSettings, VersionOutcomes};
+use super::scan::{list_models, signature};
+use crate::config::config_from_json;
+use crate::error::{Error, Result};
+use crate::loaded::LoadedModel;
+
+/// `--model-control-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlMode {
+    /// Load everything at start-up; the repository is then fixed.
+    None,
+    /// Load everything and re-scan every `--repository-poll-secs`.
+    Poll,
+    /// Load only what `--load-model` or the load API asks for.
+    Explicit,
+}
+
+/// How the repository behaves.
+#[derive(Clone)]
+pub struct RepositoryOptions {
+    /// `--model-repository` directories.
+    pub roots: Vec<PathBuf>,
+    /// `--model-control-mode`.
+    pub control_mode: ControlMode,
+    /// `--load-model` names (explicit mode); `*` means all.
+    pub startup_models: Vec<String>,
+    /// Per-load settings.
+    pub settings: LoadSettings,
+}
+
+/// A model version's state, as the repository index reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelState {
+    /// Being loaded.
+    Loading,
+    /// Serving.
+    Ready,
+    /// Not serving (failed or unloaded); see the reason.
+    Unavailable,
+}
+
+impl ModelState {
+    /// Triton's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelState::Loading => "LOADING",
+            ModelState::Ready => "READY",
+            ModelState::Unavailable => "UNAVAILABLE",
+        }
+    }
+}
+
+/// One row of the repository index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// Model name.
+    pub name: String,
+    /// Version, when the model has been loaded or tried.
+    pub version: Option<i64>,
+    /// State, when known.
+    pub state: Option<ModelState>,
+    /// Why it is not ready (empty when ready).
+    pub reason: String,
+}
+
+#[derive(Clone)]
+struct VersionRecord {
+    state: ModelState,
+    reason: String,
+    model: Option<Arc<LoadedModel>>,
+}
+
+#[derive(Clone, Default)]
+struct ModelRecord {
+    versions: BTreeMap<i64, VersionRecord>,
+    /// A load error that prevented any version from being tried.
+    error: Option<String>,
+    /// Directory fingerprint at load time (poll mode).
+    signature: Vec<(PathBuf, u64, Option<SystemTime>)>,
+}
+
+/// The model table plus the operations of the repository extension.
+pub struct ModelRepository {
+    options: RepositoryOptions,
+    backends: BackendRegistry,
+    // Read on every request; written when a load or unload completes. Never held across
+    // an await or a load.
+    table: RwLock<BTreeMap<String, ModelRecord>>,
+    // Serializes load/unload/poll so two administrative operations never interleave.
+    admin: tokio::sync::Mutex<()>,
+}
+
+impl ModelRepository {
+    /// An empty repository; call [`Self::load_startup_models`] next.
+    pub fn new(options: RepositoryOptions, backends: BackendRegistry) -> Self {
+        Self {
+            options,
+            backends,
+            table: RwLock::new(BTreeMap::new()),
+            admin: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The control mode.
+    pub fn control_mode(&self) -> ControlMode {
+        self.options.control_mode
+    }
+
+    /// Loads what the control mode says to load at start-up. Fails only when a
+    /// repository cannot be read or `--load-model` names an unknown model; models that fail
+    /// to load are recorded as unavailable.
+    pub async fn load_startup_models(self: &Arc<Self>) -> Result<()> {
+        let models = list_models(&self.options.roots)?;
+        let names: Vec<String> = match self.options.control_mode {
+            ControlMode::Explicit => {
+                if self.options.startup_models.iter().any(|m| m == "*") {
+                    models.keys().cloned().collect()
+                } else {
+                    self.options.startup_models.clone()
+                }
+            }
+            ControlMode::None | ControlMode::Poll => models.keys().cloned().collect(),
+        };
+        for name in names {
+            let result = self.load_unlocked(&name, None).await;
+            if let Err(e) = result {
+                if !models.contains_key(&name) {
+                    return Err(e);
+                }
+                tracing::error!(model = %name, error = %e, "failed to load");
+            }
+        }
+        Ok(())
+    }
+
+    /// The ready model `name` at `version` (highest ready version when `None`).
+    pub fn get(&self, name: &str, version: Option<i64>) -> Result<Arc<LoadedModel>> {
+        let table = self.table.read();
+        let record = table.get(name).ok_or_else(|| unknown_model(name))?;
+        let found = match version {
+            Some(v) => {
+                let record = record
+                    .versions
+                    .get(&v)
+                    .ok_or_else(|| unknown_version(name, v))?;
+                record.model.clone().ok_or_else(|| unknown_version(name, v))
+            }
+            None => record
+                .versions
+                .values()
+                .rev()
+                .find_map(|r| r.model.clone())
+                .ok_or_else(|| {
+                    Error::unavailable(format!(
+                        "Request for unknown model: '{name}' has no available versions"
+                    ))
+                }),
+        };
+        found
+    }
+
+    /// Every ready model version.
+    pub fn ready_models(&self) -> Vec<Arc<LoadedModel>> {
+        self.table
+            .read()
+            .values()
+            .flat_map(|r| r.versions.values().filter_map(|v| v.model.clone()))
+            .collect()
+    }
+
+    /// Whether every model the server was asked to load is ready (Triton's strict readiness).
+    pub fn all_ready(&self) -> bool {
+        self.table
+            .read()
+            .values()
+            .all(|r| r.error.is_none() && r.versions.values().all(|v| v.state == ModelState::Ready))
+    }
+
+    /// The repository index: every model directory, with its versions' states.
+    pub fn index(&self, ready_only: bool) -> Result<Vec<IndexEntry>> {
+        let on_disk = list_models(&self.options.roots)?;
+        let table = self.table.read();
+        let mut names: Vec<&String> = on_disk.keys().chain(table.keys()).collect();
+        names.sort();
+        names.dedup();
+        let mut entries = Vec::new();
+        for name in names {
+            let Some(record) = table.get(name) else {
+                if !ready_only {
+                    entries.push(IndexEntry {
+                        name: name.clone(),
+                        version: None,
+                        state: None,
+                        reason: String::new(),
+                    });
+                }
+                continue;
+            };
+            if let Some(error) = &record.error {
+                if !ready_only {
+                    entries.push(IndexEntry {
+                        name: name.clone(),
+                        version: None,
+                        state: Some(ModelState::Unavailable),
+                        reason: error.clone(),
+                    });
+                }
+            }
+            for (&version, v) in &record.versions {
+                if ready_only && v.state != ModelState::Ready {
+                    continue;
+                }
+                entries.push(IndexEntry {
+                    name: name.clone(),
+                    version: Some(version),
+                    state: Some(v.state),
+                    reason: v.reason.clone(),
+                });
+            }
+        }
+        Ok(entries)
+    }
+
+    /// The repository extension's load: (re)loads `name`, optionally with a JSON config
+    /// override. Only in explicit mode, as in Triton.
+    pub async fn load(self: &Arc<Self>, name: &str, config_json: Option<&str>) -> Result<()> {
+        self.require_explicit()?;
+        let override_config = config_json.map(config_from_json).transpose()?;
+        self.load_unlocked(name, override_config).await
+    }
+
+    /// The repository extension's unload. Only in explicit mode, as in Triton.
+    pub async fn unload(self: &Arc<Self>, name: &str) -> Result<()> {
+        self.require_explicit()?;
+        let _admin = self.admin.lock().await;
+        let removed = {
+            let mut table = self.table.write();
+            let Some(record) = table.get_mut(name) else {
+                return Err(unknown_model(name));
+            };
+            let mut removed = Vec::new();
+            for v in record.versions.values_mut() {
+                if let Some(model) = v.model.take() {
+                    removed.push(model);
+                }
+                v.state = ModelState::Unavailable;
+                v.reason = "unloaded".into();
+            }
+            removed
+        };
+        stop_in_background(removed);
+        tracing::info!(model = %name, "successfully unloaded");
+        Ok(())
+    }
+
+    /// Poll mode: loads new models, reloads changed ones, unloads removed ones.
+    pub async fn poll(self: &Arc<Self>) -> Result<()> {
+        let on_disk = list_models(&self.options.roots)?;
+        let known: Vec<String> = self.table.read().keys().cloned().collect();
+        for name in &known {
+            if !on_disk.contains_key(name) {
+                let removed = self.table.write().remove(name);
+                if let Some(record) = removed {
+                    stop_in_background(
+                        record
+                            .versions
+                            .into_values()
+                            .filter_map(|v| v.model)
+                            .collect(),
+                    );
+                    tracing::info!(model = %name, "removed from the repository: unloaded");
+                }
+            }
+        }
+        for (name, dir) in on_disk {
+            let Ok(dir) = dir else { continue };
+            let changed = self
+                .table
+                .read()
+                .get(&name)
+                .is_none_or(|r| r.signature != signature(&dir));
+            if changed {
+                if let Err(e) = self.load_unlocked(&name, None).await {
+                    tracing::error!(model = %name, error = %e, "failed to load");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every model (server shutdown). Blocking.
+    pub fn stop_all(&self) {
+        let models: Vec<Arc<LoadedModel>> = std::mem::take(&mut *self.table.write())
+            .into_values()
+            .flat_map(|r| r.versions.into_values().filter_map(|v| v.model))
+            .collect();
+        for m in models {
+            m.stop();
+        }
+    }
+
+    fn require_explicit(&self) -> Result<()> {
+        if self.options.control_mode == ControlMode::Explicit {
+            Ok(())
+        } else {
+            Err(Error::unavailable(
+                "explicit model load / unload is not allowed if polling is enabled",
+            ))
+        }
+    }
+
+    async fn load_unlocked(
+        self: &Arc<Self>,
+        name: &str,
+        override_config: Option<crate::config::ModelConfig>,
+    ) -> Result<()> {
+        let _admin = self.admin.lock().await;
+        let dir = list_models(&self.options.roots)?
+            .remove(name)
+            .ok_or_else(|| {
+                Error::invalid_arg(format!(
+                    "failed to load '{name}', failed to poll from model repository"
+                ))
+            })??;
+        let this = self.clone();
+        let name_owned = name.to_string();
+        let dir_owned = dir.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            load_model(
+                &this.backends,
+                this.options.settings,
+                &name_owned,
+                &dir_owned,
+                override_config,
+            )
+        })
+        .await
+        .map_err(|e| Error::internal(format!("model load task failed: {e}")))?;
+        self.install(name, signature(&dir), outcome)
+    }
+
+    /// Records a load's outcome in the table; the first failure becomes the call's error.
+    fn install(
+        &self,
+        name: &str,
+        signature: Vec<(PathBuf, u64, Option<SystemTime>)>,
+        outcome: Result<VersionOutcomes>,
+    ) -> Result<()> {
+        let mut record = ModelRecord {
+            signature,
+            ..Default::default()
+        };
+        let mut first_error = None;
+        match outcome {
+            Ok(versions) => {
+                for (version, result) in versions {
+                    let v = match result {
+                        Ok(model) => VersionRecord {
+                            state: ModelState::Ready,
+                            reason: String::new(),
+                            model: Some(model),
+                        },
+                        Err(e) => {
+                            tracing::error!(model = %name, version, error = %e, "failed to load version");
+                            let reason = e.message().to_string();
+                            first_error.get_or_insert(e);
+                            VersionRecord {
+                                state: ModelState::Unavailable,
+                                reason,
+                                model: None,
+                            }
+                        }
+                    };
+                    record.versions.insert(version, v);
+                }
+            }
+            Err(e) => {
+                record.error = Some(e.message().to_string());
+                first_error = Some(e);
+            }
+        }
+        let previous = self.table.write().insert(name.to_string(), record);
+        if let Some(previous) = previous {
+            stop_in_background(
+                previous
+                    .versions
+                    .into_values()
+                    .filter_map(|v| v.model)
+                    .collect(),
+            );
+        }
+        match first_error {
+            Some(e) => Err(e.prefixed(&format!("failed to load '{name}': "))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Stops replaced or unloaded models off the async runtime: their queued requests finish
+/// first (requests still holding an `Arc` keep the model alive until they are answered).
+fn stop_in_background(models: Vec<Arc<LoadedModel>>) {
+    if models.is_empty() {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("model-unload".into())
+        .spawn(move || {
+            for m in models {
+                m.stop();
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start the unload thread");
+    }
+}
+
+fn unknown_model(name: &str) -> Error {
+    Error::not_found(format!("Request for unknown model: '{name}' is not found"))
+}
+
+fn unknown_version(name: &str, version: i64) -> Error {
+    Error::not_found(format!(
+        "Request for unknown model: '{name}' version {version} is not found"
+    ))
+}

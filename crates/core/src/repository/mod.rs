@@ -1,0 +1,11 @@
+//! The model repository: finding models on disk, choosing versions, loading them through
+//! their backend, and the table of model states that requests and the repository
+//! extension read.
+
+mod loader;
+mod manager;
+mod scan;
+mod version_policy;
+
+pub use loader::{BackendRegistry, LoadSettings};
+pub use manager::{ControlMode, IndexEntry, ModelRepository, ModelState, RepositoryOptions};

@@ -1,0 +1,125 @@
+//! Reading model directories: which models the repositories hold, their version
+//! directories, their `config.pbtxt`, and a change signature for polling.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::config::{parse_model_config, ModelConfig};
+use crate::error::{Error, Result};
+
+/// Every model directory across `roots`: name → directory. A name found in two roots is
+/// an error for that name, as in Triton.
+pub fn list_models(roots: &[PathBuf]) -> Result<BTreeMap<String, Result<PathBuf>>> {
+    let mut models: BTreeMap<String, Result<PathBuf>> = BTreeMap::new();
+    for root in roots {
+        let entries = std::fs::read_dir(root).map_err(|e| {
+            Error::internal(format!(
+                "failed to read model repository {}: {e}",
+                root.display()
+            ))
+        })?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            if !path.is_dir() || name.starts_with('.') {
+                continue;
+            }
+            let duplicate = models.contains_key(name);
+            if duplicate {
+                models.insert(
+                    name.to_string(),
+                    Err(Error::invalid_arg(format!(
+                        "model '{name}' appears in multiple model repositories"
+                    ))),
+                );
+            } else {
+                models.insert(name.to_string(), Ok(path));
+            }
+        }
+    }
+    Ok(models)
+}
+
+/// The numeric version subdirectories of a model directory (others are ignored).
+pub fn list_versions(model_dir: &Path) -> Vec<i64> {
+    let Ok(entries) = std::fs::read_dir(model_dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| {
+            let name = e.file_name();
+            let name = name.to_str()?;
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            name.parse::<i64>().ok()
+        })
+        .collect()
+}
+
+/// Reads `config.pbtxt` of a model directory; `Ok(None)` when there is none.
+pub fn read_config(model_dir: &Path) -> Result<Option<ModelConfig>> {
+    let path = model_dir.join("config.pbtxt");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => parse_model_config(&path, &text).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::invalid_arg(format!(
+            "failed to read {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// A fingerprint of a model directory's contents (paths, sizes, modification times), so
+/// polling can tell whether anything changed.
+pub fn signature(model_dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![model_dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(path.clone());
+            }
+            out.push((path, meta.len(), meta.modified().ok()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_models_versions_and_configs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let m = dir.path().join("m");
+        std::fs::create_dir_all(m.join("1")).expect("mkdir");
+        std::fs::create_dir_all(m.join("12")).expect("mkdir");
+        std::fs::create_dir_all(m.join("x1")).expect("mkdir");
+        std::fs::write(m.join("config.pbtxt"), "max_batch_size: 2").expect("write");
+        std::fs::create_dir_all(dir.path().join(".hidden")).expect("mkdir");
+        let models = list_models(&[dir.path().to_path_buf()]).expect("readable");
+        assert_eq!(models.keys().collect::<Vec<_>>(), vec!["m"]);
+        let mut versions = list_versions(&m);
+        versions.sort();
+        assert_eq!(versions, vec![1, 12]);
+        let config = read_config(&m).expect("valid").expect("present");
+        assert_eq!(config.max_batch_size, 2);
+        assert!(read_config(dir.path()).expect("no error").is_none());
+        let before = signature(&m);
+        std::fs::write(m.join("1/model.onnx"), "x").expect("write");
+        assert_ne!(before, signature(&m));
+    }
+}

@@ -1,0 +1,161 @@
+//! Inference requests and responses as the core sees them: frontend-neutral, with tensor
+//! data held as `Bytes` so that frontends can hand over slices of their buffers unchanged.
+
+use bytes::Bytes;
+
+use crate::datatype::DataType;
+
+/// A request or response parameter value (the KServe v2 `parameters` map).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParamValue {
+    /// `true` / `false`.
+    Bool(bool),
+    /// A signed integer.
+    Int(i64),
+    /// An unsigned integer too large for `Int`.
+    Uint(u64),
+    /// A floating-point number.
+    Double(f64),
+    /// A string.
+    String(String),
+}
+
+/// Ordered name/value parameters; small, so a vector beats a map.
+pub type Parameters = Vec<(String, ParamValue)>;
+
+/// One input tensor: its declared shape and type and its raw little-endian bytes
+/// (for `BYTES`, each element as a 4-byte length followed by its bytes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputTensor {
+    /// Input name as in the model configuration.
+    pub name: String,
+    /// Element type the client declared.
+    pub datatype: DataType,
+    /// Shape the client declared, including the batch dimension when the model batches.
+    pub shape: Vec<i64>,
+    /// The tensor's bytes.
+    pub data: Bytes,
+}
+
+/// One output tensor of a response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputTensor {
+    /// Output name as in the model configuration.
+    pub name: String,
+    /// Element type.
+    pub datatype: DataType,
+    /// Shape, including the batch dimension when the model batches.
+    pub shape: Vec<i64>,
+    /// The tensor's bytes, in the same encoding as [`InputTensor::data`].
+    pub data: Bytes,
+}
+
+/// An inference request after frontend decoding.
+#[derive(Debug, Clone, Default)]
+pub struct InferRequest {
+    /// Target model.
+    pub model_name: String,
+    /// Target version; `None` means the highest ready version.
+    pub model_version: Option<i64>,
+    /// Client-chosen request id, echoed in the response (empty when not given).
+    pub id: String,
+    /// Request parameters other than the ones the frontends consume themselves.
+    pub parameters: Parameters,
+    /// Input tensors.
+    pub inputs: Vec<InputTensor>,
+    /// Names of the outputs to return; `None` returns every output.
+    pub requested_outputs: Option<Vec<String>>,
+}
+
+/// A successful inference response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InferResponse {
+    /// Model that answered.
+    pub model_name: String,
+    /// Version that answered.
+    pub model_version: i64,
+    /// Echo of the request id (empty when the request had none).
+    pub id: String,
+    /// Response parameters.
+    pub parameters: Parameters,
+    /// Output tensors, in the order they were requested (model order when all).
+    pub outputs: Vec<OutputTensor>,
+}
+
+impl InferRequest {
+    /// The request's parameter called `name`, if present.
+    pub fn parameter(&self, name: &str) -> Option<&ParamValue> {
+        self.parameters
+            .iter()
+            .find_map(|(k, v)| (k == name).then_some(v))
+    }
+}
+
+/// Splits a serialized `BYTES` tensor into its elements, or says where the framing breaks.
+pub fn split_bytes_elements(data: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let mut elements = Vec::new();
+    let mut rest = data;
+    while !rest.is_empty() {
+        let Some((len_bytes, tail)) = rest.split_first_chunk::<4>() else {
+            return Err(format!(
+                "element {} has a truncated 4-byte length prefix",
+                elements.len()
+            ));
+        };
+        let len = u32::from_le_bytes(*len_bytes) as usize;
+        if tail.len() < len {
+            return Err(format!(
+                "element {} claims {len} bytes but only {} remain",
+                elements.len(),
+                tail.len()
+            ));
+        }
+        let (element, tail) = tail.split_at(len);
+        elements.push(element);
+        rest = tail;
+    }
+    Ok(elements)
+}
+
+/// Serializes `BYTES` elements as 4-byte little-endian length + bytes each.
+pub fn join_bytes_elements<'a>(elements: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for e in elements {
+        out.extend_from_slice(&(e.len() as u32).to_le_bytes());
+        out.extend_from_slice(e);
+    }
+    out
+}
+
+/// Number of elements of `shape` (1 for a scalar), or `None` on a negative dimension or overflow.
+pub fn element_count(shape: &[i64]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| {
+        usize::try_from(d).ok().and_then(|d| acc.checked_mul(d))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_elements_round_trip() {
+        let joined = join_bytes_elements([b"ab".as_slice(), b"", "é".as_bytes()]);
+        let parts = split_bytes_elements(&joined).expect("well-formed");
+        assert_eq!(parts, vec![b"ab".as_slice(), b"", "é".as_bytes()]);
+    }
+
+    #[test]
+    fn bytes_elements_reject_truncation() {
+        assert!(split_bytes_elements(&[1, 0, 0]).is_err());
+        assert!(split_bytes_elements(&[5, 0, 0, 0, b'a']).is_err());
+    }
+
+    #[test]
+    fn element_count_handles_edge_cases() {
+        assert_eq!(element_count(&[]), Some(1));
+        assert_eq!(element_count(&[2, 3]), Some(6));
+        assert_eq!(element_count(&[2, -1]), None);
+        assert_eq!(element_count(&[i64::MAX, i64::MAX]), None);
+    }
+}

@@ -1,0 +1,57 @@
+//! The default scheduler: every request executes alone, on the first free instance.
+
+use crossbeam_channel::{Sender, TrySendError};
+use parking_lot::RwLock;
+
+use super::{InstancePool, Job, Payload, Scheduler};
+use crate::error::Error;
+
+/// Hands each request to the instance pool as a payload of one.
+pub struct DefaultScheduler {
+    // `None` once stopped; dropping the sender lets the workers drain and exit. The lock
+    // is read on every enqueue and written once, at stop.
+    sender: RwLock<Option<Sender<Payload>>>,
+    pool: InstancePool,
+}
+
+/// Requests that may wait for a free instance before new ones are refused. Triton's default
+/// scheduler queue is unbounded; ours is bounded so that overload answers at once.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 4096;
+
+impl DefaultScheduler {
+    /// A scheduler feeding `pool` through `sender`.
+    pub fn new(sender: Sender<Payload>, pool: InstancePool) -> Self {
+        Self {
+            sender: RwLock::new(Some(sender)),
+            pool,
+        }
+    }
+}
+
+impl Scheduler for DefaultScheduler {
+    fn enqueue(&self, job: Job) -> Result<(), (Error, Job)> {
+        let guard = self.sender.read();
+        let Some(sender) = guard.as_ref() else {
+            return Err((
+                Error::unavailable("Server is stopping, scheduler for model has stopped accepting new inference requests"),
+                job,
+            ));
+        };
+        match sender.try_send(vec![job]) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(mut jobs)) => Err((
+                Error::unavailable("Exceeds maximum queue size"),
+                jobs.pop().expect("a payload of one job"),
+            )),
+            Err(TrySendError::Disconnected(mut jobs)) => Err((
+                Error::unavailable("model instances have stopped"),
+                jobs.pop().expect("a payload of one job"),
+            )),
+        }
+    }
+
+    fn stop(&self) {
+        self.sender.write().take();
+        self.pool.join();
+    }
+}

@@ -1,0 +1,160 @@
+//! Instance workers: one OS thread per model instance owns its backend state and pulls
+//! whole payloads from a bounded multi-consumer channel, executes them and answers each
+//! job. A thread exits when every sender is gone, after finishing what was queued.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+
+use super::{Job, Payload};
+use crate::backend::{ComputeTiming, InstanceBackend};
+use crate::batch::Batch;
+use crate::error::{Error, Result};
+use crate::model::ModelSpec;
+use crate::request::{InferResponse, OutputTensor};
+use crate::stats::{FailureReason, ModelStats};
+
+/// The worker threads of one model version's instances.
+pub struct InstancePool {
+    // Joined by `join`; the lock is only taken at shutdown.
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl InstancePool {
+    /// Starts one worker per instance, all pulling from `payloads`.
+    pub fn start(
+        spec: Arc<ModelSpec>,
+        stats: Arc<ModelStats>,
+        instances: Vec<(String, Box<dyn InstanceBackend>)>,
+        payloads: Receiver<Payload>,
+    ) -> Result<Self> {
+        let mut threads = Vec::with_capacity(instances.len());
+        for (name, instance) in instances {
+            let worker = Worker {
+                spec: spec.clone(),
+                stats: stats.clone(),
+                instance,
+                payloads: payloads.clone(),
+            };
+            let handle = std::thread::Builder::new()
+                .name(name.clone())
+                .spawn(move || worker.run())
+                .map_err(|e| Error::internal(format!("cannot start instance {name}: {e}")))?;
+            threads.push(handle);
+        }
+        Ok(Self {
+            threads: Mutex::new(threads),
+        })
+    }
+
+    /// A channel sized for `instances` workers: small, so that queued work waits in the
+    /// scheduler (where it can be batched or reordered) rather than in the channel.
+    pub fn channel(capacity: usize) -> (Sender<Payload>, Receiver<Payload>) {
+        crossbeam_channel::bounded(capacity)
+    }
+
+    /// Waits for every worker to finish (their channel must be closed first).
+    pub fn join(&self) {
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for t in threads {
+            if t.join().is_err() {
+                tracing::error!("an instance worker panicked");
+            }
+        }
+    }
+}
+
+struct Worker {
+    spec: Arc<ModelSpec>,
+    stats: Arc<ModelStats>,
+    instance: Box<dyn InstanceBackend>,
+    payloads: Receiver<Payload>,
+}
+
+impl Worker {
+    fn run(mut self) {
+        while let Ok(payload) = self.payloads.recv() {
+            self.execute(payload);
+        }
+    }
+
+    fn execute(&mut self, payload: Payload) {
+        let started = Instant::now();
+        let (results, timing, total_batch) = {
+            let batch = Batch::new(
+                &self.spec,
+                payload.iter().map(|j| &j.request).collect(),
+                payload.iter().map(|j| j.batch_size).collect(),
+            );
+            let mut timing = ComputeTiming::default();
+            let results = self.instance.execute(&batch, &mut timing);
+            (results, timing, batch.total_batch_size())
+        };
+        self.stats.execution_finished(total_batch, timing);
+        let mut results = results.into_iter();
+        for job in payload {
+            let result = results.next().unwrap_or_else(|| {
+                Err(Error::internal(format!(
+                    "backend of model '{}' returned fewer responses than requests",
+                    self.spec.name
+                )))
+            });
+            self.answer(job, result, started, timing);
+        }
+    }
+
+    fn answer(
+        &self,
+        job: Job,
+        result: Result<Vec<OutputTensor>>,
+        started: Instant,
+        timing: ComputeTiming,
+    ) {
+        let _entered = job.span.enter();
+        let response = result.and_then(|outputs| self.response(&job, outputs));
+        match &response {
+            Ok(_) => self.stats.request_succeeded(
+                job.received_at.elapsed(),
+                started.duration_since(job.enqueued_at),
+                timing,
+            ),
+            Err(e) => {
+                tracing::debug!(error = %e, "inference failed");
+                self.stats
+                    .request_failed(job.received_at.elapsed(), FailureReason::Backend, true);
+            }
+        }
+        // The caller may have gone away (client disconnected); nothing to do then.
+        let _ = job.reply.send(response);
+    }
+
+    /// Keeps the requested outputs, in the requested order (all, in model order, if none).
+    fn response(&self, job: &Job, mut outputs: Vec<OutputTensor>) -> Result<InferResponse> {
+        if let Some(wanted) = &job.request.requested_outputs {
+            let mut selected = Vec::with_capacity(wanted.len());
+            for name in wanted {
+                let index = outputs
+                    .iter()
+                    .position(|o| &o.name == name)
+                    .ok_or_else(|| {
+                        Error::internal(format!(
+                            "model '{}' did not produce output '{name}'",
+                            self.spec.name
+                        ))
+                    })?;
+                selected.push(outputs.swap_remove(index));
+            }
+            outputs = selected;
+        }
+        Ok(InferResponse {
+            model_name: self.spec.name.clone(),
+            model_version: self.spec.version,
+            id: job.request.id.clone(),
+            parameters: Vec::new(),
+            outputs,
+        })
+    }
+}

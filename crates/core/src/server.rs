@@ -1,0 +1,192 @@
+//! The core facade: the one call per protocol operation that both frontends make, so HTTP
+//! and gRPC cannot drift apart.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::datatype::DataType;
+use crate::error::{Error, Result};
+use crate::model::ModelSpec;
+use crate::repository::{ModelRepository, ModelState};
+use crate::request::{InferRequest, InferResponse};
+use crate::stats::ModelStatsSnapshot;
+
+/// Protocol extensions that really work in this build (listed in server metadata).
+pub const EXTENSIONS: &[&str] = &[
+    "model_repository",
+    "model_configuration",
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+];
+
+/// Server identity, for server metadata.
+#[derive(Debug, Clone)]
+pub struct ServerIdentity {
+    /// `--id`.
+    pub name: String,
+    /// Nereid's version.
+    pub version: String,
+}
+
+/// A tensor as model metadata lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorMetadata {
+    /// Name.
+    pub name: String,
+    /// Element type.
+    pub datatype: DataType,
+    /// Shape with -1 for variable dimensions (and the batch dimension).
+    pub shape: Vec<i64>,
+}
+
+/// Model metadata (`GET /v2/models/{m}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelMetadata {
+    /// Model name.
+    pub name: String,
+    /// Ready versions, ascending.
+    pub versions: Vec<String>,
+    /// Platform (or backend name).
+    pub platform: String,
+    /// Inputs.
+    pub inputs: Vec<TensorMetadata>,
+    /// Outputs.
+    pub outputs: Vec<TensorMetadata>,
+}
+
+/// The inference server as frontends see it.
+pub struct Server {
+    identity: ServerIdentity,
+    repository: Arc<ModelRepository>,
+    stopping: AtomicBool,
+}
+
+impl Server {
+    /// A server over `repository` (whose start-up models should already be loading).
+    pub fn new(identity: ServerIdentity, repository: Arc<ModelRepository>) -> Self {
+        Self {
+            identity,
+            repository,
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    /// The model repository (for the repository extension and polling).
+    pub fn repository(&self) -> &Arc<ModelRepository> {
+        &self.repository
+    }
+
+    /// Liveness: true until shutdown completes.
+    pub fn is_live(&self) -> bool {
+        true
+    }
+
+    /// Readiness: not stopping and every requested model ready.
+    pub fn is_ready(&self) -> bool {
+        !self.stopping.load(Ordering::Relaxed) && self.repository.all_ready()
+    }
+
+    /// Marks the server as stopping: readiness turns false.
+    pub fn begin_shutdown(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// Name, version and extensions.
+    pub fn identity(&self) -> &ServerIdentity {
+        &self.identity
+    }
+
+    /// The spec of a ready model version.
+    pub fn model_spec(&self, name: &str, version: Option<i64>) -> Result<Arc<ModelSpec>> {
+        Ok(self.repository.get(name, version)?.spec().clone())
+    }
+
+    /// Whether the model version is ready.
+    pub fn model_ready(&self, name: &str, version: Option<i64>) -> bool {
+        self.repository.get(name, version).is_ok()
+    }
+
+    /// Model metadata.
+    pub fn model_metadata(&self, name: &str, version: Option<i64>) -> Result<ModelMetadata> {
+        let spec = self.model_spec(name, version)?;
+        let versions = self
+            .repository
+            .index(true)?
+            .into_iter()
+            .filter(|e| e.name == name && e.state == Some(ModelState::Ready))
+            .filter_map(|e| e.version.map(|v| v.to_string()))
+            .collect();
+        let tensors = |list: &[crate::model::TensorSpec]| {
+            list.iter()
+                .map(|t| TensorMetadata {
+                    name: t.name.clone(),
+                    datatype: t.datatype,
+                    shape: spec.client_dims(&t.dims),
+                })
+                .collect()
+        };
+        Ok(ModelMetadata {
+            name: spec.name.clone(),
+            versions,
+            platform: spec.platform().to_string(),
+            inputs: tensors(&spec.inputs),
+            outputs: tensors(&spec.outputs),
+        })
+    }
+
+    /// Runs one inference request.
+    pub async fn infer(&self, request: InferRequest) -> Result<InferResponse> {
+        let received_at = Instant::now();
+        let model = self
+            .repository
+            .get(&request.model_name, request.model_version)?;
+        model.infer(request, received_at).await
+    }
+
+    /// Statistics of one model (all its ready versions, or one) or of every model.
+    pub fn statistics(
+        &self,
+        name: Option<&str>,
+        version: Option<i64>,
+    ) -> Result<Vec<ModelStatsSnapshot>> {
+        if let Some(name) = name {
+            let models: Vec<_> = match version {
+                Some(_) => vec![self.repository.get(name, version)?],
+                None => {
+                    let all: Vec<_> = self
+                        .repository
+                        .ready_models()
+                        .into_iter()
+                        .filter(|m| m.spec().name == name)
+                        .collect();
+                    if all.is_empty() {
+                        return Err(Error::not_found(format!(
+                            "requested model '{name}' is not available"
+                        )));
+                    }
+                    all
+                }
+            };
+            return Ok(models
+                .iter()
+                .map(|m| m.stats().snapshot(&m.spec().name, m.spec().version))
+                .collect());
+        }
+        Ok(self.all_statistics())
+    }
+
+    /// Prometheus text for the metrics endpoint.
+    pub fn metrics_text(&self) -> String {
+        crate::metrics::render(&self.all_statistics())
+    }
+
+    fn all_statistics(&self) -> Vec<ModelStatsSnapshot> {
+        self.repository
+            .ready_models()
+            .iter()
+            .map(|m| m.stats().snapshot(&m.spec().name, m.spec().version))
+            .collect()
+    }
+}

@@ -1,0 +1,268 @@
+//! Checks a request against the model before anything is allocated or queued: every input
+//! known and present, datatypes, shapes against dims (with -1), batch size, byte sizes and
+//! requested outputs. Messages follow Triton's wording, including its request-id prefix.
+
+use crate::error::{Error, Result};
+use crate::model::ModelSpec;
+use crate::request::{element_count, split_bytes_elements, InferRequest, InputTensor};
+use crate::DataType;
+
+/// Validates `request` for `spec` and returns its batch size (1 for non-batching models).
+pub fn validate_request(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
+    check(spec, request).map_err(|e| e.prefixed(&request_prefix(&request.id)))
+}
+
+/// Triton's `[request id: ...] ` prefix for request errors.
+pub fn request_prefix(id: &str) -> String {
+    if id.is_empty() {
+        "[request id: <id_unknown>] ".to_string()
+    } else {
+        format!("[request id: {id}] ")
+    }
+}
+
+fn check(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
+    let model = &spec.name;
+    for input in &request.inputs {
+        if spec.input(&input.name).is_none() {
+            return Err(Error::invalid_arg(format!(
+                "unexpected inference input '{}' for model '{model}'",
+                input.name
+            )));
+        }
+    }
+    let missing: Vec<&str> = spec
+        .inputs
+        .iter()
+        .filter(|t| !t.optional && !request.inputs.iter().any(|i| i.name == t.name))
+        .map(|t| t.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        let got: Vec<String> = request
+            .inputs
+            .iter()
+            .map(|i| format!("'{}'", i.name))
+            .collect();
+        let missing: Vec<String> = missing.iter().map(|n| format!("'{n}'")).collect();
+        let required = spec.inputs.iter().filter(|t| !t.optional).count();
+        return Err(Error::invalid_arg(format!(
+            "expected {required} inputs but got {} inputs for model '{model}'. Got input(s) [{}], but missing required input(s) [{}]. Please provide all required input(s).",
+            request.inputs.len(),
+            got.join(","),
+            missing.join(",")
+        )));
+    }
+    let batch_size = batch_size(spec, request)?;
+    for input in &request.inputs {
+        check_input(spec, input)?;
+    }
+    if let Some(outputs) = &request.requested_outputs {
+        for name in outputs {
+            if spec.output(name).is_none() {
+                return Err(Error::invalid_arg(format!(
+                    "unexpected inference output '{name}' for model '{model}'"
+                )));
+            }
+        }
+    }
+    Ok(batch_size)
+}
+
+fn batch_size(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
+    if spec.max_batch_size == 0 {
+        return Ok(1);
+    }
+    let model = &spec.name;
+    let mut batch: Option<i64> = None;
+    for input in &request.inputs {
+        let Some(&first) = input.shape.first() else {
+            return Err(Error::invalid_arg(format!(
+                "input '{}' has no shape but model requires batch dimension for '{model}'",
+                input.name
+            )));
+        };
+        match batch {
+            None => batch = Some(first),
+            Some(b) if b != first => {
+                return Err(Error::invalid_arg(format!(
+                    "input '{}' batch size does not match other inputs for '{model}'",
+                    input.name
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    let batch = batch.unwrap_or(1);
+    if batch < 1 || batch as u64 > spec.max_batch_size as u64 {
+        return Err(Error::invalid_arg(format!(
+            "inference request batch-size must be <= {} for '{model}'",
+            spec.max_batch_size
+        )));
+    }
+    Ok(batch as usize)
+}
+
+fn check_input(spec: &ModelSpec, input: &InputTensor) -> Result<()> {
+    let model = &spec.name;
+    let tensor = spec
+        .input(&input.name)
+        .expect("unknown inputs were rejected before");
+    if input.datatype != tensor.datatype {
+        return Err(Error::invalid_arg(format!(
+            "inference input '{}' data-type is '{}', but model '{model}' expects '{}'",
+            input.name, input.datatype, tensor.datatype
+        )));
+    }
+    let shape = if spec.max_batch_size > 0 {
+        &input.shape[1..]
+    } else {
+        &input.shape[..]
+    };
+    let matches = shape.len() == tensor.dims.len()
+        && shape
+            .iter()
+            .zip(&tensor.dims)
+            .all(|(&got, &want)| got >= 0 && (want == -1 || got == want));
+    if !matches {
+        return Err(Error::invalid_arg(format!(
+            "unexpected shape for input '{}' for model '{model}'. Expected {}, got {}",
+            input.name,
+            format_dims(&spec.client_dims(&tensor.dims)),
+            format_dims(&input.shape)
+        )));
+    }
+    let elements = element_count(&input.shape).ok_or_else(|| {
+        Error::invalid_arg(format!(
+            "shape {} of input '{}' for model '{model}' is too large",
+            format_dims(&input.shape),
+            input.name
+        ))
+    })?;
+    match input.datatype.element_size() {
+        Some(size) => {
+            let expected = elements.checked_mul(size).unwrap_or(usize::MAX);
+            if expected != input.data.len() {
+                return Err(Error::invalid_arg(format!(
+                    "input byte size mismatch for input '{}' for model '{model}'. Expected {expected}, got {}",
+                    input.name,
+                    input.data.len()
+                )));
+            }
+        }
+        None => check_bytes_input(model, input, elements)?,
+    }
+    Ok(())
+}
+
+fn check_bytes_input(model: &str, input: &InputTensor, elements: usize) -> Result<()> {
+    debug_assert_eq!(input.datatype, DataType::Bytes);
+    let parts = split_bytes_elements(&input.data).map_err(|why| {
+        Error::invalid_arg(format!(
+            "input '{}' of model '{model}' is not a valid BYTES tensor: {why}",
+            input.name
+        ))
+    })?;
+    if parts.len() != elements {
+        return Err(Error::invalid_arg(format!(
+            "expected {elements} string elements for inference input '{}' for model '{model}', got {}",
+            input.name,
+            parts.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Formats dims as Triton does: `[-1,4]`.
+pub fn format_dims(dims: &[i64]) -> String {
+    let inner: Vec<String> = dims.iter().map(i64::to_string).collect();
+    format!("[{}]", inner.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{normalize_and_validate, parse_model_config, NormalizeOptions};
+    use bytes::Bytes;
+    use std::path::Path;
+
+    fn add_sub() -> ModelSpec {
+        let mut c = parse_model_config(
+            Path::new("config.pbtxt"),
+            r#"platform: "onnxruntime_onnx" max_batch_size: 8
+               input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [4] },
+                       { name: "INPUT1" data_type: TYPE_FP32 dims: [4] } ]
+               output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [4] } ]"#,
+        )
+        .expect("valid");
+        normalize_and_validate(&mut c, "add_sub", NormalizeOptions::default()).expect("valid");
+        ModelSpec::new(c, 1).expect("valid")
+    }
+
+    fn input(name: &str, shape: &[i64], bytes: usize) -> InputTensor {
+        InputTensor {
+            name: name.into(),
+            datatype: DataType::Fp32,
+            shape: shape.to_vec(),
+            data: Bytes::from(vec![0u8; bytes]),
+        }
+    }
+
+    fn request(inputs: Vec<InputTensor>) -> InferRequest {
+        InferRequest {
+            model_name: "add_sub".into(),
+            inputs,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn accepts_a_good_batch() {
+        let r = request(vec![
+            input("INPUT0", &[2, 4], 32),
+            input("INPUT1", &[2, 4], 32),
+        ]);
+        assert_eq!(validate_request(&add_sub(), &r), Ok(2));
+    }
+
+    #[test]
+    fn triton_messages_for_common_mistakes() {
+        let spec = add_sub();
+        let cases = [
+            (
+                vec![input("INPUT0", &[1, 4], 16)],
+                "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'add_sub'",
+            ),
+            (
+                vec![input("INPUT0", &[9, 4], 144), input("INPUT1", &[9, 4], 144)],
+                "inference request batch-size must be <= 8 for 'add_sub'",
+            ),
+            (
+                vec![input("INPUT0", &[1, 5], 20), input("INPUT1", &[1, 5], 20)],
+                "unexpected shape for input 'INPUT0' for model 'add_sub'. Expected [-1,4], got [1,5]",
+            ),
+            (
+                vec![input("INPUT0", &[1, 4], 12), input("INPUT1", &[1, 4], 16)],
+                "input byte size mismatch for input 'INPUT0' for model 'add_sub'. Expected 16, got 12",
+            ),
+            (
+                vec![input("X", &[1, 4], 16)],
+                "unexpected inference input 'X' for model 'add_sub'",
+            ),
+        ];
+        for (inputs, want) in cases {
+            let err = validate_request(&spec, &request(inputs)).unwrap_err();
+            assert!(err.message().contains(want), "{} vs {want}", err.message());
+        }
+        let mut r = request(vec![
+            input("INPUT0", &[1, 4], 16),
+            input("INPUT1", &[1, 4], 16),
+        ]);
+        r.inputs[1].datatype = DataType::Fp64;
+        r.id = "7".into();
+        let err = validate_request(&spec, &r).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "[request id: 7] inference input 'INPUT1' data-type is 'FP64', but model 'add_sub' expects 'FP32'"
+        );
+    }
+}

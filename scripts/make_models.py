@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Write Nereid's example model repository (Triton layout) with tiny ONNX models.
+
+Usage: scripts/make_models.py [OUTPUT_DIR]   (default: examples/models, relative
+to the repository root)
+
+Every model gets `<name>/config.pbtxt` and `<name>/1/model.onnx`, except
+`add_sub_noconfig`, which has no config.pbtxt on purpose: the server must
+auto-complete its configuration from the ONNX graph.
+
+The output is deterministic: running the script twice gives byte-identical
+files (no timestamps, fixed weights from a fixed seed, fixed ONNX opset and IR
+version), so the generated files can be committed and re-checked with
+`git diff --exit-code` after regenerating.
+
+Models:
+  add_sub           OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, FP32 [4],
+                    max_batch_size 8, platform onnxruntime_onnx
+  add_sub_noconfig  the same graph, no config.pbtxt
+  identity_<type>   INPUT0 -> OUTPUT0 (ONNX Identity), dims [-1], max_batch_size 8,
+                    backend onnxruntime, one per Triton datatype (BYTES = "string")
+  mlp               INPUT [16] -> Dense(32) -> ReLU -> Dense(4) -> OUTPUT [4], FP32,
+                    max_batch_size 64, weights from numpy seed 20240607
+"""
+
+import argparse
+import os
+import shutil
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+# Opset 17 with IR version 8 is what onnx 1.13 wrote for it; every ONNX
+# Runtime since 1.14 (and 1.31 used here) loads it.
+OPSET = 17
+IR_VERSION = 8
+PRODUCER = "nereid-make-models"
+
+MLP_SEED = 20240607
+MLP_IN, MLP_HIDDEN, MLP_OUT = 16, 32, 4
+
+# Triton type name suffix -> (ONNX element type, config.pbtxt data_type).
+# The suffix is the lower-case Triton protocol name, except BYTES -> "string"
+# (the config name is TYPE_STRING).
+IDENTITY_TYPES = {
+    "bool": (TensorProto.BOOL, "TYPE_BOOL"),
+    "uint8": (TensorProto.UINT8, "TYPE_UINT8"),
+    "uint16": (TensorProto.UINT16, "TYPE_UINT16"),
+    "uint32": (TensorProto.UINT32, "TYPE_UINT32"),
+    "uint64": (TensorProto.UINT64, "TYPE_UINT64"),
+    "int8": (TensorProto.INT8, "TYPE_INT8"),
+    "int16": (TensorProto.INT16, "TYPE_INT16"),
+    "int32": (TensorProto.INT32, "TYPE_INT32"),
+    "int64": (TensorProto.INT64, "TYPE_INT64"),
+    "fp16": (TensorProto.FLOAT16, "TYPE_FP16"),
+    "fp32": (TensorProto.FLOAT, "TYPE_FP32"),
+    "fp64": (TensorProto.DOUBLE, "TYPE_FP64"),
+    "bf16": (TensorProto.BFLOAT16, "TYPE_BF16"),
+    "string": (TensorProto.STRING, "TYPE_STRING"),
+}
+
+
+def _model(graph):
+    model = helper.make_model(
+        graph,
+        producer_name=PRODUCER,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+    )
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def add_sub_graph(name):
+    """[batch, 4] FP32 inputs; the batch dim is symbolic so Triton can batch."""
+    shape = ["batch", 4]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [
+            helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"], name="add"),
+            helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"], name="sub"),
+        ],
+        name,
+        [vi("INPUT0", TensorProto.FLOAT, shape), vi("INPUT1", TensorProto.FLOAT, shape)],
+        [vi("OUTPUT0", TensorProto.FLOAT, shape), vi("OUTPUT1", TensorProto.FLOAT, shape)],
+    )
+    return _model(graph)
+
+
+def identity_graph(name, elem_type):
+    shape = ["batch", "n"]
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"], name="identity")],
+        name,
+        [helper.make_tensor_value_info("INPUT0", elem_type, shape)],
+        [helper.make_tensor_value_info("OUTPUT0", elem_type, shape)],
+    )
+    return _model(graph)
+
+
+def mlp_weights():
+    """The MLP's weights: (w1 [16,32], b1 [32], w2 [32,4], b2 [4]), float32.
+
+    RandomState (not default_rng) because its stream is frozen across numpy
+    versions. Values are rounded to multiples of 1/256 so they are exact in
+    float32 and print the same everywhere.
+    """
+    rs = np.random.RandomState(MLP_SEED)
+
+    def draw(*shape, scale):
+        return (np.round(rs.standard_normal(shape) * scale * 256) / 256).astype(np.float32)
+
+    w1 = draw(MLP_IN, MLP_HIDDEN, scale=0.25)
+    b1 = draw(MLP_HIDDEN, scale=0.1)
+    w2 = draw(MLP_HIDDEN, MLP_OUT, scale=0.25)
+    b2 = draw(MLP_OUT, scale=0.1)
+    return w1, b1, w2, b2
+
+
+def mlp_graph(name):
+    w1, b1, w2, b2 = mlp_weights()
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["INPUT", "w1"], ["h0"], name="dense1"),
+            helper.make_node("Add", ["h0", "b1"], ["h1"], name="bias1"),
+            helper.make_node("Relu", ["h1"], ["h2"], name="relu"),
+            helper.make_node("MatMul", ["h2", "w2"], ["o0"], name="dense2"),
+            helper.make_node("Add", ["o0", "b2"], ["OUTPUT"], name="bias2"),
+        ],
+        name,
+        [vi("INPUT", TensorProto.FLOAT, ["batch", MLP_IN])],
+        [vi("OUTPUT", TensorProto.FLOAT, ["batch", MLP_OUT])],
+        initializer=[
+            numpy_helper.from_array(w1, "w1"),
+            numpy_helper.from_array(b1, "b1"),
+            numpy_helper.from_array(w2, "w2"),
+            numpy_helper.from_array(b2, "b2"),
+        ],
+    )
+    return _model(graph)
+
+
+ADD_SUB_CONFIG = """\
+name: "add_sub"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [
+  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
+]
+output [
+  { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+  { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
+]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+"""
+
+IDENTITY_CONFIG = """\
+name: "{name}"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ {{ name: "INPUT0" data_type: {dtype} dims: [ -1 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: {dtype} dims: [ -1 ] }} ]
+"""
+
+MLP_CONFIG = """\
+name: "mlp"
+platform: "onnxruntime_onnx"
+max_batch_size: 64
+input [ {{ name: "INPUT" data_type: TYPE_FP32 dims: [ {inp} ] }} ]
+output [ {{ name: "OUTPUT" data_type: TYPE_FP32 dims: [ {out} ] }} ]
+""".format(inp=MLP_IN, out=MLP_OUT)
+
+
+def models():
+    """Yield (name, config text or None, onnx ModelProto) for every model."""
+    yield "add_sub", ADD_SUB_CONFIG, add_sub_graph("add_sub")
+    yield "add_sub_noconfig", None, add_sub_graph("add_sub_noconfig")
+    for suffix, (elem_type, dtype) in IDENTITY_TYPES.items():
+        name = "identity_" + suffix
+        yield name, IDENTITY_CONFIG.format(name=name, dtype=dtype), identity_graph(
+            name, elem_type
+        )
+    yield "mlp", MLP_CONFIG, mlp_graph("mlp")
+
+
+def write(out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    for name, config, model in models():
+        model_dir = os.path.join(out_dir, name)
+        # Start each model directory afresh so a stale config.pbtxt (e.g. in
+        # add_sub_noconfig) cannot survive a regeneration.
+        if os.path.isdir(model_dir):
+            shutil.rmtree(model_dir)
+        os.makedirs(os.path.join(model_dir, "1"))
+        if config is not None:
+            with open(os.path.join(model_dir, "config.pbtxt"), "w", newline="\n") as f:
+                f.write(config)
+        with open(os.path.join(model_dir, "1", "model.onnx"), "wb") as f:
+            f.write(model.SerializeToString(deterministic=True))
+        print(f"wrote {model_dir}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser.add_argument(
+        "output_dir",
+        nargs="?",
+        default=os.path.join(repo_root, "examples", "models"),
+        help="model repository to write (default: <repo>/examples/models)",
+    )
+    args = parser.parse_args(argv)
+    write(args.output_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
