@@ -1,1 +1,104 @@
-//! placeholder
+//! The ONNX Runtime backend (`backend: "onnxruntime"`, `platform: "onnxruntime_onnx"`).
+//!
+//! ONNX Runtime is loaded at run time from a shared library (by default the one the
+//! `onnxruntime` Python wheel ships in the project's virtualenv), so the binary builds
+//! without it and no download happens at build time. Each model instance owns one ORT
+//! session and is driven by its own worker thread.
+
+mod autocomplete;
+mod convert;
+mod instance;
+mod library;
+mod session_options;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nereid_core::backend::{Backend, InstanceBackend, InstanceConfig, InstanceKind, ModelBackend};
+use nereid_core::config::ModelConfig;
+use nereid_core::model::ModelSpec;
+use nereid_core::{Error, Result};
+
+pub use library::find_library;
+
+/// Backend-wide settings (`--backend-config=onnxruntime,<key>=<value>`).
+#[derive(Debug, Clone)]
+pub struct OnnxOptions {
+    /// The `libonnxruntime.so` to load.
+    pub library_path: PathBuf,
+    /// `max_batch_size` that auto-completion gives a model whose inputs and outputs all
+    /// have a variable first dimension (Triton's `default-max-batch-size`, 4).
+    pub default_max_batch_size: i32,
+}
+
+/// The ONNX Runtime backend; one per server.
+pub struct OnnxBackend {
+    environment: Arc<ort::environment::Environment>,
+    options: OnnxOptions,
+}
+
+impl OnnxBackend {
+    /// Loads the ONNX Runtime library and creates the process-wide ORT environment.
+    pub fn new(options: OnnxOptions) -> Result<Self> {
+        let builder = ort::init_from(&options.library_path).map_err(|e| {
+            Error::internal(format!(
+                "unable to load ONNX Runtime from {}: {e}",
+                options.library_path.display()
+            ))
+        })?;
+        let environment = builder.with_name("nereid").build().map_err(|e| {
+            Error::internal(format!(
+                "unable to create the ONNX Runtime environment: {e}"
+            ))
+        })?;
+        tracing::info!(library = %options.library_path.display(), "ONNX Runtime loaded");
+        Ok(Self {
+            environment: Arc::new(environment),
+            options,
+        })
+    }
+}
+
+impl Backend for OnnxBackend {
+    fn name(&self) -> &'static str {
+        "onnxruntime"
+    }
+
+    fn default_model_filename(&self) -> &'static str {
+        "model.onnx"
+    }
+
+    fn autocomplete(&self, config: &mut ModelConfig, model_file: &Path) -> Result<()> {
+        let session = session_options::build_session(&self.environment, config, model_file)?;
+        autocomplete::complete(config, &session, self.options.default_max_batch_size)
+    }
+
+    fn load_model(&self, spec: Arc<ModelSpec>, model_file: &Path) -> Result<Box<dyn ModelBackend>> {
+        Ok(Box::new(OnnxModel {
+            environment: self.environment.clone(),
+            spec,
+            model_file: model_file.to_path_buf(),
+        }))
+    }
+}
+
+/// A loaded ONNX model version: creates one session per instance.
+struct OnnxModel {
+    environment: Arc<ort::environment::Environment>,
+    spec: Arc<ModelSpec>,
+    model_file: PathBuf,
+}
+
+impl ModelBackend for OnnxModel {
+    fn create_instance(&self, instance: &InstanceConfig) -> Result<Box<dyn InstanceBackend>> {
+        if let InstanceKind::Gpu(device) = instance.kind {
+            return Err(Error::unsupported(format!(
+                "instance {} of model '{}' asks for GPU {device}, but this ONNX Runtime build runs on the CPU only",
+                instance.name, self.spec.name
+            )));
+        }
+        let session =
+            session_options::build_session(&self.environment, &self.spec.config, &self.model_file)?;
+        Ok(Box::new(instance::OnnxInstance::new(session)))
+    }
+}

@@ -1,0 +1,85 @@
+//! Completing a missing or partial configuration from the ONNX model, as Triton's ONNX
+//! Runtime backend does: inputs and outputs that the config leaves out are taken from the
+//! model, and a model whose tensors all have a variable first dimension batches
+//! (`max_batch_size` = the backend's default) when the config did not say otherwise.
+
+use ort::session::Session;
+use ort::value::ValueType;
+
+use nereid_core::config::ModelConfig;
+use nereid_core::{Error, Result};
+use nereid_proto::inference::{ModelInput, ModelOutput};
+
+use crate::convert::protocol_type;
+
+struct ModelTensor {
+    name: String,
+    data_type: i32,
+    dims: Vec<i64>,
+}
+
+/// Fills `config` from `session`'s model.
+pub fn complete(config: &mut ModelConfig, session: &Session, default_max_batch: i32) -> Result<()> {
+    let inputs = tensors(config, session.inputs())?;
+    let outputs = tensors(config, session.outputs())?;
+    let fill_io = config.input.is_empty() || config.output.is_empty();
+    let all_batched = inputs
+        .iter()
+        .chain(&outputs)
+        .all(|t| t.dims.first() == Some(&-1));
+    if config.max_batch_size == 0 && fill_io && all_batched && default_max_batch > 0 {
+        config.max_batch_size = default_max_batch;
+    }
+    let strip = usize::from(config.max_batch_size > 0);
+    let dims = |t: &ModelTensor| t.dims.iter().skip(strip).copied().collect::<Vec<_>>();
+    if config.input.is_empty() {
+        config.input = inputs
+            .iter()
+            .map(|t| ModelInput {
+                name: t.name.clone(),
+                data_type: t.data_type,
+                dims: dims(t),
+                ..Default::default()
+            })
+            .collect();
+    }
+    if config.output.is_empty() {
+        config.output = outputs
+            .iter()
+            .map(|t| ModelOutput {
+                name: t.name.clone(),
+                data_type: t.data_type,
+                dims: dims(t),
+                ..Default::default()
+            })
+            .collect();
+    }
+    Ok(())
+}
+
+fn tensors(config: &ModelConfig, outlets: &[ort::value::Outlet]) -> Result<Vec<ModelTensor>> {
+    outlets
+        .iter()
+        .map(|outlet| match outlet.dtype() {
+            ValueType::Tensor { ty, shape, .. } => {
+                let data_type = protocol_type(*ty).ok_or_else(|| {
+                    Error::invalid_arg(format!(
+                        "model '{}': tensor '{}' has ONNX type {ty:?}, which has no Triton equivalent",
+                        config.name,
+                        outlet.name()
+                    ))
+                })?;
+                Ok(ModelTensor {
+                    name: outlet.name().to_string(),
+                    data_type: data_type.to_config() as i32,
+                    dims: shape.iter().map(|&d| if d < 0 { -1 } else { d }).collect(),
+                })
+            }
+            other => Err(Error::invalid_arg(format!(
+                "model '{}': '{}' is a {other:?}, but only tensors are supported",
+                config.name,
+                outlet.name()
+            ))),
+        })
+        .collect()
+}

@@ -1,0 +1,129 @@
+//! Conversions between the protocol's raw tensor bytes and ORT values: one copy in, one
+//! copy out, typed through `bytemuck` so unaligned client buffers are handled safely.
+
+use bytes::Bytes;
+use half::{bf16, f16};
+use ort::value::{DynValue, PrimitiveTensorElementType, Tensor, TensorElementType};
+
+use nereid_core::request::{join_bytes_elements, split_bytes_elements};
+use nereid_core::{DataType, Error, Result};
+
+/// The ORT element type of a protocol type.
+pub fn element_type(t: DataType) -> TensorElementType {
+    match t {
+        DataType::Bool => TensorElementType::Bool,
+        DataType::Uint8 => TensorElementType::Uint8,
+        DataType::Uint16 => TensorElementType::Uint16,
+        DataType::Uint32 => TensorElementType::Uint32,
+        DataType::Uint64 => TensorElementType::Uint64,
+        DataType::Int8 => TensorElementType::Int8,
+        DataType::Int16 => TensorElementType::Int16,
+        DataType::Int32 => TensorElementType::Int32,
+        DataType::Int64 => TensorElementType::Int64,
+        DataType::Fp16 => TensorElementType::Float16,
+        DataType::Fp32 => TensorElementType::Float32,
+        DataType::Fp64 => TensorElementType::Float64,
+        DataType::Bf16 => TensorElementType::Bfloat16,
+        DataType::Bytes => TensorElementType::String,
+    }
+}
+
+/// The protocol type of an ORT element type, if the protocol has one.
+pub fn protocol_type(t: TensorElementType) -> Option<DataType> {
+    DataType::ALL.into_iter().find(|d| element_type(*d) == t)
+}
+
+fn ort_error(e: impl std::fmt::Display) -> Error {
+    Error::internal(format!("onnx runtime error: {e}"))
+}
+
+fn primitive<T>(shape: &[i64], data: &[u8]) -> Result<DynValue>
+where
+    T: PrimitiveTensorElementType + bytemuck::Pod + std::fmt::Debug,
+{
+    let values: Vec<T> = bytemuck::pod_collect_to_vec(data);
+    Ok(Tensor::from_array((shape.to_vec(), values))
+        .map_err(ort_error)?
+        .into_dyn())
+}
+
+/// Builds an ORT tensor of type `t` and `shape` from validated protocol bytes.
+pub fn to_value(t: DataType, shape: &[i64], data: &[u8]) -> Result<DynValue> {
+    match t {
+        DataType::Bool => {
+            let values: Vec<bool> = data.iter().map(|&b| b != 0).collect();
+            Ok(Tensor::from_array((shape.to_vec(), values))
+                .map_err(ort_error)?
+                .into_dyn())
+        }
+        DataType::Uint8 => primitive::<u8>(shape, data),
+        DataType::Uint16 => primitive::<u16>(shape, data),
+        DataType::Uint32 => primitive::<u32>(shape, data),
+        DataType::Uint64 => primitive::<u64>(shape, data),
+        DataType::Int8 => primitive::<i8>(shape, data),
+        DataType::Int16 => primitive::<i16>(shape, data),
+        DataType::Int32 => primitive::<i32>(shape, data),
+        DataType::Int64 => primitive::<i64>(shape, data),
+        DataType::Fp16 => primitive::<f16>(shape, data),
+        DataType::Fp32 => primitive::<f32>(shape, data),
+        DataType::Fp64 => primitive::<f64>(shape, data),
+        DataType::Bf16 => primitive::<bf16>(shape, data),
+        DataType::Bytes => {
+            let elements = split_bytes_elements(data).map_err(Error::invalid_arg)?;
+            let strings = elements
+                .into_iter()
+                .map(|e| {
+                    std::str::from_utf8(e).map(str::to_owned).map_err(|_| {
+                        Error::invalid_arg(
+                            "BYTES elements must be valid UTF-8 for the ONNX Runtime backend (ONNX strings)",
+                        )
+                    })
+                })
+                .collect::<Result<Vec<String>>>()?;
+            Ok(
+                Tensor::from_string_array((shape.to_vec(), strings.as_slice()))
+                    .map_err(ort_error)?
+                    .into_dyn(),
+            )
+        }
+    }
+}
+
+fn primitive_bytes<T>(value: &DynValue) -> Result<(Vec<i64>, Bytes)>
+where
+    T: PrimitiveTensorElementType + bytemuck::Pod,
+{
+    let (shape, data) = value.try_extract_tensor::<T>().map_err(ort_error)?;
+    Ok((
+        shape.to_vec(),
+        Bytes::copy_from_slice(bytemuck::cast_slice(data)),
+    ))
+}
+
+/// Reads an ORT output tensor of type `t` into protocol bytes and its shape.
+pub fn from_value(t: DataType, value: &DynValue) -> Result<(Vec<i64>, Bytes)> {
+    match t {
+        DataType::Bool => {
+            let (shape, data) = value.try_extract_tensor::<bool>().map_err(ort_error)?;
+            let bytes: Vec<u8> = data.iter().map(|&b| u8::from(b)).collect();
+            Ok((shape.to_vec(), Bytes::from(bytes)))
+        }
+        DataType::Uint8 => primitive_bytes::<u8>(value),
+        DataType::Uint16 => primitive_bytes::<u16>(value),
+        DataType::Uint32 => primitive_bytes::<u32>(value),
+        DataType::Uint64 => primitive_bytes::<u64>(value),
+        DataType::Int8 => primitive_bytes::<i8>(value),
+        DataType::Int16 => primitive_bytes::<i16>(value),
+        DataType::Int32 => primitive_bytes::<i32>(value),
+        DataType::Int64 => primitive_bytes::<i64>(value),
+        DataType::Fp16 => primitive_bytes::<f16>(value),
+        DataType::Fp32 => primitive_bytes::<f32>(value),
+        DataType::Fp64 => primitive_bytes::<f64>(value),
+        DataType::Bf16 => primitive_bytes::<bf16>(value),
+        DataType::Bytes => {
+            let (shape, strings) = value.try_extract_strings().map_err(ort_error)?;
+            let joined = join_bytes_elements(strings.iter().map(|s| s.as_bytes()));
+            Ok((shape.to_vec(), Bytes::from(joined)))
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! One model instance: an ORT session executing batches.
+
+use std::time::Instant;
+
+use ort::session::{Session, SessionInputValue};
+
+use nereid_core::backend::{ComputeTiming, InstanceBackend};
+use nereid_core::batch::Batch;
+use nereid_core::request::OutputTensor;
+use nereid_core::{Error, Result};
+
+use crate::convert::{from_value, to_value};
+
+/// An instance owning its session (ORT runs need `&mut Session`).
+pub struct OnnxInstance {
+    session: Session,
+}
+
+impl OnnxInstance {
+    /// Wraps a session.
+    pub fn new(session: Session) -> Self {
+        Self { session }
+    }
+
+    fn run(&mut self, batch: &Batch<'_>, timing: &mut ComputeTiming) -> Result<Vec<OutputTensor>> {
+        let spec = batch.spec();
+        let started = Instant::now();
+        let mut inputs: Vec<(String, SessionInputValue<'_>)> =
+            Vec::with_capacity(spec.inputs.len());
+        for input in &spec.inputs {
+            if let Some(gathered) = batch.gather_input(&input.name)? {
+                let value = to_value(input.datatype, &gathered.shape, &gathered.data)?;
+                inputs.push((input.name.clone(), value.into()));
+            }
+        }
+        let prepared = Instant::now();
+        let outputs = self
+            .session
+            .run(inputs)
+            .map_err(|e| Error::internal(format!("onnx runtime error {}: {e}", e.code() as i32)))?;
+        let ran = Instant::now();
+        let mut result = Vec::with_capacity(spec.outputs.len());
+        for output in &spec.outputs {
+            let value = outputs.get(&output.name).ok_or_else(|| {
+                Error::internal(format!(
+                    "model '{}' did not produce output '{}'",
+                    spec.name, output.name
+                ))
+            })?;
+            let (shape, data) = from_value(output.datatype, value)?;
+            result.push(OutputTensor {
+                name: output.name.clone(),
+                datatype: output.datatype,
+                shape,
+                data,
+            });
+        }
+        let done = Instant::now();
+        timing.input_ns = nanos(prepared - started);
+        timing.infer_ns = nanos(ran - prepared);
+        timing.output_ns = nanos(done - ran);
+        Ok(result)
+    }
+}
+
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl InstanceBackend for OnnxInstance {
+    fn execute(
+        &mut self,
+        batch: &Batch<'_>,
+        timing: &mut ComputeTiming,
+    ) -> Vec<Result<Vec<OutputTensor>>> {
+        match self.run(batch, timing) {
+            Ok(outputs) => batch.scatter(outputs),
+            Err(e) => batch.requests().iter().map(|_| Err(e.clone())).collect(),
+        }
+    }
+}

@@ -1,0 +1,274 @@
+"""The HTTP wire format by hand (http.client): binary tensor extension,
+compression, status codes and error bodies. Expected texts were measured on
+Triton 2.51 unless a comment says otherwise."""
+
+import gzip
+import json
+import zlib
+
+import numpy as np
+import pytest
+
+A = np.array([[0.0, 1.0, 2.0, 3.0]], dtype=np.float32)
+B = np.array([[1.0, 1.0, 1.0, 1.0]], dtype=np.float32)
+INFER = "/v2/models/add_sub/infer"
+
+
+def binary_header(extra=None, sizes=(16, 16)):
+    hdr = {
+        "inputs": [
+            {"name": name, "shape": [1, 4], "datatype": "FP32", "parameters": {"binary_data_size": size}}
+            for name, size in zip(("INPUT0", "INPUT1"), sizes)
+        ]
+    }
+    hdr.update(extra or {})
+    return json.dumps(hdr).encode()
+
+
+def post_binary(server, hdr, tail, header_len=None):
+    headers = {"Content-Type": "application/octet-stream"}
+    headers["Inference-Header-Content-Length"] = str(len(hdr) if header_len is None else header_len)
+    return server.request("POST", INFER, hdr + tail, headers)
+
+
+def json_body(**extra):
+    body = {
+        "inputs": [
+            {"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": A.flatten().tolist()},
+            {"name": "INPUT1", "shape": [1, 4], "datatype": "FP32", "data": B.flatten().tolist()},
+        ]
+    }
+    body.update(extra)
+    return json.dumps(body).encode()
+
+
+EXPECTED_JSON_OUTPUTS = [
+    {"name": "OUTPUT0", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]},
+    {"name": "OUTPUT1", "datatype": "FP32", "shape": [1, 4], "data": [-1.0, 0.0, 1.0, 2.0]},
+]
+
+
+def assert_error(resp, status, message):
+    assert resp.status == status, resp
+    assert resp.headers["content-type"].startswith(("application/json", "text/plain")), resp
+    assert resp.json() == {"error": message}
+
+
+def assert_still_serving(server):
+    resp = server.request("POST", INFER, json_body())
+    assert resp.status == 200, resp
+    assert resp.json()["outputs"] == EXPECTED_JSON_OUTPUTS
+
+
+def test_binary_inputs_split_by_header_length(server):
+    resp = post_binary(server, binary_header(), A.tobytes() + B.tobytes())
+    assert resp.status == 200, resp
+    # Outputs not asked for in binary come back as JSON.
+    assert resp.headers["content-type"].startswith("application/json")
+    assert "inference-header-content-length" not in resp.headers
+    assert resp.json() == {"model_name": "add_sub", "model_version": "1", "outputs": EXPECTED_JSON_OUTPUTS}
+
+
+def test_binary_input_without_header_length(server):
+    resp = server.request("POST", INFER, binary_header() + A.tobytes() + B.tobytes())
+    assert_error(
+        resp,
+        400,
+        "unexpected size for input 'INPUT0', expecting 16 additional bytes for model 'add_sub'",
+    )
+    assert_still_serving(server)
+
+
+@pytest.mark.parametrize(
+    "tail,message",
+    [
+        (A.tobytes() + B.tobytes()[:10], "unexpected size for input 'INPUT1', expecting 6 additional bytes for model 'add_sub'"),
+        (A.tobytes()[:10], "unexpected size for input 'INPUT0', expecting 6 additional bytes for model 'add_sub'"),
+        (A.tobytes() + B.tobytes() + b"xx", "unexpected additional input data for model 'add_sub'"),
+    ],
+    ids=["short-second", "short-first", "extra-bytes"],
+)
+def test_binary_tail_wrong_length(server, tail, message):
+    assert_error(post_binary(server, binary_header(), tail), 400, message)
+    assert_still_serving(server)
+
+
+def test_header_length_larger_than_body(server):
+    hdr = binary_header()
+    body_len = len(hdr) + 32
+    resp = post_binary(server, hdr, A.tobytes() + B.tobytes(), header_len=100000)
+    assert_error(resp, 400, f"inference header size should be in range (0, {body_len}), got: 100000")
+
+
+def test_binary_data_size_mismatch(server):
+    # binary_data_size 12 for a [1,4] FP32 input (16 bytes).
+    hdr = binary_header(sizes=(12, 16))
+    resp = post_binary(server, hdr, A.tobytes()[:12] + B.tobytes())
+    assert_error(
+        resp,
+        400,
+        "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'add_sub'. Expected 16, got 12",
+    )
+    assert_still_serving(server)
+
+
+def split_binary_response(resp):
+    assert resp.status == 200, resp
+    assert resp.headers["content-type"] == "application/octet-stream"
+    json_len = int(resp.headers["inference-header-content-length"])
+    return json.loads(resp.body[:json_len]), resp.body[json_len:]
+
+
+def test_binary_data_output_for_all_outputs(server):
+    hdr = binary_header({"parameters": {"binary_data_output": True}})
+    header, tail = split_binary_response(post_binary(server, hdr, A.tobytes() + B.tobytes()))
+    assert header == {
+        "model_name": "add_sub",
+        "model_version": "1",
+        "outputs": [
+            {"name": "OUTPUT0", "datatype": "FP32", "shape": [1, 4], "parameters": {"binary_data_size": 16}},
+            {"name": "OUTPUT1", "datatype": "FP32", "shape": [1, 4], "parameters": {"binary_data_size": 16}},
+        ],
+    }
+    assert tail == (A + B).tobytes() + (A - B).tobytes()
+
+
+def test_binary_data_per_output(server):
+    body = json_body(outputs=[{"name": "OUTPUT1", "parameters": {"binary_data": True}}])
+    header, tail = split_binary_response(server.request("POST", INFER, body))
+    assert header["outputs"] == [
+        {"name": "OUTPUT1", "datatype": "FP32", "shape": [1, 4], "parameters": {"binary_data_size": 16}}
+    ]
+    assert tail == (A - B).tobytes()
+
+
+def test_requested_outputs_json(server):
+    resp = server.request("POST", INFER, json_body(outputs=[{"name": "OUTPUT1"}]))
+    assert resp.status == 200, resp
+    assert resp.json()["outputs"] == EXPECTED_JSON_OUTPUTS[1:]
+
+
+def test_data_and_binary_size_both_set(server):
+    body = json.loads(json_body())
+    body["inputs"][0]["parameters"] = {"binary_data_size": 16}
+    resp = server.request("POST", INFER, body)
+    assert_error(
+        resp,
+        400,
+        "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+        "'shared_memory_region' in 'parameters'. But set 'data' 'binary_data_size'",
+    )
+    del body["inputs"][0]["parameters"]
+    del body["inputs"][0]["data"]
+    resp = server.request("POST", INFER, body)
+    assert_error(
+        resp,
+        400,
+        "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+        "'shared_memory_region' in 'parameters'. But no field is set",
+    )
+    assert_still_serving(server)
+
+
+def test_json_data_count_mismatch(server):
+    # Three values for a [1,4] tensor. Triton 2.51 answers 500 here (JSON
+    # parse failures inside the infer body are 500, reference section "Error
+    # mapping" note).
+    body = json.loads(json_body())
+    body["inputs"][0]["data"] = [1.0, 2.0, 3.0]
+    resp = server.request("POST", INFER, body)
+    assert resp.status == 500, resp
+    assert resp.json() == {"error": "Unable to parse 'data': Shape does not match true shape of 'data' field"}
+
+
+@pytest.mark.parametrize(
+    "encoding,compress",
+    [("gzip", gzip.compress), ("deflate", zlib.compress)],
+)
+def test_compressed_request_body(server, encoding, compress):
+    resp = server.request("POST", INFER, compress(json_body()), {"Content-Encoding": encoding})
+    assert resp.status == 200, resp
+    assert resp.json()["outputs"] == EXPECTED_JSON_OUTPUTS
+
+
+def test_compressed_binary_request_body(server):
+    # Inference-Header-Content-Length counts the JSON of the decompressed body.
+    hdr = binary_header()
+    resp = server.request(
+        "POST",
+        INFER,
+        gzip.compress(hdr + A.tobytes() + B.tobytes()),
+        {"Content-Encoding": "gzip", "Inference-Header-Content-Length": str(len(hdr))},
+    )
+    assert resp.status == 200, resp
+    assert resp.json()["outputs"] == EXPECTED_JSON_OUTPUTS
+
+
+@pytest.mark.parametrize(
+    "encoding,decompress",
+    [("gzip", gzip.decompress), ("deflate", zlib.decompress)],
+)
+def test_compressed_response(server, encoding, decompress):
+    resp = server.request("POST", INFER, json_body(), {"Accept-Encoding": encoding})
+    assert resp.status == 200, resp
+    assert resp.headers["content-encoding"] == encoding
+    assert json.loads(decompress(resp.body))["outputs"] == EXPECTED_JSON_OUTPUTS
+
+
+def test_malformed_json(server):
+    # Triton 2.51 answers 500 "failed to parse the request JSON buffer: <parser
+    # detail>"; the parser detail is implementation-specific.
+    resp = server.request("POST", INFER, b'{"inputs": [ ')
+    assert resp.status == 500, resp
+    error = resp.json()["error"]
+    assert error.startswith("failed to parse the request JSON buffer")
+    assert_still_serving(server)
+
+
+def test_missing_inputs_member(server):
+    resp = server.request("POST", INFER, b"{}")
+    assert resp.status == 500, resp
+    assert resp.json()["error"].startswith("Unable to parse 'inputs'")
+
+
+def test_triton_parameter_rejected(server):
+    resp = server.request("POST", INFER, json_body(parameters={"triton_foo": 1}))
+    assert_error(
+        resp,
+        400,
+        "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.",
+    )
+    assert_still_serving(server)
+
+
+def test_custom_parameters_accepted(server):
+    resp = server.request("POST", INFER, json_body(parameters={"custom": "x", "n": 3, "f": 0.5, "b": True}))
+    assert resp.status == 200, resp
+    assert resp.json()["outputs"] == EXPECTED_JSON_OUTPUTS
+
+
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("GET", INFER),
+        ("POST", "/v2/health/live"),
+        ("POST", "/v2/health/ready"),
+        ("POST", "/v2"),
+        ("GET", "/v2/repository/index"),
+        ("DELETE", "/v2/models/add_sub"),
+    ],
+)
+def test_wrong_method(server, method, path):
+    assert_error(server.request(method, path), 405, "Method Not Allowed")
+
+
+@pytest.mark.parametrize("path", ["/v2/bogus", "/v3", "/v2/models/add_sub/", "/v2/models/add_sub/bogus", "/"])
+def test_unknown_path(server, path):
+    assert_error(server.request("GET", path), 404, "Not Found")
+
+
+def test_metrics_port_serves_metrics_only(server):
+    resp = server.request("GET", "/metrics", port="metrics")
+    assert resp.status == 200, resp
+    assert resp.headers["content-type"].startswith("text/plain")
+    assert "# TYPE nv_inference_request_success counter" in resp.body.decode()
