@@ -142,13 +142,15 @@ class Server:
             self.kill()
             pytest.fail(
                 f"nereid did not report its three listeners within {timeout}s "
-                f"(exit code {self.proc.poll()}); argv: {self.argv}\n{self.log()}"
+                f"(exit code {self.proc.poll()}); argv: {self.argv}\n{self.log(last=200)}"
             )
         return self
 
-    def log(self):
+    def log(self, last=None):
+        """Everything the process printed so far (or only the `last` lines)."""
         with self._lock:
-            return "\n".join(self.lines[-200:])
+            lines = self.lines if last is None else self.lines[-last:]
+            return "\n".join(lines)
 
     def wait_exit(self, timeout):
         try:

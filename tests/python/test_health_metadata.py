@@ -52,8 +52,7 @@ def test_server_metadata(server, http_client, grpc_client):
     # Extensions this suite exercises must be advertised.
     for ext in ("binary_tensor_data", "model_configuration", "model_repository", "statistics"):
         assert ext in meta["extensions"]
-    # `GET /v2/` is the same document.
-    assert server.request("GET", "/v2/").json() == meta
+    assert server.request("GET", "/v2").json() == meta
 
     gmeta = grpc_client.get_server_metadata()
     assert gmeta.name == "nereid"

@@ -60,15 +60,22 @@ pub struct ModelMetadata {
 pub struct Server {
     identity: ServerIdentity,
     repository: Arc<ModelRepository>,
+    strict_readiness: bool,
     stopping: AtomicBool,
 }
 
 impl Server {
-    /// A server over `repository` (whose start-up models should already be loading).
-    pub fn new(identity: ServerIdentity, repository: Arc<ModelRepository>) -> Self {
+    /// A server over `repository`. With `strict_readiness` (Triton's default) the server is
+    /// ready only while every model it was asked to load is ready.
+    pub fn new(
+        identity: ServerIdentity,
+        repository: Arc<ModelRepository>,
+        strict_readiness: bool,
+    ) -> Self {
         Self {
             identity,
             repository,
+            strict_readiness,
             stopping: AtomicBool::new(false),
         }
     }
@@ -83,9 +90,10 @@ impl Server {
         true
     }
 
-    /// Readiness: not stopping and every requested model ready.
+    /// Readiness: not stopping and (with strict readiness) every requested model ready.
     pub fn is_ready(&self) -> bool {
-        !self.stopping.load(Ordering::Relaxed) && self.repository.all_ready()
+        !self.stopping.load(Ordering::Relaxed)
+            && (!self.strict_readiness || self.repository.all_ready())
     }
 
     /// Marks the server as stopping: readiness turns false.

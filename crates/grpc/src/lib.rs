@@ -1,1 +1,298 @@
-//! placeholder
+//! Nereid's gRPC frontend: Triton's `inference.GRPCInferenceService` (KServe v2 plus
+//! Triton's extensions) and `grpc.health.v1.Health/Check`, on tonic.
+//!
+//! The frontend is a thin adapter: decode the wire message, make one call on the core
+//! [`Server`] facade, encode the result (errors through [`status::to_status`]).
+//!
+//! - [`convert`]: infer request/response conversion, parameters, typed contents.
+//! - [`admin`]: metadata, configuration, statistics, repository.
+//! - [`stream`]: the bidirectional `ModelStreamInfer`.
+//! - [`status`]: core error → gRPC status.
+
+pub mod admin;
+pub mod convert;
+pub mod status;
+pub mod stream;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use nereid_core::Server;
+use nereid_proto::health::health_check_response::ServingStatus;
+use nereid_proto::health::health_server::{Health, HealthServer};
+use nereid_proto::health::{HealthCheckRequest, HealthCheckResponse};
+use nereid_proto::inference::grpc_inference_service_server::{
+    GrpcInferenceService, GrpcInferenceServiceServer,
+};
+use nereid_proto::inference::*;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::StreamExt;
+use tonic::codec::CompressionEncoding;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::status::to_status;
+
+/// Largest request Triton's gRPC server accepts (`MAX_GRPC_MESSAGE_SIZE`, `INT32_MAX`).
+pub const MAX_MESSAGE_SIZE: usize = i32::MAX as usize;
+
+/// Frontend settings beyond the listener.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GrpcOptions {
+    /// Compress responses with this encoding when the client accepts it (Triton's
+    /// `--grpc-infer-response-compression-level`). Off by default, as in Triton: gRPC
+    /// clients (Python's included) advertise gzip/deflate on every call, so enabling it
+    /// compresses every response. Compressed *requests* are always accepted.
+    pub response_compression: Option<CompressionEncoding>,
+}
+
+/// Serves gRPC on `listener` until `shutdown` resolves.
+pub async fn serve(
+    server: Arc<Server>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), tonic::transport::Error> {
+    serve_with(server, listener, shutdown, GrpcOptions::default()).await
+}
+
+/// [`serve`] with explicit [`GrpcOptions`].
+pub async fn serve_with(
+    server: Arc<Server>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    options: GrpcOptions,
+) -> Result<(), tonic::transport::Error> {
+    let mut inference = GrpcInferenceServiceServer::new(InferenceService {
+        server: server.clone(),
+    })
+    .accept_compressed(CompressionEncoding::Gzip)
+    .accept_compressed(CompressionEncoding::Deflate)
+    .max_decoding_message_size(MAX_MESSAGE_SIZE)
+    .max_encoding_message_size(usize::MAX);
+    let mut health = HealthServer::new(HealthService { server })
+        .accept_compressed(CompressionEncoding::Gzip)
+        .accept_compressed(CompressionEncoding::Deflate);
+    if let Some(encoding) = options.response_compression {
+        inference = inference.send_compressed(encoding);
+        health = health.send_compressed(encoding);
+    }
+    // Small responses must not wait for Nagle's algorithm; tonic sets TCP_NODELAY only on
+    // listeners it binds itself.
+    let incoming = TcpListenerStream::new(listener).map(|accepted| {
+        accepted.and_then(|stream| {
+            stream.set_nodelay(true)?;
+            Ok(stream)
+        })
+    });
+    tonic::transport::Server::builder()
+        .http2_adaptive_window(Some(true))
+        .add_service(inference)
+        .add_service(health)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+}
+
+/// `inference.GRPCInferenceService` over the core facade.
+pub struct InferenceService {
+    /// The core; shared with the other frontend.
+    pub server: Arc<Server>,
+}
+
+fn reply<T>(result: nereid_core::Result<T>) -> Result<Response<T>, Status> {
+    result.map(Response::new).map_err(to_status)
+}
+
+#[tonic::async_trait]
+impl GrpcInferenceService for InferenceService {
+    async fn server_live(
+        &self,
+        _request: Request<ServerLiveRequest>,
+    ) -> Result<Response<ServerLiveResponse>, Status> {
+        Ok(Response::new(ServerLiveResponse {
+            live: self.server.is_live(),
+        }))
+    }
+
+    async fn server_ready(
+        &self,
+        _request: Request<ServerReadyRequest>,
+    ) -> Result<Response<ServerReadyResponse>, Status> {
+        Ok(Response::new(ServerReadyResponse {
+            ready: self.server.is_ready(),
+        }))
+    }
+
+    async fn model_ready(
+        &self,
+        request: Request<ModelReadyRequest>,
+    ) -> Result<Response<ModelReadyResponse>, Status> {
+        reply(admin::model_ready(&self.server, request.get_ref()))
+    }
+
+    async fn server_metadata(
+        &self,
+        _request: Request<ServerMetadataRequest>,
+    ) -> Result<Response<ServerMetadataResponse>, Status> {
+        Ok(Response::new(admin::server_metadata(&self.server)))
+    }
+
+    async fn model_metadata(
+        &self,
+        request: Request<ModelMetadataRequest>,
+    ) -> Result<Response<ModelMetadataResponse>, Status> {
+        reply(admin::model_metadata(&self.server, request.get_ref()))
+    }
+
+    async fn model_infer(
+        &self,
+        request: Request<ModelInferRequest>,
+    ) -> Result<Response<ModelInferResponse>, Status> {
+        let request = convert::decode_request(request.into_inner()).map_err(to_status)?;
+        let response = self.server.infer(request).await.map_err(to_status)?;
+        Ok(Response::new(convert::encode_response(response)))
+    }
+
+    type ModelStreamInferStream = stream::ResponseStream;
+
+    async fn model_stream_infer(
+        &self,
+        request: Request<Streaming<ModelInferRequest>>,
+    ) -> Result<Response<Self::ModelStreamInferStream>, Status> {
+        Ok(Response::new(stream::start(
+            self.server.clone(),
+            request.into_inner(),
+        )))
+    }
+
+    async fn model_config(
+        &self,
+        request: Request<ModelConfigRequest>,
+    ) -> Result<Response<ModelConfigResponse>, Status> {
+        reply(admin::model_config(&self.server, request.get_ref()))
+    }
+
+    async fn model_statistics(
+        &self,
+        request: Request<ModelStatisticsRequest>,
+    ) -> Result<Response<ModelStatisticsResponse>, Status> {
+        reply(admin::model_statistics(&self.server, request.get_ref()))
+    }
+
+    async fn repository_index(
+        &self,
+        request: Request<RepositoryIndexRequest>,
+    ) -> Result<Response<RepositoryIndexResponse>, Status> {
+        reply(admin::repository_index(&self.server, request.get_ref()))
+    }
+
+    async fn repository_model_load(
+        &self,
+        request: Request<RepositoryModelLoadRequest>,
+    ) -> Result<Response<RepositoryModelLoadResponse>, Status> {
+        let done = admin::repository_load(&self.server, request.get_ref()).await;
+        reply(done.map(|()| RepositoryModelLoadResponse {}))
+    }
+
+    async fn repository_model_unload(
+        &self,
+        request: Request<RepositoryModelUnloadRequest>,
+    ) -> Result<Response<RepositoryModelUnloadResponse>, Status> {
+        let done = admin::repository_unload(&self.server, request.get_ref()).await;
+        reply(done.map(|()| RepositoryModelUnloadResponse {}))
+    }
+
+    async fn system_shared_memory_status(
+        &self,
+        _request: Request<SystemSharedMemoryStatusRequest>,
+    ) -> Result<Response<SystemSharedMemoryStatusResponse>, Status> {
+        Err(system_shm_unsupported())
+    }
+
+    async fn system_shared_memory_register(
+        &self,
+        _request: Request<SystemSharedMemoryRegisterRequest>,
+    ) -> Result<Response<SystemSharedMemoryRegisterResponse>, Status> {
+        Err(system_shm_unsupported())
+    }
+
+    async fn system_shared_memory_unregister(
+        &self,
+        _request: Request<SystemSharedMemoryUnregisterRequest>,
+    ) -> Result<Response<SystemSharedMemoryUnregisterResponse>, Status> {
+        Err(system_shm_unsupported())
+    }
+
+    async fn cuda_shared_memory_status(
+        &self,
+        _request: Request<CudaSharedMemoryStatusRequest>,
+    ) -> Result<Response<CudaSharedMemoryStatusResponse>, Status> {
+        Err(cuda_shm_unsupported())
+    }
+
+    async fn cuda_shared_memory_register(
+        &self,
+        _request: Request<CudaSharedMemoryRegisterRequest>,
+    ) -> Result<Response<CudaSharedMemoryRegisterResponse>, Status> {
+        Err(cuda_shm_unsupported())
+    }
+
+    async fn cuda_shared_memory_unregister(
+        &self,
+        _request: Request<CudaSharedMemoryUnregisterRequest>,
+    ) -> Result<Response<CudaSharedMemoryUnregisterResponse>, Status> {
+        Err(cuda_shm_unsupported())
+    }
+
+    async fn trace_setting(
+        &self,
+        _request: Request<TraceSettingRequest>,
+    ) -> Result<Response<TraceSettingResponse>, Status> {
+        Err(unsupported("trace settings are not supported yet"))
+    }
+
+    async fn log_settings(
+        &self,
+        _request: Request<LogSettingsRequest>,
+    ) -> Result<Response<LogSettingsResponse>, Status> {
+        Err(unsupported("log settings are not supported yet"))
+    }
+}
+
+/// Features that do not exist yet answer UNIMPLEMENTED instead of pretending to work.
+fn unsupported(message: &str) -> Status {
+    to_status(nereid_core::Error::unsupported(message))
+}
+
+fn system_shm_unsupported() -> Status {
+    unsupported("system shared memory is not supported yet")
+}
+
+fn cuda_shm_unsupported() -> Status {
+    unsupported("CUDA shared memory is not supported yet")
+}
+
+/// `grpc.health.v1.Health`: SERVING while the server is ready, for any service name.
+pub struct HealthService {
+    /// The core.
+    pub server: Arc<Server>,
+}
+
+#[tonic::async_trait]
+impl Health for HealthService {
+    async fn check(
+        &self,
+        _request: Request<HealthCheckRequest>,
+    ) -> Result<Response<HealthCheckResponse>, Status> {
+        let status = if self.server.is_ready() {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        Ok(Response::new(HealthCheckResponse {
+            status: status.into(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,91 @@
-//! placeholder
+//! The KServe v2 / Triton HTTP/REST frontend: thin handlers that decode, make one call on
+//! the core facade and encode, with Triton's status codes and `{"error": ...}` bodies.
+
+mod admin;
+mod compression;
+mod error;
+mod infer;
+mod json_data;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use bytes::Bytes;
+use nereid_core::Server;
+
+use crate::error::{error_body, ApiResult};
+
+/// HTTP frontend settings.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpOptions {
+    /// Largest accepted request body, compressed or decompressed (`--http-max-input-size`).
+    pub max_body_bytes: usize,
+}
+
+#[derive(Clone)]
+struct AppState {
+    server: Arc<Server>,
+    options: HttpOptions,
+}
+
+/// Serves HTTP on `listener` until `shutdown` resolves, then lets in-flight requests finish.
+pub async fn serve(
+    server: Arc<Server>,
+    listener: tokio::net::TcpListener,
+    options: HttpOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(server, options))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// The route table (public so tests can drive it without a socket).
+pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
+    let state = AppState { server, options };
+    let model_routes = Router::new()
+        .route("/", get(admin::model_metadata))
+        .route("/ready", get(admin::model_ready))
+        .route("/config", get(admin::model_config))
+        .route("/stats", get(admin::model_stats))
+        .route("/infer", post(infer_handler));
+    Router::new()
+        .route("/v2/health/live", get(admin::live))
+        .route("/v2/health/ready", get(admin::ready))
+        .route("/v2", get(admin::server_metadata))
+        .route("/v2/", get(admin::server_metadata))
+        .route("/v2/models/stats", get(admin::all_stats))
+        .nest("/v2/models/{model}", model_routes.clone())
+        .nest("/v2/models/{model}/versions/{version}", model_routes)
+        .route("/v2/repository/index", post(admin::repository_index))
+        .route("/v2/repository/models/{model}/load", post(admin::load))
+        .route("/v2/repository/models/{model}/unload", post(admin::unload))
+        .fallback(|| async { error_body(StatusCode::NOT_FOUND, "Not Found") })
+        .method_not_allowed_fallback(|| async {
+            error_body(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
+        })
+        .layer(DefaultBodyLimit::max(options.max_body_bytes))
+        .with_state(state)
+}
+
+async fn infer_handler(
+    State(state): State<AppState>,
+    Path(path): Path<Vec<(String, String)>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let (model, version) = admin::model_path(&path)?;
+    let body = compression::decode_body(&headers, body, state.options.max_body_bytes)?;
+    let (request, format) = infer::decode(&model, version, &headers, body)?;
+    let response = state.server.infer(request).await?;
+    Ok(infer::encode(
+        &response,
+        &format,
+        compression::accepted(&headers),
+    ))
+}

@@ -1,1 +1,208 @@
-fn main() {}
+//! `nereid`: a Triton-compatible inference server. Parses the command line, loads the
+//! model repository, serves HTTP, gRPC and metrics, and shuts down gracefully on SIGINT or
+//! SIGTERM.
+
+mod cli;
+mod logging;
+mod metrics;
+mod shutdown;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use nereid_backend_onnx::{find_library, OnnxBackend, OnnxOptions};
+use nereid_core::config::NormalizeOptions;
+use nereid_core::repository::{BackendRegistry, LoadSettings};
+use nereid_core::server::ServerIdentity;
+use nereid_core::{ControlMode, ModelRepository, RepositoryOptions, Server};
+use tokio::net::TcpListener;
+
+use crate::cli::{Cli, Config};
+use crate::shutdown::Shutdown;
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let config = match Config::from_cli(cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(2);
+        }
+    };
+    logging::init(&config);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("nereid-io")
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = runtime.block_on(run(config)) {
+        tracing::error!("{e:#}");
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn backends(config: &Config) -> anyhow::Result<BackendRegistry> {
+    let mut registry = BackendRegistry::new();
+    let explicit = config
+        .backend_setting("onnxruntime", "library-path")
+        .map(std::path::PathBuf::from);
+    let default_max_batch_size =
+        match config.backend_setting("onnxruntime", "default-max-batch-size") {
+            Some(v) => v.parse().with_context(|| {
+                format!("--backend-config onnxruntime,default-max-batch-size={v}: not an integer")
+            })?,
+            None => 4,
+        };
+    match find_library(explicit.as_deref()) {
+        Some(library_path) => {
+            let backend = OnnxBackend::new(OnnxOptions {
+                library_path,
+                default_max_batch_size,
+            })?;
+            registry.insert("onnxruntime", Arc::new(backend));
+        }
+        None => tracing::error!(
+            "ONNX Runtime library not found: set ORT_DYLIB_PATH, pass --backend-config=onnxruntime,library-path=<libonnxruntime.so>, or install the onnxruntime wheel into ./.venv; ONNX models will fail to load"
+        ),
+    }
+    Ok(registry)
+}
+
+async fn bind(
+    what: &str,
+    address: std::net::IpAddr,
+    port: u16,
+) -> anyhow::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind((address, port))
+        .await
+        .with_context(|| format!("failed to start {what} at {address}:{port}"))?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let registry = backends(&config)?;
+    let repository = Arc::new(ModelRepository::new(
+        RepositoryOptions {
+            roots: config.cli.model_repository.clone(),
+            control_mode: config.control_mode,
+            startup_models: config.cli.load_model.clone(),
+            settings: LoadSettings {
+                strict_model_config: config.cli.strict_model_config
+                    || config.cli.disable_auto_complete_config,
+                normalize: NormalizeOptions { gpu_count: 0 },
+            },
+        },
+        registry,
+    ));
+    repository.load_startup_models().await?;
+    let server = Arc::new(Server::new(
+        ServerIdentity {
+            name: config.cli.id.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        },
+        repository.clone(),
+        config.cli.strict_readiness,
+    ));
+    let shutdown = Shutdown::new();
+    let mut tasks = Vec::new();
+    if config.cli.allow_grpc {
+        let (listener, addr) = bind(
+            "GRPCInferenceService",
+            config.cli.grpc_address,
+            config.cli.grpc_port,
+        )
+        .await?;
+        tracing::info!("Started GRPCInferenceService at {addr}");
+        let (server, signal) = (server.clone(), shutdown.signal());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = nereid_grpc::serve(server, listener, signal).await {
+                tracing::error!("gRPC server failed: {e}");
+            }
+        }));
+    }
+    if config.cli.allow_http {
+        let (listener, addr) =
+            bind("HTTPService", config.cli.http_address, config.cli.http_port).await?;
+        tracing::info!("Started HTTPService at {addr}");
+        let options = nereid_http::HttpOptions {
+            max_body_bytes: config.cli.http_max_input_size,
+        };
+        let (server, signal) = (server.clone(), shutdown.signal());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = nereid_http::serve(server, listener, options, signal).await {
+                tracing::error!("HTTP server failed: {e}");
+            }
+        }));
+    }
+    if config.cli.allow_metrics {
+        let (listener, addr) = bind(
+            "Metrics Service",
+            config.cli.metrics_address,
+            config.cli.metrics_port,
+        )
+        .await?;
+        tracing::info!("Started Metrics Service at {addr}");
+        let (server, signal) = (server.clone(), shutdown.signal());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = metrics::serve(server, listener, signal).await {
+                tracing::error!("metrics server failed: {e}");
+            }
+        }));
+    }
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "server started"
+    );
+    if config.control_mode == ControlMode::Poll {
+        let repository = repository.clone();
+        let interval = Duration::from_secs(config.cli.repository_poll_secs.max(1));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(interval).await;
+                if let Err(e) = repository.poll().await {
+                    tracing::error!("repository poll failed: {e}");
+                }
+            }
+        });
+    }
+    shutdown::wait_for_signal().await;
+    tracing::info!("shutting down: no new connections, draining in-flight requests");
+    server.begin_shutdown();
+    shutdown.trigger();
+    let drain = futures_join(tasks);
+    let timeout = Duration::from_secs(config.cli.exit_timeout_secs);
+    if tokio::time::timeout(timeout, drain).await.is_err() {
+        tracing::warn!(
+            "exit timeout of {}s expired with requests still in flight",
+            timeout.as_secs()
+        );
+        return Ok(());
+    }
+    let stop = tokio::task::spawn_blocking(move || repository.stop_all());
+    if tokio::time::timeout(timeout, stop).await.is_err() {
+        tracing::warn!("exit timeout expired while stopping models");
+    }
+    tracing::info!("exiting");
+    Ok(())
+}
+
+async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
+    for t in tasks {
+        let _ = t.await;
+    }
+}

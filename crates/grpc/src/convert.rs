@@ -1,0 +1,651 @@
+//! `ModelInferRequest` → core [`InferRequest`] and core [`InferResponse`] →
+//! `ModelInferResponse`, with Triton's checks and messages
+//! (server `src/grpc/infer_handler.cc`: `SetInferenceRequestMetadata`, `InferGRPCToInput`).
+//!
+//! Raw tensor bytes arrive as `Bytes` slices of the received message and are handed to the
+//! core unchanged; only typed `contents` need a conversion to little-endian bytes.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use nereid_core::request::{
+    join_bytes_elements, InferRequest, InferResponse, InputTensor, ParamValue, Parameters,
+};
+use nereid_core::{DataType, Error, Result};
+use nereid_proto::inference::infer_parameter::ParameterChoice;
+use nereid_proto::inference::model_infer_request::{InferInputTensor, InferRequestedOutputTensor};
+use nereid_proto::inference::model_infer_response::InferOutputTensor;
+use nereid_proto::inference::{
+    InferParameter, InferTensorContents, ModelInferRequest, ModelInferResponse,
+};
+
+/// A request/tensor parameter map as the wire carries it.
+type WireParameters = HashMap<String, InferParameter>;
+
+/// Parses a model version string as Triton's `GetModelVersionFromString`: empty means
+/// "the server's choice" (`None`), otherwise a non-negative integer.
+pub fn parse_version(version: &str) -> Result<Option<i64>> {
+    if version.is_empty() {
+        return Ok(None);
+    }
+    let parsed: i64 = version.parse().map_err(|_| {
+        Error::invalid_arg(format!(
+            "failed to get model version from specified version string '{version}' (details: stol), version should be an integral value > 0"
+        ))
+    })?;
+    if parsed < 0 {
+        return Err(Error::invalid_arg(format!(
+            "invalid model version specified '{version}' , version should be an integral value > 0"
+        )));
+    }
+    Ok(Some(parsed))
+}
+
+/// Decodes a wire request into the core's request, consuming it so that raw input bytes
+/// move into the core without a copy.
+pub fn decode_request(request: ModelInferRequest) -> Result<InferRequest> {
+    let ModelInferRequest {
+        model_name,
+        model_version,
+        id,
+        parameters,
+        inputs,
+        outputs,
+        raw_input_contents,
+    } = request;
+    let model_version = parse_version(&model_version)?;
+    let parameters = decode_parameters(parameters)?;
+    let inputs = decode_inputs(&model_name, inputs, raw_input_contents)?;
+    let requested_outputs = decode_outputs(outputs)?;
+    Ok(InferRequest {
+        model_name,
+        model_version,
+        id,
+        parameters,
+        inputs,
+        requested_outputs,
+    })
+}
+
+/// Encodes a core response; output bytes move into `raw_output_contents` (one entry per
+/// output, even an empty one, as Triton does).
+pub fn encode_response(response: InferResponse) -> ModelInferResponse {
+    let mut outputs = Vec::with_capacity(response.outputs.len());
+    let mut raw_output_contents = Vec::with_capacity(response.outputs.len());
+    for output in response.outputs {
+        outputs.push(InferOutputTensor {
+            name: output.name,
+            datatype: output.datatype.as_str().to_string(),
+            shape: output.shape,
+            parameters: HashMap::new(),
+            contents: None,
+        });
+        raw_output_contents.push(output.data);
+    }
+    ModelInferResponse {
+        model_name: response.model_name,
+        model_version: response.model_version.to_string(),
+        id: response.id,
+        parameters: encode_parameters(response.parameters),
+        outputs,
+        raw_output_contents,
+    }
+}
+
+/// Parameters as the wire carries them.
+pub fn encode_parameters(parameters: Parameters) -> WireParameters {
+    parameters
+        .into_iter()
+        .map(|(key, value)| {
+            let choice = match value {
+                ParamValue::Bool(b) => ParameterChoice::BoolParam(b),
+                ParamValue::Int(i) => ParameterChoice::Int64Param(i),
+                ParamValue::Uint(u) => ParameterChoice::Uint64Param(u),
+                ParamValue::Double(d) => ParameterChoice::DoubleParam(d),
+                ParamValue::String(s) => ParameterChoice::StringParam(s),
+            };
+            let parameter = InferParameter {
+                parameter_choice: Some(choice),
+            };
+            (key, parameter)
+        })
+        .collect()
+}
+
+/// Request parameters, type-checked as Triton does, sorted by key so that the first error
+/// reported and the order the core sees do not depend on hash-map order.
+fn decode_parameters(parameters: WireParameters) -> Result<Parameters> {
+    let mut entries: Vec<(String, InferParameter)> = parameters.into_iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    entries
+        .into_iter()
+        .map(|(key, parameter)| {
+            let value = decode_parameter(&key, parameter.parameter_choice)?;
+            Ok((key, value))
+        })
+        .collect()
+}
+
+fn decode_parameter(key: &str, choice: Option<ParameterChoice>) -> Result<ParamValue> {
+    use ParameterChoice as P;
+    let wrong_type = |expected: &str| {
+        Error::invalid_arg(format!(
+            "invalid value type for '{key}' parameter, expected {expected}."
+        ))
+    };
+    match key {
+        "sequence_id" => match choice {
+            Some(P::Int64Param(v)) => Ok(ParamValue::Int(v)),
+            Some(P::StringParam(s)) => Ok(ParamValue::String(s)),
+            _ => Err(wrong_type("int64_param or string_param")),
+        },
+        "sequence_start" | "sequence_end" => match choice {
+            Some(P::BoolParam(b)) => Ok(ParamValue::Bool(b)),
+            _ => Err(wrong_type("bool_param")),
+        },
+        "priority" => match choice {
+            Some(P::Int64Param(v)) if v < 0 => Err(Error::invalid_arg(
+                "invalid value for 'priority', expected value >= 0.",
+            )),
+            Some(P::Int64Param(v)) => Ok(ParamValue::Int(v)),
+            Some(P::Uint64Param(v)) => Ok(unsigned(v)),
+            _ => Err(wrong_type("int64_param or uint64_param")),
+        },
+        "timeout" => match choice {
+            Some(P::Int64Param(v)) => Ok(ParamValue::Int(v)),
+            _ => Err(wrong_type("int64_param")),
+        },
+        _ if key.starts_with("triton_") => Err(Error::invalid_arg(
+            "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.",
+        )),
+        _ => match choice {
+            Some(P::Int64Param(v)) => Ok(ParamValue::Int(v)),
+            Some(P::BoolParam(b)) => Ok(ParamValue::Bool(b)),
+            Some(P::StringParam(s)) => Ok(ParamValue::String(s)),
+            _ => Err(wrong_type("int64_param, bool_param, or string_param")),
+        },
+    }
+}
+
+/// `Uint` is only for values that do not fit `Int` (see [`ParamValue`]).
+fn unsigned(v: u64) -> ParamValue {
+    i64::try_from(v).map_or(ParamValue::Uint(v), ParamValue::Int)
+}
+
+/// Inputs with their data: shared memory, typed `contents`, or the next
+/// `raw_input_contents` entry (raw entries go, in order, to the inputs that have neither).
+fn decode_inputs(
+    model: &str,
+    inputs: Vec<InferInputTensor>,
+    raw_input_contents: Vec<Bytes>,
+) -> Result<Vec<InputTensor>> {
+    let raw_count = raw_input_contents.len();
+    let mut raw = raw_input_contents.into_iter();
+    let mut decoded = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let InferInputTensor {
+            name,
+            datatype,
+            shape,
+            parameters,
+            contents,
+        } = input;
+        let Some(datatype) = DataType::parse(&datatype) else {
+            return Err(Error::invalid_arg(format!(
+                "invalid datatype '{datatype}' for input tensor '{name}' for model '{model}'"
+            )));
+        };
+        let data = if let Some(data) = shared_memory_input(&name, &parameters)? {
+            if contents.is_some() {
+                return Err(Error::invalid_arg(format!(
+                    "unexpected 'content' provided when using shared memory for input tensor '{name}' for model '{model}'"
+                )));
+            }
+            data
+        } else if let Some(contents) = contents {
+            if raw_count > 0 {
+                return Err(Error::invalid_arg(format!(
+                    "contents field must not be specified when using raw_input_contents for '{name}' for model '{model}'"
+                )));
+            }
+            contents_to_bytes(model, &name, datatype, &contents)?
+        } else if let Some(data) = raw.next() {
+            data
+        } else {
+            return Err(Error::invalid_arg(format!(
+                "unable to find data for input tensor '{name}' for model '{model}' in request."
+            )));
+        };
+        decoded.push(InputTensor {
+            name,
+            datatype,
+            shape,
+            data,
+        });
+    }
+    let unused = raw.len();
+    if unused > 0 {
+        return Err(Error::invalid_arg(format!(
+            "expected one raw_input_contents entry per input for model '{model}', got {raw_count} entries for {} inputs",
+            raw_count - unused
+        )));
+    }
+    Ok(decoded)
+}
+
+/// Requested output names; `None` (every output) when the request lists none.
+fn decode_outputs(outputs: Vec<InferRequestedOutputTensor>) -> Result<Option<Vec<String>>> {
+    if outputs.is_empty() {
+        return Ok(None);
+    }
+    outputs
+        .into_iter()
+        .map(|output| {
+            shared_memory_output(&output.name, &output.parameters)?;
+            if output.parameters.contains_key("classification") {
+                return Err(Error::unsupported(format!(
+                    "classification is not supported yet (requested for output '{}')",
+                    output.name
+                )));
+            }
+            Ok(output.name)
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
+const SHM_PARAMETERS: [&str; 3] = [
+    "shared_memory_region",
+    "shared_memory_byte_size",
+    "shared_memory_offset",
+];
+
+fn uses_shared_memory(parameters: &WireParameters) -> bool {
+    SHM_PARAMETERS.iter().any(|p| parameters.contains_key(*p))
+}
+
+/// The data of an input placed in shared memory, or `None` when the input does not use
+/// shared memory. Shared memory is not implemented yet, so using it is an explicit error;
+/// the shared-memory feature replaces this function (and [`shared_memory_output`]).
+fn shared_memory_input(_name: &str, parameters: &WireParameters) -> Result<Option<Bytes>> {
+    if uses_shared_memory(parameters) {
+        return Err(Error::unsupported("shared memory is not supported yet"));
+    }
+    Ok(None)
+}
+
+/// Checks an output's shared-memory parameters; see [`shared_memory_input`].
+fn shared_memory_output(_name: &str, parameters: &WireParameters) -> Result<()> {
+    if uses_shared_memory(parameters) {
+        return Err(Error::unsupported("shared memory is not supported yet"));
+    }
+    Ok(())
+}
+
+/// Typed `contents` as little-endian tensor bytes. Exactly one list may be used and its
+/// type must match the declared datatype; INT8/INT16 come widened in `int_contents` and
+/// UINT8/UINT16 in `uint_contents` (the low bytes are kept, as Triton does).
+fn contents_to_bytes(
+    model: &str,
+    name: &str,
+    declared: DataType,
+    contents: &InferTensorContents,
+) -> Result<Bytes> {
+    let mut data: Option<Vec<u8>> = None;
+    let mut supply = |list: DataType, bytes: &dyn Fn() -> Vec<u8>| -> Result<()> {
+        if data.is_some() {
+            return Err(Error::invalid_arg(format!(
+                "unexpected explicit tensor data for input tensor '{name}' for model '{model}', binary data was already supplied."
+            )));
+        }
+        if list != declared {
+            return Err(Error::invalid_arg(format!(
+                "unexpected explicit tensor data for input tensor '{name}' for model '{model}' of type '{list}', expected datatype '{declared}'"
+            )));
+        }
+        data = Some(bytes());
+        Ok(())
+    };
+    let c = contents;
+    if !c.bool_contents.is_empty() {
+        supply(DataType::Bool, &|| {
+            c.bool_contents.iter().map(|&b| u8::from(b)).collect()
+        })?;
+    }
+    if !c.int_contents.is_empty() {
+        let list = match declared {
+            DataType::Int8 | DataType::Int16 => declared,
+            _ => DataType::Int32,
+        };
+        supply(list, &|| pack(&c.int_contents, i32::to_le_bytes, list))?;
+    }
+    if !c.int64_contents.is_empty() {
+        supply(DataType::Int64, &|| {
+            pack(&c.int64_contents, i64::to_le_bytes, DataType::Int64)
+        })?;
+    }
+    if !c.uint_contents.is_empty() {
+        let list = match declared {
+            DataType::Uint8 | DataType::Uint16 => declared,
+            _ => DataType::Uint32,
+        };
+        supply(list, &|| pack(&c.uint_contents, u32::to_le_bytes, list))?;
+    }
+    if !c.uint64_contents.is_empty() {
+        supply(DataType::Uint64, &|| {
+            pack(&c.uint64_contents, u64::to_le_bytes, DataType::Uint64)
+        })?;
+    }
+    if !c.fp32_contents.is_empty() {
+        supply(DataType::Fp32, &|| {
+            pack(&c.fp32_contents, f32::to_le_bytes, DataType::Fp32)
+        })?;
+    }
+    if !c.fp64_contents.is_empty() {
+        supply(DataType::Fp64, &|| {
+            pack(&c.fp64_contents, f64::to_le_bytes, DataType::Fp64)
+        })?;
+    }
+    if !c.bytes_contents.is_empty() {
+        supply(DataType::Bytes, &|| {
+            join_bytes_elements(c.bytes_contents.iter().map(|b| b.as_ref()))
+        })?;
+    }
+    Ok(data.map(Bytes::from).unwrap_or_default())
+}
+
+/// Each value's little-endian bytes, truncated to the element size of `element`
+/// (e.g. the low byte of an `i32` for INT8).
+fn pack<T: Copy, const N: usize>(
+    values: &[T],
+    to_le_bytes: fn(T) -> [u8; N],
+    element: DataType,
+) -> Vec<u8> {
+    let width = element.element_size().unwrap_or(N).min(N);
+    let mut out = Vec::with_capacity(values.len() * width);
+    for &v in values {
+        out.extend_from_slice(&to_le_bytes(v)[..width]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nereid_core::ErrorKind;
+
+    fn param(choice: ParameterChoice) -> InferParameter {
+        InferParameter {
+            parameter_choice: Some(choice),
+        }
+    }
+
+    fn input(
+        name: &str,
+        datatype: &str,
+        contents: Option<InferTensorContents>,
+    ) -> InferInputTensor {
+        InferInputTensor {
+            name: name.into(),
+            datatype: datatype.into(),
+            shape: vec![2],
+            parameters: HashMap::new(),
+            contents,
+        }
+    }
+
+    fn request(inputs: Vec<InferInputTensor>, raw: Vec<Bytes>) -> ModelInferRequest {
+        ModelInferRequest {
+            model_name: "m".into(),
+            inputs,
+            raw_input_contents: raw,
+            ..Default::default()
+        }
+    }
+
+    fn bytes_of(datatype: &str, contents: InferTensorContents) -> Result<Bytes> {
+        let declared = DataType::parse(datatype).expect("test uses valid datatypes");
+        contents_to_bytes("m", "IN", declared, &contents)
+    }
+
+    #[test]
+    fn typed_contents_become_little_endian_bytes() {
+        let c = |f: fn(&mut InferTensorContents)| {
+            let mut c = InferTensorContents::default();
+            f(&mut c);
+            c
+        };
+        let cases: Vec<(&str, InferTensorContents, Vec<u8>)> = vec![
+            (
+                "BOOL",
+                c(|c| c.bool_contents = vec![true, false]),
+                vec![1, 0],
+            ),
+            ("INT8", c(|c| c.int_contents = vec![-1, 2]), vec![0xff, 2]),
+            (
+                "INT16",
+                c(|c| c.int_contents = vec![-2, 3]),
+                vec![0xfe, 0xff, 3, 0],
+            ),
+            ("INT32", c(|c| c.int_contents = vec![1]), vec![1, 0, 0, 0]),
+            ("INT64", c(|c| c.int64_contents = vec![-1]), vec![0xff; 8]),
+            ("UINT8", c(|c| c.uint_contents = vec![255, 1]), vec![255, 1]),
+            ("UINT16", c(|c| c.uint_contents = vec![258]), vec![2, 1]),
+            (
+                "UINT32",
+                c(|c| c.uint_contents = vec![258]),
+                vec![2, 1, 0, 0],
+            ),
+            (
+                "UINT64",
+                c(|c| c.uint64_contents = vec![1]),
+                vec![1, 0, 0, 0, 0, 0, 0, 0],
+            ),
+            (
+                "FP32",
+                c(|c| c.fp32_contents = vec![1.0]),
+                1.0f32.to_le_bytes().to_vec(),
+            ),
+            (
+                "FP64",
+                c(|c| c.fp64_contents = vec![-2.5]),
+                (-2.5f64).to_le_bytes().to_vec(),
+            ),
+            (
+                "BYTES",
+                c(|c| c.bytes_contents = vec![Bytes::from_static(b"ab"), Bytes::new()]),
+                vec![2, 0, 0, 0, b'a', b'b', 0, 0, 0, 0],
+            ),
+            ("FP32", InferTensorContents::default(), vec![]),
+        ];
+        for (datatype, contents, expected) in cases {
+            let got = bytes_of(datatype, contents).expect("valid contents");
+            assert_eq!(got.as_ref(), expected.as_slice(), "{datatype}");
+        }
+    }
+
+    #[test]
+    fn typed_contents_must_match_the_datatype() {
+        let contents = InferTensorContents {
+            fp32_contents: vec![1.0],
+            ..Default::default()
+        };
+        let e = bytes_of("FP16", contents).expect_err("FP16 has no typed list");
+        assert_eq!(e.kind(), ErrorKind::InvalidArg);
+        assert_eq!(
+            e.message(),
+            "unexpected explicit tensor data for input tensor 'IN' for model 'm' of type 'FP32', expected datatype 'FP16'"
+        );
+        let two_lists = InferTensorContents {
+            int_contents: vec![1],
+            int64_contents: vec![1],
+            ..Default::default()
+        };
+        let e = bytes_of("INT32", two_lists).expect_err("two lists");
+        assert!(e.message().ends_with("binary data was already supplied."));
+    }
+
+    #[test]
+    fn raw_and_contents_together_are_rejected() {
+        let contents = InferTensorContents {
+            fp32_contents: vec![1.0, 2.0],
+            ..Default::default()
+        };
+        let r = request(
+            vec![input("A", "FP32", None), input("B", "FP32", Some(contents))],
+            vec![Bytes::from_static(&[0; 8])],
+        );
+        let e = decode_request(r).expect_err("mixed data");
+        assert_eq!(e.kind(), ErrorKind::InvalidArg);
+        assert_eq!(
+            e.message(),
+            "contents field must not be specified when using raw_input_contents for 'B' for model 'm'"
+        );
+    }
+
+    #[test]
+    fn raw_contents_pass_through_without_copy() {
+        let raw = Bytes::from(vec![0u8; 8]);
+        let pointer = raw.as_ptr();
+        let decoded = decode_request(request(vec![input("A", "FP32", None)], vec![raw]))
+            .expect("valid request");
+        assert_eq!(decoded.inputs[0].data.as_ptr(), pointer);
+        assert_eq!(decoded.inputs[0].datatype, DataType::Fp32);
+        assert_eq!(decoded.model_version, None);
+        assert_eq!(decoded.requested_outputs, None);
+    }
+
+    #[test]
+    fn raw_count_must_match_inputs() {
+        let too_few = request(
+            vec![input("A", "FP32", None), input("B", "FP32", None)],
+            vec![Bytes::new()],
+        );
+        let e = decode_request(too_few).expect_err("missing data");
+        assert_eq!(
+            e.message(),
+            "unable to find data for input tensor 'B' for model 'm' in request."
+        );
+        let too_many = request(
+            vec![input("A", "FP32", None)],
+            vec![Bytes::new(), Bytes::new()],
+        );
+        let e = decode_request(too_many).expect_err("extra data");
+        assert_eq!(e.kind(), ErrorKind::InvalidArg);
+        assert!(
+            e.message().contains("got 2 entries for 1 inputs"),
+            "{}",
+            e.message()
+        );
+    }
+
+    #[test]
+    fn unknown_datatype_and_shared_memory_are_rejected() {
+        let e = decode_request(request(vec![input("A", "FLOAT", None)], vec![Bytes::new()]))
+            .expect_err("bad datatype");
+        assert_eq!(e.kind(), ErrorKind::InvalidArg);
+        let mut shm = input("A", "FP32", None);
+        shm.parameters.insert(
+            "shared_memory_region".into(),
+            param(ParameterChoice::StringParam("r".into())),
+        );
+        let e = decode_request(request(vec![shm], vec![])).expect_err("shm");
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert_eq!(e.message(), "shared memory is not supported yet");
+    }
+
+    #[test]
+    fn parameter_types_are_checked() {
+        use ParameterChoice as P;
+        let bad = [
+            ("sequence_id", P::BoolParam(true), "invalid value type for 'sequence_id' parameter, expected int64_param or string_param."),
+            ("sequence_start", P::Int64Param(1), "invalid value type for 'sequence_start' parameter, expected bool_param."),
+            ("sequence_end", P::StringParam("x".into()), "invalid value type for 'sequence_end' parameter, expected bool_param."),
+            ("priority", P::Int64Param(-1), "invalid value for 'priority', expected value >= 0."),
+            ("priority", P::BoolParam(true), "invalid value type for 'priority' parameter, expected int64_param or uint64_param."),
+            ("timeout", P::Uint64Param(1), "invalid value type for 'timeout' parameter, expected int64_param."),
+            ("triton_x", P::BoolParam(true), "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."),
+            ("custom", P::DoubleParam(1.5), "invalid value type for 'custom' parameter, expected int64_param, bool_param, or string_param."),
+        ];
+        for (key, choice, message) in bad {
+            let e = decode_parameter(key, Some(choice)).expect_err(key);
+            assert_eq!(e.kind(), ErrorKind::InvalidArg);
+            assert_eq!(e.message(), message);
+        }
+        assert!(decode_parameter("custom", None).is_err());
+        let good = [
+            ("sequence_id", P::Int64Param(7), ParamValue::Int(7)),
+            (
+                "sequence_id",
+                P::StringParam("s".into()),
+                ParamValue::String("s".into()),
+            ),
+            ("sequence_start", P::BoolParam(true), ParamValue::Bool(true)),
+            ("priority", P::Uint64Param(3), ParamValue::Int(3)),
+            (
+                "priority",
+                P::Uint64Param(u64::MAX),
+                ParamValue::Uint(u64::MAX),
+            ),
+            ("timeout", P::Int64Param(100), ParamValue::Int(100)),
+            (
+                "custom",
+                P::StringParam("v".into()),
+                ParamValue::String("v".into()),
+            ),
+        ];
+        for (key, choice, value) in good {
+            assert_eq!(decode_parameter(key, Some(choice)).expect(key), value);
+        }
+    }
+
+    #[test]
+    fn parameters_are_sorted_and_round_trip() {
+        let mut r = request(vec![], vec![]);
+        r.parameters
+            .insert("b".into(), param(ParameterChoice::Int64Param(1)));
+        r.parameters
+            .insert("a".into(), param(ParameterChoice::BoolParam(false)));
+        let decoded = decode_request(r).expect("valid");
+        assert_eq!(
+            decoded.parameters,
+            vec![
+                ("a".to_string(), ParamValue::Bool(false)),
+                ("b".to_string(), ParamValue::Int(1))
+            ]
+        );
+        let wire = encode_parameters(decoded.parameters);
+        assert_eq!(wire["b"], param(ParameterChoice::Int64Param(1)));
+    }
+
+    #[test]
+    fn versions_parse_as_triton_does() {
+        assert_eq!(parse_version("").expect("empty"), None);
+        assert_eq!(parse_version("3").expect("number"), Some(3));
+        assert_eq!(
+            parse_version("x").expect_err("text").kind(),
+            ErrorKind::InvalidArg
+        );
+        assert!(parse_version("-1")
+            .expect_err("negative")
+            .message()
+            .starts_with("invalid model version specified '-1'"));
+    }
+
+    #[test]
+    fn outputs_map_to_requested_names() {
+        let mut r = request(vec![], vec![]);
+        r.outputs.push(InferRequestedOutputTensor {
+            name: "OUT".into(),
+            parameters: HashMap::new(),
+        });
+        let decoded = decode_request(r.clone()).expect("valid");
+        assert_eq!(decoded.requested_outputs, Some(vec!["OUT".to_string()]));
+        r.outputs[0].parameters.insert(
+            "classification".into(),
+            param(ParameterChoice::Int64Param(2)),
+        );
+        let e = decode_request(r).expect_err("classification");
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+    }
+}

@@ -1,0 +1,88 @@
+//! `ModelStreamInfer`: a bidirectional stream of requests and responses. Every request is
+//! answered by its own task, so responses may come back in a different order; a failed
+//! request is answered in-stream with `error_message` and the stream stays open.
+//!
+//! Backpressure: a slot in the bounded outgoing channel is reserved *before* the next
+//! request is read, so requests in flight plus responses not yet sent never exceed
+//! [`STREAM_CAPACITY`]; a client that stops reading responses stops being read from.
+
+use std::sync::Arc;
+
+use nereid_core::Server;
+use nereid_proto::inference::{ModelInferRequest, ModelInferResponse, ModelStreamInferResponse};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Status, Streaming};
+
+use crate::convert;
+
+/// Most requests in flight plus responses waiting to be sent, per stream.
+pub const STREAM_CAPACITY: usize = 256;
+
+/// The outgoing half of a `ModelStreamInfer` call.
+pub type ResponseStream = ReceiverStream<Result<ModelStreamInferResponse, Status>>;
+
+type Outgoing = mpsc::Sender<Result<ModelStreamInferResponse, Status>>;
+
+/// Starts answering `inbound`; the returned stream ends once the client has closed its
+/// side and every request read has been answered.
+pub fn start(server: Arc<Server>, inbound: Streaming<ModelInferRequest>) -> ResponseStream {
+    let (outgoing, receiver) = mpsc::channel(STREAM_CAPACITY);
+    tokio::spawn(read_requests(server, inbound, outgoing));
+    ReceiverStream::new(receiver)
+}
+
+/// Owns the inbound half: reads until the client closes it, fails, or stops listening.
+async fn read_requests(
+    server: Arc<Server>,
+    mut inbound: Streaming<ModelInferRequest>,
+    outgoing: Outgoing,
+) {
+    loop {
+        let Ok(permit) = outgoing.clone().reserve_owned().await else {
+            return; // the client dropped the response stream
+        };
+        let next = tokio::select! {
+            next = inbound.message() => next,
+            () = outgoing.closed() => return,
+        };
+        match next {
+            Ok(Some(request)) => {
+                let server = server.clone();
+                tokio::spawn(async move {
+                    let message = answer(&server, request).await;
+                    permit.send(Ok(message));
+                });
+            }
+            Ok(None) => return,
+            Err(status) => {
+                tracing::debug!(error = %status, "stream inference: inbound stream ended");
+                return;
+            }
+        }
+    }
+}
+
+/// One request's answer: the response, or the error with the request's identity.
+async fn answer(server: &Server, request: ModelInferRequest) -> ModelStreamInferResponse {
+    let echo = ModelInferResponse {
+        model_name: request.model_name.clone(),
+        model_version: request.model_version.clone(),
+        id: request.id.clone(),
+        ..Default::default()
+    };
+    let result = match convert::decode_request(request) {
+        Ok(request) => server.infer(request).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(response) => ModelStreamInferResponse {
+            error_message: String::new(),
+            infer_response: Some(convert::encode_response(response)),
+        },
+        Err(e) => ModelStreamInferResponse {
+            error_message: e.message().to_string(),
+            infer_response: Some(echo),
+        },
+    }
+}

@@ -1,0 +1,394 @@
+//! End-to-end tests: the service on `127.0.0.1:0` with a tiny identity backend, driven by
+//! the generated tonic client.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use nereid_core::backend::{Backend, ComputeTiming, InstanceBackend, InstanceConfig, ModelBackend};
+use nereid_core::batch::Batch;
+use nereid_core::config::{ModelConfig, NormalizeOptions};
+use nereid_core::model::ModelSpec;
+use nereid_core::repository::{BackendRegistry, LoadSettings};
+use nereid_core::request::OutputTensor;
+use nereid_core::server::ServerIdentity;
+use nereid_core::{ControlMode, ModelRepository, RepositoryOptions, Result as CoreResult};
+use nereid_proto::health::health_client::HealthClient;
+use nereid_proto::health::HealthCheckRequest;
+use nereid_proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
+use nereid_proto::inference::infer_parameter::ParameterChoice;
+use nereid_proto::inference::model_infer_request::InferInputTensor;
+use nereid_proto::inference::*;
+use tokio::sync::oneshot;
+use tokio_stream::StreamExt;
+use tonic::transport::Channel;
+use tonic::Code;
+
+/// Copies `INPUT0` to `OUTPUT0`.
+struct Identity;
+
+impl Backend for Identity {
+    fn name(&self) -> &'static str {
+        "identity"
+    }
+    fn default_model_filename(&self) -> &'static str {
+        "model.id"
+    }
+    fn autocomplete(&self, _config: &mut ModelConfig, _model_file: &Path) -> CoreResult<()> {
+        Ok(())
+    }
+    fn load_model(&self, _spec: Arc<ModelSpec>, _file: &Path) -> CoreResult<Box<dyn ModelBackend>> {
+        Ok(Box::new(Identity))
+    }
+}
+
+impl ModelBackend for Identity {
+    fn create_instance(&self, _i: &InstanceConfig) -> CoreResult<Box<dyn InstanceBackend>> {
+        Ok(Box::new(Identity))
+    }
+}
+
+impl InstanceBackend for Identity {
+    fn execute(
+        &mut self,
+        batch: &Batch<'_>,
+        _timing: &mut ComputeTiming,
+    ) -> Vec<CoreResult<Vec<OutputTensor>>> {
+        match batch.gather_input("INPUT0") {
+            Ok(Some(input)) => batch.scatter(vec![OutputTensor {
+                name: "OUTPUT0".into(),
+                datatype: batch.spec().inputs[0].datatype,
+                shape: input.shape,
+                data: input.data,
+            }]),
+            Ok(None) => batch.requests().iter().map(|_| Ok(Vec::new())).collect(),
+            Err(e) => batch.requests().iter().map(|_| Err(e.clone())).collect(),
+        }
+    }
+}
+
+struct Harness {
+    client: GrpcInferenceServiceClient<Channel>,
+    health: HealthClient<Channel>,
+    _stop: oneshot::Sender<()>,
+    _repo: tempfile::TempDir,
+}
+
+const CONFIG: &str = r#"
+backend: "identity"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+"#;
+
+async fn start(control_mode: ControlMode) -> Harness {
+    let repo = tempfile::tempdir().expect("temp dir");
+    let model = repo.path().join("ident");
+    std::fs::create_dir_all(model.join("1")).expect("model dir");
+    std::fs::write(model.join("config.pbtxt"), CONFIG).expect("config");
+    std::fs::write(model.join("1/model.id"), b"").expect("model file");
+    let mut backends = BackendRegistry::new();
+    backends.insert("identity", Arc::new(Identity) as Arc<dyn Backend>);
+    let options = RepositoryOptions {
+        roots: vec![repo.path().to_path_buf()],
+        control_mode,
+        startup_models: vec!["*".into()],
+        settings: LoadSettings {
+            strict_model_config: true,
+            normalize: NormalizeOptions::default(),
+        },
+    };
+    let repository = Arc::new(ModelRepository::new(options, backends));
+    repository.load_startup_models().await.expect("models load");
+    let identity = ServerIdentity {
+        name: "nereid".into(),
+        version: "0.0.0".into(),
+    };
+    let server = Arc::new(nereid_core::Server::new(identity, repository));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("bound address");
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(crate::serve(server, listener, async {
+        let _ = stopped.await;
+    }));
+    let url = format!("http://{addr}");
+    let client = GrpcInferenceServiceClient::connect(url.clone())
+        .await
+        .expect("connect");
+    let health = HealthClient::connect(url).await.expect("connect");
+    Harness {
+        client,
+        health,
+        _stop: stop,
+        _repo: repo,
+    }
+}
+
+fn fp32(values: &[f32]) -> Bytes {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn infer_request(id: &str, values: &[f32]) -> ModelInferRequest {
+    ModelInferRequest {
+        model_name: "ident".into(),
+        id: id.into(),
+        inputs: vec![InferInputTensor {
+            name: "INPUT0".into(),
+            datatype: "FP32".into(),
+            shape: vec![1, values.len() as i64],
+            ..Default::default()
+        }],
+        raw_input_contents: vec![fp32(values)],
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn health_metadata_and_readiness() {
+    let mut h = start(ControlMode::None).await;
+    let live = h
+        .client
+        .server_live(ServerLiveRequest {})
+        .await
+        .expect("live");
+    assert!(live.get_ref().live);
+    let ready = h
+        .client
+        .server_ready(ServerReadyRequest {})
+        .await
+        .expect("ready");
+    assert!(ready.get_ref().ready);
+    let check = h
+        .health
+        .check(HealthCheckRequest::default())
+        .await
+        .expect("health");
+    assert_eq!(check.get_ref().status, 1, "SERVING");
+    let meta = h
+        .client
+        .server_metadata(ServerMetadataRequest {})
+        .await
+        .expect("metadata");
+    assert_eq!(meta.get_ref().name, "nereid");
+    assert!(meta
+        .get_ref()
+        .extensions
+        .contains(&"statistics".to_string()));
+
+    let model_ready = |name: &str, version: &str| ModelReadyRequest {
+        name: name.into(),
+        version: version.into(),
+    };
+    let r = h.client.model_ready(model_ready("ident", "")).await;
+    assert!(r.expect("ready").get_ref().ready);
+    let r = h.client.model_ready(model_ready("nope", "")).await;
+    assert!(!r.expect("unknown model is not an error").get_ref().ready);
+    let r = h.client.model_ready(model_ready("ident", "x")).await;
+    assert_eq!(r.expect_err("bad version").code(), Code::InvalidArgument);
+
+    let m = h
+        .client
+        .model_metadata(ModelMetadataRequest {
+            name: "ident".into(),
+            version: String::new(),
+        })
+        .await
+        .expect("model metadata");
+    let m = m.get_ref();
+    assert_eq!(m.versions, vec!["1".to_string()]);
+    assert_eq!(m.inputs[0].datatype, "FP32");
+    assert_eq!(m.inputs[0].shape, vec![-1, -1]);
+    let e = h
+        .client
+        .model_metadata(ModelMetadataRequest {
+            name: "nope".into(),
+            version: String::new(),
+        })
+        .await
+        .expect_err("unknown model");
+    assert_eq!(e.code(), Code::NotFound);
+
+    let c = h
+        .client
+        .model_config(ModelConfigRequest {
+            name: "ident".into(),
+            version: "1".into(),
+        })
+        .await
+        .expect("config");
+    let config = c.get_ref().config.as_ref().expect("config set");
+    assert_eq!(config.max_batch_size, 8);
+}
+
+#[tokio::test]
+async fn infer_round_trip_and_statistics() {
+    let mut h = start(ControlMode::None).await;
+    let response = h
+        .client
+        .model_infer(infer_request("r1", &[1.0, 2.0]))
+        .await
+        .expect("infer");
+    let r = response.get_ref();
+    assert_eq!(r.model_name, "ident");
+    assert_eq!(r.model_version, "1");
+    assert_eq!(r.id, "r1");
+    assert_eq!(r.outputs[0].name, "OUTPUT0");
+    assert_eq!(r.outputs[0].datatype, "FP32");
+    assert_eq!(r.outputs[0].shape, vec![1, 2]);
+    assert_eq!(r.raw_output_contents[0], fp32(&[1.0, 2.0]));
+
+    let mut typed = infer_request("r2", &[3.0]);
+    typed.raw_input_contents.clear();
+    typed.inputs[0].contents = Some(InferTensorContents {
+        fp32_contents: vec![3.0],
+        ..Default::default()
+    });
+    let response = h.client.model_infer(typed).await.expect("typed infer");
+    assert_eq!(response.get_ref().raw_output_contents[0], fp32(&[3.0]));
+
+    let mut bad = infer_request("r3", &[1.0]);
+    bad.parameters.insert(
+        "sequence_id".into(),
+        InferParameter {
+            parameter_choice: Some(ParameterChoice::BoolParam(true)),
+        },
+    );
+    let e = h.client.model_infer(bad).await.expect_err("bad parameter");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(
+        e.message(),
+        "invalid value type for 'sequence_id' parameter, expected int64_param or string_param."
+    );
+
+    let mut unknown = infer_request("r4", &[1.0]);
+    unknown.model_name = "nope".into();
+    let e = h.client.model_infer(unknown).await.expect_err("unknown");
+    assert_eq!(e.code(), Code::NotFound);
+
+    let stats = h
+        .client
+        .model_statistics(ModelStatisticsRequest::default())
+        .await
+        .expect("statistics");
+    let s = &stats.get_ref().model_stats[0];
+    assert_eq!(s.name, "ident");
+    assert_eq!(s.version, "1");
+    let success = s.inference_stats.and_then(|i| i.success).expect("success");
+    assert_eq!(success.count, 2);
+    assert_eq!(s.inference_count, 2);
+}
+
+#[tokio::test]
+async fn stream_answers_every_request_and_survives_errors() {
+    let mut h = start(ControlMode::None).await;
+    let mut bad = infer_request("bad", &[1.0]);
+    bad.inputs[0].datatype = "INT32".into();
+    let requests = vec![
+        infer_request("a", &[1.0]),
+        bad,
+        infer_request("b", &[2.0, 3.0]),
+    ];
+    let response = h
+        .client
+        .model_stream_infer(tokio_stream::iter(requests))
+        .await
+        .expect("stream");
+    let mut inbound = response.into_inner();
+    let mut seen = Vec::new();
+    while let Some(message) = inbound.next().await {
+        let message = message.expect("no transport error");
+        let response = message.infer_response.expect("always set");
+        seen.push((response.id.clone(), message.error_message.is_empty()));
+        if response.id == "b" {
+            assert_eq!(response.raw_output_contents[0], fp32(&[2.0, 3.0]));
+        }
+        if response.id == "bad" {
+            assert!(message.error_message.contains("data-type is 'INT32'"));
+        }
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            ("a".to_string(), true),
+            ("b".to_string(), true),
+            ("bad".to_string(), false)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn repository_and_unsupported_features() {
+    let mut h = start(ControlMode::Explicit).await;
+    let index = h
+        .client
+        .repository_index(RepositoryIndexRequest {
+            repository_name: String::new(),
+            ready: true,
+        })
+        .await
+        .expect("index");
+    let entry = &index.get_ref().models[0];
+    assert_eq!(
+        (
+            entry.name.as_str(),
+            entry.version.as_str(),
+            entry.state.as_str()
+        ),
+        ("ident", "1", "READY")
+    );
+
+    let unload = RepositoryModelUnloadRequest {
+        model_name: "ident".into(),
+        ..Default::default()
+    };
+    h.client
+        .repository_model_unload(unload)
+        .await
+        .expect("unload");
+    let ready = h
+        .client
+        .model_ready(ModelReadyRequest {
+            name: "ident".into(),
+            version: String::new(),
+        })
+        .await
+        .expect("ready");
+    assert!(!ready.get_ref().ready);
+
+    let mut load = RepositoryModelLoadRequest {
+        model_name: "ident".into(),
+        ..Default::default()
+    };
+    load.parameters.insert(
+        "file:1/model.id".into(),
+        ModelRepositoryParameter {
+            parameter_choice: Some(model_repository_parameter::ParameterChoice::BytesParam(
+                vec![],
+            )),
+        },
+    );
+    let e = h
+        .client
+        .repository_model_load(load.clone())
+        .await
+        .expect_err("file override");
+    assert_eq!(e.code(), Code::Unimplemented);
+    load.parameters.clear();
+    h.client.repository_model_load(load).await.expect("load");
+
+    let e = h
+        .client
+        .system_shared_memory_status(SystemSharedMemoryStatusRequest::default())
+        .await
+        .expect_err("shm");
+    assert_eq!(e.code(), Code::Unimplemented);
+    let e = h
+        .client
+        .trace_setting(TraceSettingRequest::default())
+        .await
+        .expect_err("trace");
+    assert_eq!(e.code(), Code::Unimplemented);
+}

@@ -1,0 +1,490 @@
+//! The infer endpoint's codec: JSON request (with the binary tensor data extension) →
+//! core request, and core response → JSON or JSON + binary tail.
+
+use std::collections::HashMap;
+
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use nereid_core::request::{InferRequest, InferResponse, InputTensor, ParamValue, Parameters};
+use nereid_core::{DataType, Error, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::compression::{self, Encoding};
+use crate::json_data::{parse_data, JsonData};
+
+/// Header giving the length of the JSON part of a body with binary tensors.
+pub const HEADER_LENGTH: &str = "inference-header-content-length";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestJson<'a> {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    parameters: Option<Map<String, Value>>,
+    #[serde(borrow)]
+    inputs: Vec<InputJson<'a>>,
+    #[serde(default)]
+    outputs: Option<Vec<OutputJson>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InputJson<'a> {
+    name: String,
+    shape: Vec<i64>,
+    datatype: String,
+    #[serde(default)]
+    parameters: Option<Map<String, Value>>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutputJson {
+    name: String,
+    #[serde(default)]
+    parameters: Option<Map<String, Value>>,
+}
+
+/// How each output is to be returned.
+#[derive(Debug, Default)]
+pub struct OutputFormat {
+    binary_by_default: bool,
+    binary: HashMap<String, bool>,
+}
+
+impl OutputFormat {
+    fn is_binary(&self, name: &str) -> bool {
+        self.binary
+            .get(name)
+            .copied()
+            .unwrap_or(self.binary_by_default)
+    }
+}
+
+/// Decodes an infer body into a core request and the output format.
+pub fn decode(
+    model_name: &str,
+    model_version: Option<i64>,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<(InferRequest, OutputFormat)> {
+    let header_length = header_length(headers, body.len())?;
+    let (json, binary) = match header_length {
+        Some(n) => (body.slice(..n), body.slice(n..)),
+        None => (body, Bytes::new()),
+    };
+    let text = std::str::from_utf8(&json)
+        .map_err(|e| Error::invalid_arg(format!("failed to parse the request JSON buffer: {e}")))?;
+    let parsed: RequestJson<'_> = serde_json::from_str(text)
+        .map_err(|e| Error::invalid_arg(format!("failed to parse the request JSON buffer: {e}")))?;
+    let mut format = OutputFormat::default();
+    let parameters = request_parameters(parsed.parameters, &mut format)?;
+    let inputs = decode_inputs(model_name, parsed.inputs, binary)?;
+    let requested_outputs = parsed
+        .outputs
+        .map(|outputs| {
+            outputs
+                .into_iter()
+                .map(|o| {
+                    if let Some(binary) = output_binary(&o)? {
+                        format.binary.insert(o.name.clone(), binary);
+                    }
+                    Ok(o.name)
+                })
+                .collect::<Result<Vec<_>>>()
+        })
+        .transpose()?;
+    Ok((
+        InferRequest {
+            model_name: model_name.to_string(),
+            model_version,
+            id: parsed.id.unwrap_or_default(),
+            parameters,
+            inputs,
+            requested_outputs,
+        },
+        format,
+    ))
+}
+
+fn header_length(headers: &HeaderMap, body_len: usize) -> Result<Option<usize>> {
+    let Some(value) = headers.get(HEADER_LENGTH) else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or("").trim();
+    let n: i64 = text.parse().map_err(|_| {
+        Error::invalid_arg(format!(
+            "Unable to parse Inference-Header-Content-Length, got: {text}"
+        ))
+    })?;
+    if n <= 0 || n as u64 > body_len as u64 {
+        return Err(Error::invalid_arg(format!(
+            "inference header size should be in range (0, {body_len}], got: {n}"
+        )));
+    }
+    Ok(Some(n as usize))
+}
+
+/// Converts a JSON parameter value (scalars only).
+fn param_value(key: &str, v: Value) -> Result<ParamValue> {
+    match v {
+        Value::Bool(b) => Ok(ParamValue::Bool(b)),
+        Value::String(s) => Ok(ParamValue::String(s)),
+        Value::Number(n) => Ok(if let Some(i) = n.as_i64() {
+            ParamValue::Int(i)
+        } else if let Some(u) = n.as_u64() {
+            ParamValue::Uint(u)
+        } else {
+            ParamValue::Double(n.as_f64().unwrap_or(f64::NAN))
+        }),
+        _ => Err(Error::invalid_arg(format!(
+            "parameter '{key}' must be a string, a number or a boolean"
+        ))),
+    }
+}
+
+fn expect_bool(key: &str, v: &Value) -> Result<bool> {
+    v.as_bool().ok_or_else(|| {
+        Error::invalid_arg(format!(
+            "Unable to parse '{key}': attempt to access JSON non-boolean as boolean"
+        ))
+    })
+}
+
+fn request_parameters(
+    json: Option<Map<String, Value>>,
+    format: &mut OutputFormat,
+) -> Result<Parameters> {
+    let mut out = Vec::new();
+    for (key, value) in json.unwrap_or_default() {
+        match key.as_str() {
+            "binary_data_output" => format.binary_by_default = expect_bool(&key, &value)?,
+            "sequence_start" | "sequence_end" => {
+                expect_bool(&key, &value)?;
+                out.push((key.clone(), param_value(&key, value)?));
+            }
+            "sequence_id" => {
+                if !(value.is_string() || value.is_u64()) {
+                    return Err(Error::invalid_arg(
+                        "Unable to parse 'sequence_id': expected an unsigned integer or a string",
+                    ));
+                }
+                out.push((key.clone(), param_value(&key, value)?));
+            }
+            "priority" | "timeout" => {
+                if !value.is_u64() {
+                    return Err(Error::invalid_arg(format!(
+                        "Unable to parse '{key}': expected an unsigned integer"
+                    )));
+                }
+                out.push((key.clone(), param_value(&key, value)?));
+            }
+            k if k.starts_with("triton_") => {
+                return Err(Error::invalid_arg(
+                    "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.",
+                ));
+            }
+            _ => out.push((key.clone(), param_value(&key, value)?)),
+        }
+    }
+    Ok(out)
+}
+
+fn decode_inputs(
+    model_name: &str,
+    inputs: Vec<InputJson<'_>>,
+    binary: Bytes,
+) -> Result<Vec<InputTensor>> {
+    let mut offset = 0usize;
+    let mut out = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let datatype = DataType::parse(&input.datatype).ok_or_else(|| {
+            Error::invalid_arg(format!(
+                "invalid datatype '{}' for input '{}'",
+                input.datatype, input.name
+            ))
+        })?;
+        let params = input.parameters.unwrap_or_default();
+        let binary_size = params
+            .get("binary_data_size")
+            .map(|v| {
+                v.as_u64().ok_or_else(|| {
+                    Error::invalid_arg(format!(
+                        "Unable to parse 'binary_data_size' of input '{}': expected an unsigned integer",
+                        input.name
+                    ))
+                })
+            })
+            .transpose()?;
+        let shm = params.contains_key("shared_memory_region");
+        let set: Vec<&str> = [
+            (input.data.is_some(), "'data'"),
+            (binary_size.is_some(), "'binary_data_size'"),
+            (shm, "'shared_memory_region'"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+        if set.len() != 1 {
+            let detail = if set.is_empty() {
+                "But no field is set".to_string()
+            } else {
+                format!("But set {}", set.join(" "))
+            };
+            return Err(Error::invalid_arg(format!(
+                "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. {detail}"
+            )));
+        }
+        let data = if let Some(raw) = input.data {
+            let bytes = parse_data(datatype, raw.get()).map_err(|e| {
+                Error::invalid_arg(format!(
+                    "Unable to parse 'data' of input '{}': {e}",
+                    input.name
+                ))
+            })?;
+            Bytes::from(bytes)
+        } else if let Some(size) = binary_size {
+            let size = usize::try_from(size).unwrap_or(usize::MAX);
+            let available = binary.len() - offset;
+            if size > available {
+                return Err(Error::invalid_arg(format!(
+                    "unexpected size for input '{}', expecting {} additional bytes for model '{model_name}'",
+                    input.name,
+                    size - available
+                )));
+            }
+            let part = binary.slice(offset..offset + size);
+            offset += size;
+            part
+        } else {
+            return Err(Error::unsupported(format!(
+                "input '{}' uses shared memory, which this server does not support yet",
+                input.name
+            )));
+        };
+        for key in params.keys() {
+            if key.starts_with("triton_") {
+                return Err(Error::invalid_arg(
+                    "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.",
+                ));
+            }
+        }
+        out.push(InputTensor {
+            name: input.name,
+            datatype,
+            shape: input.shape,
+            data,
+        });
+    }
+    if offset != binary.len() {
+        return Err(Error::invalid_arg(format!(
+            "unexpected additional input data for model '{model_name}'"
+        )));
+    }
+    Ok(out)
+}
+
+fn output_binary(output: &OutputJson) -> Result<Option<bool>> {
+    let Some(params) = &output.parameters else {
+        return Ok(None);
+    };
+    if params.contains_key("classification") {
+        return Err(Error::unsupported(
+            "the classification extension is not supported",
+        ));
+    }
+    if params.contains_key("shared_memory_region") {
+        if params.contains_key("binary_data") {
+            return Err(Error::invalid_arg(
+                "Output can't set both 'shared_memory_region' and 'binary_data'",
+            ));
+        }
+        return Err(Error::unsupported(format!(
+            "output '{}' uses shared memory, which this server does not support yet",
+            output.name
+        )));
+    }
+    params
+        .get("binary_data")
+        .map(|v| expect_bool("binary_data", v))
+        .transpose()
+}
+
+#[derive(Serialize)]
+struct ResponseJson<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    id: &'a str,
+    model_name: &'a str,
+    model_version: String,
+    outputs: Vec<OutputJsonOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct BinarySize {
+    binary_data_size: usize,
+}
+
+#[derive(Serialize)]
+struct OutputJsonOut<'a> {
+    name: &'a str,
+    datatype: &'static str,
+    shape: &'a [i64],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameters: Option<BinarySize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<JsonData<'a>>,
+}
+
+/// Encodes a response, with binary outputs appended after the JSON when asked for, and
+/// compressed when the client accepts it.
+pub fn encode(
+    response: &InferResponse,
+    format: &OutputFormat,
+    accept: Option<Encoding>,
+) -> Response {
+    let mut binary_parts: Vec<&Bytes> = Vec::new();
+    let outputs = response
+        .outputs
+        .iter()
+        .map(|o| {
+            let binary = format.is_binary(&o.name);
+            if binary {
+                binary_parts.push(&o.data);
+            }
+            OutputJsonOut {
+                name: &o.name,
+                datatype: o.datatype.as_str(),
+                shape: &o.shape,
+                parameters: binary.then_some(BinarySize {
+                    binary_data_size: o.data.len(),
+                }),
+                data: (!binary).then_some(JsonData {
+                    datatype: o.datatype,
+                    data: &o.data,
+                }),
+            }
+        })
+        .collect();
+    let json = ResponseJson {
+        id: &response.id,
+        model_name: &response.model_name,
+        model_version: response.model_version.to_string(),
+        outputs,
+    };
+    let mut body = match serde_json::to_vec(&json) {
+        Ok(b) => b,
+        Err(e) => {
+            return crate::error::error_body(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("failed to serialize the response: {e}"),
+            )
+        }
+    };
+    let mut headers = HeaderMap::new();
+    if binary_parts.is_empty() {
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    } else {
+        headers.insert(HEADER_LENGTH, HeaderValue::from(body.len()));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
+        body.reserve(binary_parts.iter().map(|b| b.len()).sum());
+        for part in binary_parts {
+            body.extend_from_slice(part);
+        }
+    }
+    if let Some(encoding) = accept {
+        body = compression::encode(encoding, &body);
+        headers.insert(
+            header::CONTENT_ENCODING,
+            HeaderValue::from_static(encoding.token()),
+        );
+    }
+    (StatusCode::OK, headers, body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers_with_length(n: usize) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(HEADER_LENGTH, HeaderValue::from(n));
+        h
+    }
+
+    #[test]
+    fn splits_json_and_binary_inputs() {
+        let json = br#"{"inputs":[{"name":"A","shape":[1,2],"datatype":"INT32","parameters":{"binary_data_size":8}},{"name":"B","shape":[1],"datatype":"INT32","data":[7]}],"outputs":[{"name":"O","parameters":{"binary_data":true}}]}"#;
+        let mut body = json.to_vec();
+        body.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0]);
+        let (req, format) = decode(
+            "m",
+            None,
+            &headers_with_length(json.len()),
+            Bytes::from(body),
+        )
+        .expect("valid");
+        assert_eq!(&req.inputs[0].data[..], &[1, 0, 0, 0, 2, 0, 0, 0]);
+        assert_eq!(&req.inputs[1].data[..], &7i32.to_le_bytes());
+        assert!(format.is_binary("O"));
+        assert!(!format.is_binary("P"));
+    }
+
+    #[test]
+    fn triton_messages_for_malformed_bodies() {
+        let json = br#"{"inputs":[{"name":"A","shape":[2],"datatype":"INT32","parameters":{"binary_data_size":8}}]}"#;
+        let err = decode("m", None, &HeaderMap::new(), Bytes::from_static(json)).unwrap_err();
+        assert!(
+            err.message().starts_with("failed to parse"),
+            "{}",
+            err.message()
+        );
+        let mut body = json.to_vec();
+        body.extend_from_slice(&[0; 4]);
+        let err = decode(
+            "m",
+            None,
+            &headers_with_length(json.len()),
+            Bytes::from(body.clone()),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.message(),
+            "unexpected size for input 'A', expecting 4 additional bytes for model 'm'"
+        );
+        body.extend_from_slice(&[0; 5]);
+        let err = decode(
+            "m",
+            None,
+            &headers_with_length(json.len()),
+            Bytes::from(body),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.message(),
+            "unexpected additional input data for model 'm'"
+        );
+        let both = br#"{"inputs":[{"name":"A","shape":[1],"datatype":"INT32","data":[1],"parameters":{"shared_memory_region":"r"}}]}"#;
+        let err = decode("m", None, &HeaderMap::new(), Bytes::from_static(both)).unwrap_err();
+        assert!(
+            err.message()
+                .ends_with("But set 'data' 'shared_memory_region'"),
+            "{}",
+            err.message()
+        );
+        let reserved = br#"{"parameters":{"triton_x":1},"inputs":[]}"#;
+        let err = decode("m", None, &HeaderMap::new(), Bytes::from_static(reserved)).unwrap_err();
+        assert!(err.message().contains("reserved for Triton"));
+    }
+}

@@ -1,0 +1,225 @@
+//! Tensor data in JSON: nested arrays of numbers, booleans or strings, converted straight
+//! to and from the raw little-endian bytes the core uses (no intermediate JSON tree).
+//! FP16 and BF16 are accepted and produced as JSON numbers (Triton refuses them).
+
+use std::fmt;
+
+use half::{bf16, f16};
+use nereid_core::request::split_bytes_elements;
+use nereid_core::DataType;
+use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
+use serde::ser::{Serialize, SerializeSeq, Serializer};
+
+/// Parses JSON tensor `data` of type `datatype` into raw bytes.
+pub fn parse_data(datatype: DataType, json: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let mut de = serde_json::Deserializer::from_str(json);
+    Flatten {
+        datatype,
+        out: &mut out,
+    }
+    .deserialize(&mut de)
+    .map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+struct Flatten<'a> {
+    datatype: DataType,
+    out: &'a mut Vec<u8>,
+}
+
+impl<'de> DeserializeSeed<'de> for Flatten<'_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Flatten<'_> {
+    fn int<E: de::Error>(self, v: i128) -> Result<(), E> {
+        let range_error = || E::custom(format!("value {v} is out of range for {}", self.datatype));
+        macro_rules! put {
+            ($t:ty) => {{
+                let x = <$t>::try_from(v).map_err(|_| range_error())?;
+                self.out.extend_from_slice(&x.to_le_bytes());
+            }};
+        }
+        match self.datatype {
+            DataType::Uint8 => put!(u8),
+            DataType::Uint16 => put!(u16),
+            DataType::Uint32 => put!(u32),
+            DataType::Uint64 => put!(u64),
+            DataType::Int8 => put!(i8),
+            DataType::Int16 => put!(i16),
+            DataType::Int32 => put!(i32),
+            DataType::Int64 => put!(i64),
+            _ => return self.float(v as f64),
+        }
+        Ok(())
+    }
+
+    fn float<E: de::Error>(self, v: f64) -> Result<(), E> {
+        match self.datatype {
+            DataType::Fp16 => self.out.extend_from_slice(&f16::from_f64(v).to_le_bytes()),
+            DataType::Bf16 => self.out.extend_from_slice(&bf16::from_f64(v).to_le_bytes()),
+            DataType::Fp32 => self.out.extend_from_slice(&(v as f32).to_le_bytes()),
+            DataType::Fp64 => self.out.extend_from_slice(&v.to_le_bytes()),
+            other => return Err(E::custom(format!("expected {} value, got {v}", other))),
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Visitor<'de> for Flatten<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} values, possibly in nested arrays", self.datatype)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let datatype = self.datatype;
+        while seq
+            .next_element_seed(Flatten {
+                datatype,
+                out: self.out,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
+        if self.datatype != DataType::Bool {
+            return Err(E::custom(format!(
+                "expected {} value, got {v}",
+                self.datatype
+            )));
+        }
+        self.out.push(u8::from(v));
+        Ok(())
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        self.int(i128::from(v))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        self.int(i128::from(v))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        if matches!(
+            self.datatype,
+            DataType::Fp16 | DataType::Bf16 | DataType::Fp32 | DataType::Fp64
+        ) {
+            self.float(v)
+        } else {
+            Err(E::custom(format!(
+                "expected {} value, got {v}",
+                self.datatype
+            )))
+        }
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        if self.datatype != DataType::Bytes {
+            return Err(E::custom(format!(
+                "expected {} value, got a string",
+                self.datatype
+            )));
+        }
+        self.out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        self.out.extend_from_slice(v.as_bytes());
+        Ok(())
+    }
+}
+
+/// Serializes raw tensor bytes as a flat JSON array, the way Triton returns `data`.
+pub struct JsonData<'a> {
+    /// Element type.
+    pub datatype: DataType,
+    /// Raw bytes.
+    pub data: &'a [u8],
+}
+
+macro_rules! seq_of {
+    ($ser:expr, $data:expr, $t:ty, $n:expr, $map:expr) => {{
+        let mut seq = $ser.serialize_seq(Some($data.len() / $n))?;
+        for chunk in $data.chunks_exact($n) {
+            let raw = <$t>::from_le_bytes(chunk.try_into().expect("chunks_exact yields $n bytes"));
+            seq.serialize_element(&$map(raw))?;
+        }
+        seq.end()
+    }};
+}
+
+impl Serialize for JsonData<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let d = self.data;
+        match self.datatype {
+            DataType::Bool => seq_of!(s, d, u8, 1, |b: u8| b != 0),
+            DataType::Uint8 => seq_of!(s, d, u8, 1, |x| x),
+            DataType::Uint16 => seq_of!(s, d, u16, 2, |x| x),
+            DataType::Uint32 => seq_of!(s, d, u32, 4, |x| x),
+            DataType::Uint64 => seq_of!(s, d, u64, 8, |x| x),
+            DataType::Int8 => seq_of!(s, d, i8, 1, |x| x),
+            DataType::Int16 => seq_of!(s, d, i16, 2, |x| x),
+            DataType::Int32 => seq_of!(s, d, i32, 4, |x| x),
+            DataType::Int64 => seq_of!(s, d, i64, 8, |x| x),
+            DataType::Fp16 => seq_of!(s, d, u16, 2, |x| f16::from_bits(x).to_f32()),
+            DataType::Bf16 => seq_of!(s, d, u16, 2, |x| bf16::from_bits(x).to_f32()),
+            DataType::Fp32 => seq_of!(s, d, f32, 4, |x| x),
+            DataType::Fp64 => seq_of!(s, d, f64, 8, |x| x),
+            DataType::Bytes => {
+                let elements = split_bytes_elements(d).map_err(serde::ser::Error::custom)?;
+                let mut seq = s.serialize_seq(Some(elements.len()))?;
+                for e in elements {
+                    seq.serialize_element(&String::from_utf8_lossy(e))?;
+                }
+                seq.end()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(t: DataType, json: &str) -> String {
+        let bytes = parse_data(t, json).expect("valid");
+        serde_json::to_string(&JsonData {
+            datatype: t,
+            data: &bytes,
+        })
+        .expect("serializable")
+    }
+
+    #[test]
+    fn nested_arrays_flatten_for_every_type() {
+        assert_eq!(round_trip(DataType::Int32, "[[1,2],[3,-4]]"), "[1,2,3,-4]");
+        assert_eq!(round_trip(DataType::Bool, "[true,false]"), "[true,false]");
+        assert_eq!(round_trip(DataType::Fp32, "[1.5, 2]"), "[1.5,2.0]");
+        assert_eq!(round_trip(DataType::Fp16, "[0.5, -2]"), "[0.5,-2.0]");
+        assert_eq!(round_trip(DataType::Bf16, "[1.0]"), "[1.0]");
+        assert_eq!(
+            round_trip(DataType::Uint64, "[18446744073709551615]"),
+            "[18446744073709551615]"
+        );
+        assert_eq!(
+            round_trip(DataType::Bytes, r#"["a","","é"]"#),
+            r#"["a","","é"]"#
+        );
+    }
+
+    #[test]
+    fn rejects_wrong_kinds_and_ranges() {
+        assert!(parse_data(DataType::Uint8, "[256]").is_err());
+        assert!(parse_data(DataType::Int32, "[1.5]").is_err());
+        assert!(parse_data(DataType::Bool, "[1]").is_err());
+        assert!(parse_data(DataType::Fp32, r#"["x"]"#).is_err());
+        assert!(parse_data(DataType::Fp32, "[1,").is_err());
+    }
+}

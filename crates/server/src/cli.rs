@@ -1,0 +1,252 @@
+//! The command line, with tritonserver's flag names, defaults and `--flag value` /
+//! `--flag=value` syntax, parsed into a typed [`Config`]. Every problem stops start-up with
+//! a message naming the flag.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::{ArgAction, Parser};
+use nereid_core::ControlMode;
+
+fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "1" | "on" | "yes" => Ok(true),
+        "false" | "0" | "off" | "no" => Ok(false),
+        _ => Err(format!("expected true or false, got '{s}'")),
+    }
+}
+
+/// Raw command-line flags (tritonserver-compatible subset).
+#[derive(Debug, Parser)]
+#[command(
+    name = "nereid",
+    version,
+    about = "A Triton-compatible inference server"
+)]
+pub struct Cli {
+    /// Model repository directory (repeatable).
+    #[arg(long = "model-repository", alias = "model-store", required = true)]
+    pub model_repository: Vec<PathBuf>,
+    /// HTTP port (0 picks a free one).
+    #[arg(long, default_value_t = 8000)]
+    pub http_port: u16,
+    /// gRPC port (0 picks a free one).
+    #[arg(long, default_value_t = 8001)]
+    pub grpc_port: u16,
+    /// Metrics port (0 picks a free one).
+    #[arg(long, default_value_t = 8002)]
+    pub metrics_port: u16,
+    /// HTTP bind address.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub http_address: IpAddr,
+    /// gRPC bind address.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub grpc_address: IpAddr,
+    /// Metrics bind address.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub metrics_address: IpAddr,
+    /// Serve HTTP.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub allow_http: bool,
+    /// Serve gRPC.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub allow_grpc: bool,
+    /// Serve metrics.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub allow_metrics: bool,
+    /// none, poll or explicit.
+    #[arg(long, default_value = "none")]
+    pub model_control_mode: String,
+    /// Poll interval in poll mode.
+    #[arg(long, default_value_t = 15)]
+    pub repository_poll_secs: u64,
+    /// Model to load at start-up in explicit mode (repeatable; `*` loads all).
+    #[arg(long)]
+    pub load_model: Vec<String>,
+    /// Never auto-complete model configurations.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub strict_model_config: bool,
+    /// Same as --strict-model-config (newer tritonserver spelling).
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub disable_auto_complete_config: bool,
+    /// Ready only when every model loaded.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub strict_readiness: bool,
+    /// Seconds to wait for in-flight requests at shutdown.
+    #[arg(long, default_value_t = 30)]
+    pub exit_timeout_secs: u64,
+    /// `<backend>,<key>=<value>` (repeatable).
+    #[arg(long)]
+    pub backend_config: Vec<String>,
+    /// Server identifier reported in server metadata.
+    #[arg(long, default_value = "nereid")]
+    pub id: String,
+    /// Verbose log level (0 = off).
+    #[arg(long, default_value_t = 0)]
+    pub log_verbose: u32,
+    /// Log info messages.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub log_info: bool,
+    /// Log warnings.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub log_warning: bool,
+    /// Log errors.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub log_error: bool,
+    /// default or ISO8601.
+    #[arg(long, default_value = "default")]
+    pub log_format: String,
+    /// Largest HTTP request body in bytes.
+    #[arg(long, default_value_t = 256 * 1024 * 1024)]
+    pub http_max_input_size: usize,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Default,
+    /// Lines with ISO 8601 timestamps.
+    Iso8601,
+}
+
+/// A `--backend-config` setting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendSetting {
+    /// Backend name.
+    pub backend: String,
+    /// Setting name.
+    pub key: String,
+    /// Value.
+    pub value: String,
+}
+
+/// The validated configuration the server is wired from.
+#[derive(Debug)]
+pub struct Config {
+    /// The raw flags.
+    pub cli: Cli,
+    /// Parsed control mode.
+    pub control_mode: ControlMode,
+    /// Parsed log format.
+    pub log_format: LogFormat,
+    /// Parsed backend settings.
+    pub backend_settings: Vec<BackendSetting>,
+}
+
+impl Config {
+    /// Validates the flags.
+    pub fn from_cli(cli: Cli) -> anyhow::Result<Self> {
+        let control_mode = match cli.model_control_mode.as_str() {
+            "none" => ControlMode::None,
+            "poll" => ControlMode::Poll,
+            "explicit" => ControlMode::Explicit,
+            other => bail!(
+                "invalid value '{other}' for --model-control-mode: expected none, poll or explicit"
+            ),
+        };
+        if !cli.load_model.is_empty() && control_mode != ControlMode::Explicit {
+            bail!("--load-model requires --model-control-mode=explicit");
+        }
+        let log_format = match cli.log_format.as_str() {
+            "default" => LogFormat::Default,
+            "ISO8601" => LogFormat::Iso8601,
+            other => bail!("invalid value '{other}' for --log-format: expected default or ISO8601"),
+        };
+        let backend_settings = cli
+            .backend_config
+            .iter()
+            .map(|s| parse_backend_setting(s))
+            .collect::<anyhow::Result<_>>()?;
+        for root in &cli.model_repository {
+            if !root.is_dir() {
+                bail!(
+                    "--model-repository {}: not a readable directory",
+                    root.display()
+                );
+            }
+        }
+        Ok(Self {
+            cli,
+            control_mode,
+            log_format,
+            backend_settings,
+        })
+    }
+
+    /// The value of `backend,key` from `--backend-config`, the last one winning.
+    pub fn backend_setting(&self, backend: &str, key: &str) -> Option<&str> {
+        self.backend_settings
+            .iter()
+            .rev()
+            .find(|s| s.backend == backend && s.key == key)
+            .map(|s| s.value.as_str())
+    }
+}
+
+fn parse_backend_setting(s: &str) -> anyhow::Result<BackendSetting> {
+    let (backend, rest) = s.split_once(',').with_context(|| {
+        format!("--backend-config option format is '<backend name>,<setting>=<value>'. Got {s}")
+    })?;
+    let (key, value) = rest.split_once('=').with_context(|| {
+        format!("--backend-config option format is '<backend name>,<setting>=<value>'. Got {s}")
+    })?;
+    if backend.is_empty() || key.is_empty() {
+        bail!("--backend-config option format is '<backend name>,<setting>=<value>'. Got {s}");
+    }
+    Ok(BackendSetting {
+        backend: backend.to_string(),
+        key: key.to_string(),
+        value: value.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> anyhow::Result<Config> {
+        let mut all = vec!["nereid", "--model-repository", "."];
+        all.extend_from_slice(args);
+        Config::from_cli(Cli::try_parse_from(all)?)
+    }
+
+    #[test]
+    fn triton_defaults_and_both_syntaxes() {
+        let c = parse(&[]).expect("valid");
+        assert_eq!(
+            (c.cli.http_port, c.cli.grpc_port, c.cli.metrics_port),
+            (8000, 8001, 8002)
+        );
+        assert_eq!(c.control_mode, ControlMode::None);
+        let c = parse(&[
+            "--http-port=9000",
+            "--grpc-port",
+            "9001",
+            "--allow-metrics=false",
+        ])
+        .expect("valid");
+        assert_eq!((c.cli.http_port, c.cli.grpc_port), (9000, 9001));
+        assert!(!c.cli.allow_metrics);
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(parse(&["--http-port", "abc"]).is_err());
+        assert!(parse(&["--no-such-flag"]).is_err());
+        assert!(parse(&["--model-control-mode", "sometimes"]).is_err());
+        assert!(parse(&["--backend-config", "onnxruntime"]).is_err());
+        assert!(parse(&["--load-model", "m"]).is_err());
+    }
+
+    #[test]
+    fn backend_settings_are_looked_up() {
+        let c = parse(&["--backend-config=onnxruntime,default-max-batch-size=8"]).expect("valid");
+        assert_eq!(
+            c.backend_setting("onnxruntime", "default-max-batch-size"),
+            Some("8")
+        );
+        assert_eq!(c.backend_setting("onnxruntime", "other"), None);
+    }
+}

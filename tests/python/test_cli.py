@@ -1,0 +1,85 @@
+"""Command line and process behaviour: flag parsing, bind addresses, signals."""
+
+import signal
+
+import pytest
+import tritonclient.http as httpclient
+
+
+def run_to_exit(start_server, repo, args, timeout=15):
+    server = start_server(repo, raw_args=args, wait=False)
+    code = server.wait_exit(timeout)
+    return code, server.log()
+
+
+def test_unknown_flag(make_repo, start_server):
+    repo = make_repo(["add_sub"])
+    code, out = run_to_exit(start_server, repo, ["--model-repository", repo, "--bogus-flag"])
+    assert code is not None and code != 0, out
+    # tritonserver: "unrecognized option '--bogus-flag'"
+    assert "--bogus-flag" in out or "bogus-flag" in out, out
+
+
+def test_bad_flag_value(make_repo, start_server):
+    repo = make_repo(["add_sub"])
+    code, out = run_to_exit(start_server, repo, ["--model-repository", repo, "--http-port", "abc"])
+    assert code is not None and code != 0, out
+    # tritonserver: "Invalid option value. Got abc"
+    assert "abc" in out, out
+
+
+def test_flag_equals_value_form(make_repo, start_server):
+    repo = make_repo(["add_sub"])
+    server = start_server(
+        repo,
+        raw_args=[
+            f"--model-repository={repo}",
+            "--http-port=0",
+            "--grpc-port=0",
+            "--metrics-port=0",
+            "--http-address=127.0.0.1",
+            "--grpc-address=127.0.0.1",
+            "--model-control-mode=explicit",
+        ],
+    )
+    assert server.bound["http"][0] == "127.0.0.1"
+    assert server.bound["grpc"][0] == "127.0.0.1"
+    # explicit mode took effect: nothing is loaded until asked.
+    resp = server.request("POST", "/v2/repository/index", {"ready": True})
+    assert (resp.status, resp.json()) == (200, [])
+    client = server.http_client()
+    try:
+        client.load_model("add_sub")
+        assert client.is_model_ready("add_sub")
+    finally:
+        client.close()
+
+
+def test_default_bind_address_is_all_interfaces(make_repo, start_server):
+    # Triton binds 0.0.0.0 unless told otherwise, and says so in the log line.
+    repo = make_repo(["add_sub"])
+    server = start_server(
+        repo,
+        raw_args=["--model-repository", repo, "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0"],
+    )
+    assert server.bound["http"][0] == "0.0.0.0"
+    assert server.bound["grpc"][0] == "0.0.0.0"
+    assert server.bound["metrics"][0] == "0.0.0.0"
+    assert all(port > 0 for _, port in server.bound.values())
+    assert len({port for _, port in server.bound.values()}) == 3
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        assert client.is_server_ready()
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_exits_cleanly(make_repo, start_server, sig):
+    server = start_server(make_repo(["add_sub"]))
+    client = server.http_client()
+    assert client.is_server_live()
+    client.close()
+    server.signal(sig)
+    code = server.wait_exit(10)
+    assert code == 0, f"exit code {code}\n{server.log()}"
