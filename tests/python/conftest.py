@@ -34,6 +34,13 @@ Fixtures
   every server it started is killed at teardown.
 - `make_repo` (function): copy models from examples/models into a fresh
   tmp_path repository, optionally replacing config.pbtxt files.
+- `add_sub_io` (builds add_sub's two FP32 inputs for either client module),
+  `error_of` (calls something that must raise InferenceServerException and
+  returns the exception) and `poll` (waits for a condition).
+
+Where Triton's answer depends on an implementation accident (e.g. which input
+an unordered map visits first), the test accepts each of Triton's possible
+answers and says so in a comment.
 
 Every test has a 60 s timeout (pytest-timeout) so a hung server fails the test
 instead of the run.
@@ -153,10 +160,14 @@ class Server:
             return "\n".join(lines)
 
     def wait_exit(self, timeout):
+        """Exit code, or None if still running after timeout. After an exit the
+        reader has drained the pipe, so log() holds the last words."""
         try:
-            return self.proc.wait(timeout)
+            code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+        self._reader.join(5)
+        return code
 
     def kill(self):
         if self.proc.poll() is None:

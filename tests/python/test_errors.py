@@ -164,20 +164,6 @@ def test_statistics_of_unknown_model(proto, error_of):
     assert (e.status(), e.message()) == (status, "requested model 'nope' is not available")
 
 
-def test_load_in_none_mode_is_refused(proto, error_of):
-    # Default model control mode is NONE: load/unload are UNAVAILABLE (503).
-    # Triton's wording mentions polling even in NONE mode.
-    name, mod, client = proto
-    for call in (client.load_model, client.unload_model):
-        e = error_of(call, "add_sub")
-        status = "503" if name == "http" else "StatusCode.UNAVAILABLE"
-        assert (e.status(), e.message()) == (
-            status,
-            "explicit model load / unload is not allowed if polling is enabled",
-        )
-    assert_good_request_works(mod, client)
-
-
 # --- gRPC-only request shapes, built with the raw stub -----------------------
 
 

@@ -295,3 +295,23 @@ def test_none_mode_broken_model_fails_startup_by_default(broken_repo, start_serv
     code = server.wait_exit(20)
     assert code is not None and code != 0, server.log()
     assert "broken_syntax" in server.log()
+
+
+def test_none_mode_refuses_load_and_unload(make_repo, start_server, error_of):
+    # Model control mode NONE (the default): load/unload are UNAVAILABLE (503).
+    # Triton's wording mentions polling even in NONE mode.
+    server = start_server(make_repo(["add_sub"]))
+    http, grpc_ = server.http_client(), server.grpc_client()
+    try:
+        for client, status in ((http, "503"), (grpc_, "StatusCode.UNAVAILABLE")):
+            for call in (client.load_model, client.unload_model):
+                e = error_of(call, "add_sub")
+                assert (e.status(), e.message()) == (
+                    status,
+                    "explicit model load / unload is not allowed if polling is enabled",
+                )
+        infer_add_sub(httpclient, http)
+        infer_add_sub(grpcclient, grpc_)
+    finally:
+        http.close()
+        grpc_.close()

@@ -8,7 +8,8 @@ use ort::value::ValueType;
 
 use nereid_core::config::ModelConfig;
 use nereid_core::{Error, Result};
-use nereid_proto::inference::{ModelInput, ModelOutput};
+use nereid_proto::inference::model_config::SchedulingChoice;
+use nereid_proto::inference::{ModelDynamicBatching, ModelInput, ModelOutput};
 
 use crate::convert::protocol_type;
 
@@ -29,6 +30,14 @@ pub fn complete(config: &mut ModelConfig, session: &Session, default_max_batch: 
         .all(|t| t.dims.first() == Some(&-1));
     if config.max_batch_size == 0 && fill_io && all_batched && default_max_batch > 0 {
         config.max_batch_size = default_max_batch;
+        // Triton's backend also turns dynamic batching on for a model it made batching.
+        if config.scheduling_choice.is_none() {
+            config.scheduling_choice =
+                Some(SchedulingChoice::DynamicBatching(ModelDynamicBatching {
+                    preferred_batch_size: vec![default_max_batch],
+                    ..Default::default()
+                }));
+        }
     }
     let strip = usize::from(config.max_batch_size > 0);
     let dims = |t: &ModelTensor| t.dims.iter().skip(strip).copied().collect::<Vec<_>>();

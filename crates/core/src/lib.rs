@@ -10,7 +10,7 @@ pub mod backend;
 pub mod batch;
 pub mod config;
 mod datatype;
-mod error;
+pub mod error;
 pub mod loaded;
 mod metrics;
 pub mod model;

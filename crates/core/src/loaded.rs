@@ -50,14 +50,9 @@ impl LoadedModel {
         request: InferRequest,
         received_at: Instant,
     ) -> Result<InferResponse> {
-        let batch_size = match validate_request(&self.spec, &request) {
-            Ok(b) => b,
-            Err(e) => {
-                self.stats
-                    .request_failed(received_at.elapsed(), FailureReason::Other, false);
-                return Err(e);
-            }
-        };
+        // Like Triton, a request rejected by validation counts neither as a success nor
+        // as a failure of the model.
+        let batch_size = validate_request(&self.spec, &request)?;
         let span = tracing::debug_span!(
             "infer",
             model = %self.spec.name,
@@ -74,7 +69,7 @@ impl LoadedModel {
             span,
         };
         self.stats.request_started();
-        if let Err((e, _job)) = self.scheduler.enqueue(job) {
+        if let Err(e) = self.scheduler.enqueue(job) {
             self.stats
                 .request_failed(received_at.elapsed(), FailureReason::Rejected, true);
             return Err(e);

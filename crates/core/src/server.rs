@@ -161,7 +161,11 @@ impl Server {
     ) -> Result<Vec<ModelStatsSnapshot>> {
         if let Some(name) = name {
             let models: Vec<_> = match version {
-                Some(_) => vec![self.repository.get(name, version)?],
+                Some(_) => vec![self.repository.get(name, version).map_err(|_| {
+                    Error::invalid_arg(format!(
+                        "requested model version is not available for model '{name}'"
+                    ))
+                })?],
                 None => {
                     let all: Vec<_> = self
                         .repository
@@ -170,7 +174,7 @@ impl Server {
                         .filter(|m| m.spec().name == name)
                         .collect();
                     if all.is_empty() {
-                        return Err(Error::not_found(format!(
+                        return Err(Error::invalid_arg(format!(
                             "requested model '{name}' is not available"
                         )));
                     }

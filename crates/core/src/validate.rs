@@ -9,7 +9,19 @@ use crate::DataType;
 
 /// Validates `request` for `spec` and returns its batch size (1 for non-batching models).
 pub fn validate_request(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
-    check(spec, request).map_err(|e| e.prefixed(&request_prefix(&request.id)))
+    let batch_size = check(spec, request).map_err(|e| e.prefixed(&request_prefix(&request.id)))?;
+    // Triton reports unknown requested outputs without the request-id prefix.
+    if let Some(outputs) = &request.requested_outputs {
+        for name in outputs {
+            if spec.output(name).is_none() {
+                return Err(Error::invalid_arg(format!(
+                    "unexpected inference output '{name}' for model '{}'",
+                    spec.name
+                )));
+            }
+        }
+    }
+    Ok(batch_size)
 }
 
 /// Triton's `[request id: ...] ` prefix for request errors.
@@ -55,15 +67,6 @@ fn check(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
     let batch_size = batch_size(spec, request)?;
     for input in &request.inputs {
         check_input(spec, input)?;
-    }
-    if let Some(outputs) = &request.requested_outputs {
-        for name in outputs {
-            if spec.output(name).is_none() {
-                return Err(Error::invalid_arg(format!(
-                    "unexpected inference output '{name}' for model '{model}'"
-                )));
-            }
-        }
     }
     Ok(batch_size)
 }
@@ -124,8 +127,13 @@ fn check_input(spec: &ModelSpec, input: &InputTensor) -> Result<()> {
             .zip(&tensor.dims)
             .all(|(&got, &want)| got >= 0 && (want == -1 || got == want));
     if !matches {
+        let note = if spec.max_batch_size > 0 {
+            ". NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size."
+        } else {
+            ""
+        };
         return Err(Error::invalid_arg(format!(
-            "unexpected shape for input '{}' for model '{model}'. Expected {}, got {}",
+            "unexpected shape for input '{}' for model '{model}'. Expected {}, got {}{note}",
             input.name,
             format_dims(&spec.client_dims(&tensor.dims)),
             format_dims(&input.shape)
@@ -140,7 +148,7 @@ fn check_input(spec: &ModelSpec, input: &InputTensor) -> Result<()> {
     })?;
     match input.datatype.element_size() {
         Some(size) => {
-            let expected = elements.checked_mul(size).unwrap_or(usize::MAX);
+            let expected = elements.saturating_mul(size);
             if expected != input.data.len() {
                 return Err(Error::invalid_arg(format!(
                     "input byte size mismatch for input '{}' for model '{model}'. Expected {expected}, got {}",

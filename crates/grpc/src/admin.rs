@@ -160,13 +160,12 @@ fn index_entry(e: IndexEntry) -> ModelIndex {
 /// `file:` overrides are not supported; anything else is rejected as Triton does.
 pub async fn repository_load(server: &Server, request: &RepositoryModelLoadRequest) -> Result<()> {
     no_repository_name(&request.repository_name)?;
-    let mut keys: Vec<&String> = request.parameters.keys().collect();
-    keys.sort();
+    let mut parameters: Vec<_> = request.parameters.iter().collect();
+    parameters.sort_by_key(|(key, _)| *key);
     let mut config = None;
-    for key in keys {
-        let choice = &request.parameters[key].parameter_choice;
+    for (key, parameter) in parameters {
         if key == "config" {
-            match choice {
+            match &parameter.parameter_choice {
                 Some(ParameterChoice::StringParam(json)) => config = Some(json.as_str()),
                 _ => {
                     return Err(Error::invalid_arg(
@@ -175,7 +174,9 @@ pub async fn repository_load(server: &Server, request: &RepositoryModelLoadReque
                 }
             }
         } else if key.starts_with("file:") {
-            return Err(Error::unsupported("file override is not supported"));
+            return Err(Error::unsupported(
+                nereid_core::error::not_supported::FILE_OVERRIDE,
+            ));
         } else {
             return Err(Error::invalid_arg(format!(
                 "unrecognized load parameter '{key}'."

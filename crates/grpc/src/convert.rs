@@ -3,21 +3,20 @@
 //! (server `src/grpc/infer_handler.cc`: `SetInferenceRequestMetadata`, `InferGRPCToInput`).
 //!
 //! Raw tensor bytes arrive as `Bytes` slices of the received message and are handed to the
-//! core unchanged; only typed `contents` need a conversion to little-endian bytes.
+//! core unchanged; only typed `contents` need a conversion (see [`crate::contents`]).
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use nereid_core::request::{
-    join_bytes_elements, InferRequest, InferResponse, InputTensor, ParamValue, Parameters,
-};
+use nereid_core::error::not_supported;
+use nereid_core::request::{InferRequest, InferResponse, InputTensor, ParamValue, Parameters};
 use nereid_core::{DataType, Error, Result};
 use nereid_proto::inference::infer_parameter::ParameterChoice;
 use nereid_proto::inference::model_infer_request::{InferInputTensor, InferRequestedOutputTensor};
 use nereid_proto::inference::model_infer_response::InferOutputTensor;
-use nereid_proto::inference::{
-    InferParameter, InferTensorContents, ModelInferRequest, ModelInferResponse,
-};
+use nereid_proto::inference::{InferParameter, ModelInferRequest, ModelInferResponse};
+
+use crate::contents::contents_to_bytes;
 
 /// A request/tensor parameter map as the wire carries it.
 type WireParameters = HashMap<String, InferParameter>;
@@ -112,18 +111,24 @@ pub fn encode_parameters(parameters: Parameters) -> WireParameters {
         .collect()
 }
 
+/// The one `triton_` request parameter Triton accepts (decoupled streaming: send an
+/// empty final response). It is checked but not passed on: it steers the frontend, not
+/// the model, and there are no decoupled models yet.
+const EMPTY_FINAL_RESPONSE: &str = "triton_enable_empty_final_response";
+
 /// Request parameters, type-checked as Triton does, sorted by key so that the first error
 /// reported and the order the core sees do not depend on hash-map order.
 fn decode_parameters(parameters: WireParameters) -> Result<Parameters> {
     let mut entries: Vec<(String, InferParameter)> = parameters.into_iter().collect();
     entries.sort_by(|a, b| a.0.cmp(&b.0));
-    entries
-        .into_iter()
-        .map(|(key, parameter)| {
-            let value = decode_parameter(&key, parameter.parameter_choice)?;
-            Ok((key, value))
-        })
-        .collect()
+    let mut decoded = Vec::with_capacity(entries.len());
+    for (key, parameter) in entries {
+        let value = decode_parameter(&key, parameter.parameter_choice)?;
+        if key != EMPTY_FINAL_RESPONSE {
+            decoded.push((key, value));
+        }
+    }
+    Ok(decoded)
 }
 
 fn decode_parameter(key: &str, choice: Option<ParameterChoice>) -> Result<ParamValue> {
@@ -155,9 +160,13 @@ fn decode_parameter(key: &str, choice: Option<ParameterChoice>) -> Result<ParamV
             Some(P::Int64Param(v)) => Ok(ParamValue::Int(v)),
             _ => Err(wrong_type("int64_param")),
         },
-        _ if key.starts_with("triton_") => Err(Error::invalid_arg(
-            "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.",
-        )),
+        EMPTY_FINAL_RESPONSE => match choice {
+            Some(P::BoolParam(b)) => Ok(ParamValue::Bool(b)),
+            _ => Err(wrong_type("bool_param")),
+        },
+        _ if key.starts_with("triton_") => Err(Error::invalid_arg(format!(
+            "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys starting with 'triton_' are allowed: {EMPTY_FINAL_RESPONSE}"
+        ))),
         _ => match choice {
             Some(P::Int64Param(v)) => Ok(ParamValue::Int(v)),
             Some(P::BoolParam(b)) => Ok(ParamValue::Bool(b)),
@@ -243,10 +252,7 @@ fn decode_outputs(outputs: Vec<InferRequestedOutputTensor>) -> Result<Option<Vec
         .map(|output| {
             shared_memory_output(&output.name, &output.parameters)?;
             if output.parameters.contains_key("classification") {
-                return Err(Error::unsupported(format!(
-                    "classification is not supported yet (requested for output '{}')",
-                    output.name
-                )));
+                return Err(Error::unsupported(not_supported::CLASSIFICATION));
             }
             Ok(output.name)
         })
@@ -269,7 +275,7 @@ fn uses_shared_memory(parameters: &WireParameters) -> bool {
 /// the shared-memory feature replaces this function (and [`shared_memory_output`]).
 fn shared_memory_input(_name: &str, parameters: &WireParameters) -> Result<Option<Bytes>> {
     if uses_shared_memory(parameters) {
-        return Err(Error::unsupported("shared memory is not supported yet"));
+        return Err(Error::unsupported(not_supported::SHARED_MEMORY));
     }
     Ok(None)
 }
@@ -277,102 +283,16 @@ fn shared_memory_input(_name: &str, parameters: &WireParameters) -> Result<Optio
 /// Checks an output's shared-memory parameters; see [`shared_memory_input`].
 fn shared_memory_output(_name: &str, parameters: &WireParameters) -> Result<()> {
     if uses_shared_memory(parameters) {
-        return Err(Error::unsupported("shared memory is not supported yet"));
+        return Err(Error::unsupported(not_supported::SHARED_MEMORY));
     }
     Ok(())
-}
-
-/// Typed `contents` as little-endian tensor bytes. Exactly one list may be used and its
-/// type must match the declared datatype; INT8/INT16 come widened in `int_contents` and
-/// UINT8/UINT16 in `uint_contents` (the low bytes are kept, as Triton does).
-fn contents_to_bytes(
-    model: &str,
-    name: &str,
-    declared: DataType,
-    contents: &InferTensorContents,
-) -> Result<Bytes> {
-    let mut data: Option<Vec<u8>> = None;
-    let mut supply = |list: DataType, bytes: &dyn Fn() -> Vec<u8>| -> Result<()> {
-        if data.is_some() {
-            return Err(Error::invalid_arg(format!(
-                "unexpected explicit tensor data for input tensor '{name}' for model '{model}', binary data was already supplied."
-            )));
-        }
-        if list != declared {
-            return Err(Error::invalid_arg(format!(
-                "unexpected explicit tensor data for input tensor '{name}' for model '{model}' of type '{list}', expected datatype '{declared}'"
-            )));
-        }
-        data = Some(bytes());
-        Ok(())
-    };
-    let c = contents;
-    if !c.bool_contents.is_empty() {
-        supply(DataType::Bool, &|| {
-            c.bool_contents.iter().map(|&b| u8::from(b)).collect()
-        })?;
-    }
-    if !c.int_contents.is_empty() {
-        let list = match declared {
-            DataType::Int8 | DataType::Int16 => declared,
-            _ => DataType::Int32,
-        };
-        supply(list, &|| pack(&c.int_contents, i32::to_le_bytes, list))?;
-    }
-    if !c.int64_contents.is_empty() {
-        supply(DataType::Int64, &|| {
-            pack(&c.int64_contents, i64::to_le_bytes, DataType::Int64)
-        })?;
-    }
-    if !c.uint_contents.is_empty() {
-        let list = match declared {
-            DataType::Uint8 | DataType::Uint16 => declared,
-            _ => DataType::Uint32,
-        };
-        supply(list, &|| pack(&c.uint_contents, u32::to_le_bytes, list))?;
-    }
-    if !c.uint64_contents.is_empty() {
-        supply(DataType::Uint64, &|| {
-            pack(&c.uint64_contents, u64::to_le_bytes, DataType::Uint64)
-        })?;
-    }
-    if !c.fp32_contents.is_empty() {
-        supply(DataType::Fp32, &|| {
-            pack(&c.fp32_contents, f32::to_le_bytes, DataType::Fp32)
-        })?;
-    }
-    if !c.fp64_contents.is_empty() {
-        supply(DataType::Fp64, &|| {
-            pack(&c.fp64_contents, f64::to_le_bytes, DataType::Fp64)
-        })?;
-    }
-    if !c.bytes_contents.is_empty() {
-        supply(DataType::Bytes, &|| {
-            join_bytes_elements(c.bytes_contents.iter().map(|b| b.as_ref()))
-        })?;
-    }
-    Ok(data.map(Bytes::from).unwrap_or_default())
-}
-
-/// Each value's little-endian bytes, truncated to the element size of `element`
-/// (e.g. the low byte of an `i32` for INT8).
-fn pack<T: Copy, const N: usize>(
-    values: &[T],
-    to_le_bytes: fn(T) -> [u8; N],
-    element: DataType,
-) -> Vec<u8> {
-    let width = element.element_size().unwrap_or(N).min(N);
-    let mut out = Vec::with_capacity(values.len() * width);
-    for &v in values {
-        out.extend_from_slice(&to_le_bytes(v)[..width]);
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use nereid_core::ErrorKind;
+    use nereid_proto::inference::InferTensorContents;
 
     fn param(choice: ParameterChoice) -> InferParameter {
         InferParameter {
@@ -401,88 +321,6 @@ mod tests {
             raw_input_contents: raw,
             ..Default::default()
         }
-    }
-
-    fn bytes_of(datatype: &str, contents: InferTensorContents) -> Result<Bytes> {
-        let declared = DataType::parse(datatype).expect("test uses valid datatypes");
-        contents_to_bytes("m", "IN", declared, &contents)
-    }
-
-    #[test]
-    fn typed_contents_become_little_endian_bytes() {
-        let c = |f: fn(&mut InferTensorContents)| {
-            let mut c = InferTensorContents::default();
-            f(&mut c);
-            c
-        };
-        let cases: Vec<(&str, InferTensorContents, Vec<u8>)> = vec![
-            (
-                "BOOL",
-                c(|c| c.bool_contents = vec![true, false]),
-                vec![1, 0],
-            ),
-            ("INT8", c(|c| c.int_contents = vec![-1, 2]), vec![0xff, 2]),
-            (
-                "INT16",
-                c(|c| c.int_contents = vec![-2, 3]),
-                vec![0xfe, 0xff, 3, 0],
-            ),
-            ("INT32", c(|c| c.int_contents = vec![1]), vec![1, 0, 0, 0]),
-            ("INT64", c(|c| c.int64_contents = vec![-1]), vec![0xff; 8]),
-            ("UINT8", c(|c| c.uint_contents = vec![255, 1]), vec![255, 1]),
-            ("UINT16", c(|c| c.uint_contents = vec![258]), vec![2, 1]),
-            (
-                "UINT32",
-                c(|c| c.uint_contents = vec![258]),
-                vec![2, 1, 0, 0],
-            ),
-            (
-                "UINT64",
-                c(|c| c.uint64_contents = vec![1]),
-                vec![1, 0, 0, 0, 0, 0, 0, 0],
-            ),
-            (
-                "FP32",
-                c(|c| c.fp32_contents = vec![1.0]),
-                1.0f32.to_le_bytes().to_vec(),
-            ),
-            (
-                "FP64",
-                c(|c| c.fp64_contents = vec![-2.5]),
-                (-2.5f64).to_le_bytes().to_vec(),
-            ),
-            (
-                "BYTES",
-                c(|c| c.bytes_contents = vec![Bytes::from_static(b"ab"), Bytes::new()]),
-                vec![2, 0, 0, 0, b'a', b'b', 0, 0, 0, 0],
-            ),
-            ("FP32", InferTensorContents::default(), vec![]),
-        ];
-        for (datatype, contents, expected) in cases {
-            let got = bytes_of(datatype, contents).expect("valid contents");
-            assert_eq!(got.as_ref(), expected.as_slice(), "{datatype}");
-        }
-    }
-
-    #[test]
-    fn typed_contents_must_match_the_datatype() {
-        let contents = InferTensorContents {
-            fp32_contents: vec![1.0],
-            ..Default::default()
-        };
-        let e = bytes_of("FP16", contents).expect_err("FP16 has no typed list");
-        assert_eq!(e.kind(), ErrorKind::InvalidArg);
-        assert_eq!(
-            e.message(),
-            "unexpected explicit tensor data for input tensor 'IN' for model 'm' of type 'FP32', expected datatype 'FP16'"
-        );
-        let two_lists = InferTensorContents {
-            int_contents: vec![1],
-            int64_contents: vec![1],
-            ..Default::default()
-        };
-        let e = bytes_of("INT32", two_lists).expect_err("two lists");
-        assert!(e.message().ends_with("binary data was already supplied."));
     }
 
     #[test]
@@ -551,7 +389,7 @@ mod tests {
         );
         let e = decode_request(request(vec![shm], vec![])).expect_err("shm");
         assert_eq!(e.kind(), ErrorKind::Unsupported);
-        assert_eq!(e.message(), "shared memory is not supported yet");
+        assert_eq!(e.message(), not_supported::SHARED_MEMORY);
     }
 
     #[test]
@@ -564,7 +402,8 @@ mod tests {
             ("priority", P::Int64Param(-1), "invalid value for 'priority', expected value >= 0."),
             ("priority", P::BoolParam(true), "invalid value type for 'priority' parameter, expected int64_param or uint64_param."),
             ("timeout", P::Uint64Param(1), "invalid value type for 'timeout' parameter, expected int64_param."),
-            ("triton_x", P::BoolParam(true), "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."),
+            ("triton_x", P::BoolParam(true), "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys starting with 'triton_' are allowed: triton_enable_empty_final_response"),
+            ("triton_enable_empty_final_response", P::Int64Param(1), "invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param."),
             ("custom", P::DoubleParam(1.5), "invalid value type for 'custom' parameter, expected int64_param, bool_param, or string_param."),
         ];
         for (key, choice, message) in bad {
@@ -600,12 +439,16 @@ mod tests {
     }
 
     #[test]
-    fn parameters_are_sorted_and_round_trip() {
+    fn parameters_are_sorted_filtered_and_round_trip() {
         let mut r = request(vec![], vec![]);
         r.parameters
             .insert("b".into(), param(ParameterChoice::Int64Param(1)));
         r.parameters
             .insert("a".into(), param(ParameterChoice::BoolParam(false)));
+        r.parameters.insert(
+            "triton_enable_empty_final_response".into(),
+            param(ParameterChoice::BoolParam(true)),
+        );
         let decoded = decode_request(r).expect("valid");
         assert_eq!(
             decoded.parameters,

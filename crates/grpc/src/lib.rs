@@ -4,12 +4,14 @@
 //! The frontend is a thin adapter: decode the wire message, make one call on the core
 //! [`Server`] facade, encode the result (errors through [`status::to_status`]).
 //!
-//! - [`convert`]: infer request/response conversion, parameters, typed contents.
+//! - [`convert`]: infer request/response conversion and parameter checks.
+//! - [`contents`]: typed tensor `contents` → little-endian bytes.
 //! - [`admin`]: metadata, configuration, statistics, repository.
 //! - [`stream`]: the bidirectional `ModelStreamInfer`.
 //! - [`status`]: core error → gRPC status.
 
 pub mod admin;
+pub mod contents;
 pub mod convert;
 pub mod status;
 pub mod stream;

@@ -21,6 +21,7 @@ use nereid_proto::inference::model_infer_request::InferInputTensor;
 use nereid_proto::inference::*;
 use tokio::sync::oneshot;
 use tokio_stream::StreamExt;
+use tonic::codec::CompressionEncoding;
 use tonic::transport::Channel;
 use tonic::Code;
 
@@ -104,7 +105,7 @@ async fn start(control_mode: ControlMode) -> Harness {
         name: "nereid".into(),
         version: "0.0.0".into(),
     };
-    let server = Arc::new(nereid_core::Server::new(identity, repository));
+    let server = Arc::new(nereid_core::Server::new(identity, repository, true));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -267,6 +268,22 @@ async fn infer_round_trip_and_statistics() {
     let e = h.client.model_infer(unknown).await.expect_err("unknown");
     assert_eq!(e.code(), Code::NotFound);
 
+    // Larger than tonic's 4 MiB default limit.
+    let big: Vec<f32> = (0..(2 << 20)).map(|i| i as f32).collect();
+    let mut client = h.client.clone().max_decoding_message_size(usize::MAX);
+    let response = client
+        .model_infer(infer_request("big", &big))
+        .await
+        .expect("large request");
+    assert_eq!(response.get_ref().raw_output_contents[0], fp32(&big));
+    // Compressed requests are accepted.
+    let mut gzip = h.client.clone().send_compressed(CompressionEncoding::Gzip);
+    let response = gzip
+        .model_infer(infer_request("gzip", &[4.0]))
+        .await
+        .expect("compressed request");
+    assert_eq!(response.get_ref().raw_output_contents[0], fp32(&[4.0]));
+
     let stats = h
         .client
         .model_statistics(ModelStatisticsRequest::default())
@@ -276,8 +293,8 @@ async fn infer_round_trip_and_statistics() {
     assert_eq!(s.name, "ident");
     assert_eq!(s.version, "1");
     let success = s.inference_stats.and_then(|i| i.success).expect("success");
-    assert_eq!(success.count, 2);
-    assert_eq!(s.inference_count, 2);
+    assert_eq!(success.count, 4);
+    assert_eq!(s.inference_count, 4);
 }
 
 #[tokio::test]

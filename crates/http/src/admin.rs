@@ -78,7 +78,11 @@ pub(crate) async fn model_ready(
     Path(path): Path<Vec<(String, String)>>,
 ) -> ApiResult<StatusCode> {
     let (model, version) = model_path(&path)?;
-    Ok(ok_or_400(s.server.model_ready(&model, version)))
+    if s.server.model_ready(&model, version) {
+        Ok(StatusCode::OK)
+    } else {
+        Err(ApiError(Error::invalid_arg("Model version not ready")))
+    }
 }
 
 pub(crate) async fn model_config(
@@ -174,6 +178,8 @@ pub(crate) async fn repository_index(
                 }
                 if let Some(state) = e.state {
                     v["state"] = json!(state.as_str());
+                }
+                if !e.reason.is_empty() {
                     v["reason"] = json!(e.reason);
                 }
                 v
@@ -197,14 +203,16 @@ pub(crate) async fn load(
     let mut config = None;
     for (key, value) in &request.parameters {
         match key.as_str() {
-            "config" => config = Some(value.as_str().map(str::to_owned).ok_or_else(|| {
-                ApiError(Error::invalid_arg(
+            "config" => {
+                config = Some(value.as_str().map(str::to_owned).ok_or_else(|| {
+                    ApiError(Error::invalid_arg(
                     "the 'config' parameter must be a string holding the JSON model configuration",
                 ))
-            })?),
+                })?)
+            }
             k if k.starts_with("file:") => {
                 return Err(ApiError(Error::unsupported(
-                    "loading a model with 'file:' overrides is not supported",
+                    nereid_core::error::not_supported::FILE_OVERRIDE,
                 )))
             }
             _ => {}

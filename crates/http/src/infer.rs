@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use nereid_core::error::not_supported;
 use nereid_core::request::{InferRequest, InferResponse, InputTensor, ParamValue, Parameters};
 use nereid_core::{DataType, Error, Result};
 use serde::{Deserialize, Serialize};
@@ -125,7 +126,7 @@ fn header_length(headers: &HeaderMap, body_len: usize) -> Result<Option<usize>> 
     })?;
     if n <= 0 || n as u64 > body_len as u64 {
         return Err(Error::invalid_arg(format!(
-            "inference header size should be in range (0, {body_len}], got: {n}"
+            "inference header size should be in range (0, {body_len}), got: {n}"
         )));
     }
     Ok(Some(n as usize))
@@ -263,10 +264,7 @@ fn decode_inputs(
             offset += size;
             part
         } else {
-            return Err(Error::unsupported(format!(
-                "input '{}' uses shared memory, which this server does not support yet",
-                input.name
-            )));
+            return Err(Error::unsupported(not_supported::SHARED_MEMORY));
         };
         for key in params.keys() {
             if key.starts_with("triton_") {
@@ -295,9 +293,7 @@ fn output_binary(output: &OutputJson) -> Result<Option<bool>> {
         return Ok(None);
     };
     if params.contains_key("classification") {
-        return Err(Error::unsupported(
-            "the classification extension is not supported",
-        ));
+        return Err(Error::unsupported(not_supported::CLASSIFICATION));
     }
     if params.contains_key("shared_memory_region") {
         if params.contains_key("binary_data") {
@@ -305,10 +301,7 @@ fn output_binary(output: &OutputJson) -> Result<Option<bool>> {
                 "Output can't set both 'shared_memory_region' and 'binary_data'",
             ));
         }
-        return Err(Error::unsupported(format!(
-            "output '{}' uses shared memory, which this server does not support yet",
-            output.name
-        )));
+        return Err(Error::unsupported(not_supported::SHARED_MEMORY));
     }
     params
         .get("binary_data")

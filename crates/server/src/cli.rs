@@ -70,6 +70,9 @@ pub struct Cli {
     /// Same as --strict-model-config (newer tritonserver spelling).
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub disable_auto_complete_config: bool,
+    /// Exit at start-up when a model fails to load.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub exit_on_error: bool,
     /// Ready only when every model loaded.
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub strict_readiness: bool,

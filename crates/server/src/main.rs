@@ -95,6 +95,9 @@ async fn bind(
 
 async fn run(config: Config) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
+    // Listen for signals before the (possibly slow) model loading, so an early SIGTERM is
+    // a clean stop rather than the default kill.
+    let signal = shutdown::signal_listener()?;
     let registry = backends(&config)?;
     let repository = Arc::new(ModelRepository::new(
         RepositoryOptions {
@@ -109,7 +112,14 @@ async fn run(config: Config) -> anyhow::Result<()> {
         },
         registry,
     ));
-    repository.load_startup_models().await?;
+    let failures = repository.load_startup_models().await?;
+    if config.cli.exit_on_error && !failures.is_empty() {
+        repository.stop_all();
+        anyhow::bail!(
+            "creating server: Internal - failed to load all models ({} failed; start with --exit-on-error=false to serve the others)",
+            failures.len()
+        );
+    }
     let server = Arc::new(Server::new(
         ServerIdentity {
             name: config.cli.id.clone(),
@@ -180,7 +190,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             }
         });
     }
-    shutdown::wait_for_signal().await;
+    signal.await;
     tracing::info!("shutting down: no new connections, draining in-flight requests");
     server.begin_shutdown();
     shutdown.trigger();

@@ -30,19 +30,15 @@ impl Shutdown {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn wait_for_signal() {
+/// Installs SIGINT and SIGTERM handlers now; the returned future resolves on either.
+pub fn signal_listener() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
         }
-        Err(e) => {
-            tracing::warn!("cannot watch SIGTERM ({e}); only SIGINT stops the server");
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
+    })
 }

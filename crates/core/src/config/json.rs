@@ -14,7 +14,9 @@ pub fn config_to_json(config: &ModelConfig) -> serde_json::Value {
     message
         .transcode_from(config)
         .expect("ModelConfig and its descriptor come from the same .proto");
+    // Triton's HTTP frontend prints 64-bit integers (dims) as JSON numbers.
     let options = SerializeOptions::new()
+        .stringify_64_bit_integers(false)
         .use_proto_field_name(true)
         .skip_default_fields(false);
     message
@@ -58,7 +60,7 @@ mod tests {
         let json = config_to_json(&config);
         assert_eq!(json["max_batch_size"], 4);
         assert_eq!(json["input"][0]["data_type"], "TYPE_FP32");
-        assert_eq!(json["input"][0]["dims"][0], "16");
+        assert_eq!(json["input"][0]["dims"][0], 16);
         assert_eq!(json["backend"], "");
     }
 

@@ -90,8 +90,15 @@ fn normalize_instance_groups(config: &mut ModelConfig, options: NormalizeOptions
     if config.platform == "ensemble" {
         return Ok(());
     }
+    // Without any group, Triton makes one named after the model; unnamed groups that
+    // the config lists are named `<model>_<index>`.
     if config.instance_group.is_empty() {
-        config.instance_group.push(Default::default());
+        config
+            .instance_group
+            .push(nereid_proto::inference::ModelInstanceGroup {
+                name: config.name.clone(),
+                ..Default::default()
+            });
     }
     let model = config.name.clone();
     // Triton runs two CPU instances by default for the ONNX Runtime and TensorFlow backends.
@@ -211,7 +218,9 @@ mod tests {
         let c = normalized(r#"platform: "onnxruntime_onnx""#).expect("valid");
         assert_eq!(c.name, "m");
         assert_eq!(c.backend, "onnxruntime");
-        assert_eq!(c.instance_group[0].name, "m_0");
+        assert_eq!(c.instance_group[0].name, "m");
+        let c = normalized("instance_group [ { count: 1 }, { count: 1 } ]").expect("valid");
+        assert_eq!(c.instance_group[1].name, "m_1");
         assert_eq!(c.instance_group[0].kind, Kind::Cpu as i32);
         assert_eq!(c.instance_group[0].count, 2);
         assert!(matches!(

@@ -32,8 +32,10 @@ pub struct LoadSettings {
 /// The outcome of loading one model: each selected version, loaded or failed.
 pub type VersionOutcomes = Vec<(i64, Result<Arc<LoadedModel>>)>;
 
-/// Loads every selected version of the model in `dir`. An error here means no version
-/// could even be attempted (bad configuration, unknown backend, no versions).
+/// Loads every selected version of the model in `dir`. An error here means the model
+/// could not even be read from the repository (Triton's "failed to poll" stage: missing
+/// or unparseable configuration, no version directory); anything that goes wrong later
+/// fails each selected version, which then shows as UNAVAILABLE with the reason.
 pub fn load_model(
     backends: &BackendRegistry,
     settings: LoadSettings,
@@ -41,7 +43,7 @@ pub fn load_model(
     dir: &Path,
     override_config: Option<ModelConfig>,
 ) -> Result<VersionOutcomes> {
-    let mut config = match override_config {
+    let config = match override_config {
         Some(c) => c,
         None => match read_config(dir)? {
             Some(c) => c,
@@ -61,6 +63,28 @@ pub fn load_model(
             "at least one version must be available under the version policy of model '{name}'"
         )));
     };
+    let prepared = prepare(backends, settings, name, dir, newest, config);
+    Ok(versions
+        .into_iter()
+        .map(|v| {
+            let loaded = prepared.clone().and_then(|(backend, config, file_name)| {
+                let file = dir.join(v.to_string()).join(file_name);
+                load_version(backend.as_ref(), config, v, &file)
+            });
+            (v, loaded.map(Arc::new))
+        })
+        .collect())
+}
+
+/// Backend choice, auto-completion, normalization: everything shared by the versions.
+fn prepare(
+    backends: &BackendRegistry,
+    settings: LoadSettings,
+    name: &str,
+    dir: &Path,
+    newest: i64,
+    mut config: ModelConfig,
+) -> Result<(Arc<dyn Backend>, ModelConfig, String)> {
     let backend = resolve_backend(backends, &mut config, name, &dir.join(newest.to_string()))?;
     let filename = |config: &ModelConfig| {
         if config.default_model_filename.is_empty() {
@@ -74,18 +98,14 @@ pub fn load_model(
         if file.exists() {
             backend.autocomplete(&mut config, &file)?;
         }
+        if config.default_model_filename.is_empty() {
+            config.default_model_filename = backend.default_model_filename().to_string();
+        }
     }
     normalize_and_validate(&mut config, name, settings.normalize)?;
     reject_unsupported_scheduling(&config)?;
     let file_name = filename(&config);
-    Ok(versions
-        .into_iter()
-        .map(|v| {
-            let file = dir.join(v.to_string()).join(&file_name);
-            let loaded = load_version(backend.as_ref(), config.clone(), v, &file);
-            (v, loaded.map(Arc::new))
-        })
-        .collect())
+    Ok((backend, config, file_name))
 }
 
 /// Picks the backend from `backend`, `platform`, or the model file present (filling the

@@ -118,10 +118,10 @@ impl ModelRepository {
         self.options.control_mode
     }
 
-    /// Loads what the control mode says to load at start-up. Fails only when a
-    /// repository cannot be read or `--load-model` names an unknown model; models that fail
-    /// to load are recorded as unavailable.
-    pub async fn load_startup_models(self: &Arc<Self>) -> Result<()> {
+    /// Loads what the control mode says to load at start-up and returns the load failures
+    /// (those models are recorded as unavailable). Fails only when a repository cannot be
+    /// read or `--load-model` names an unknown model.
+    pub async fn load_startup_models(self: &Arc<Self>) -> Result<Vec<Error>> {
         let models = list_models(&self.options.roots)?;
         let names: Vec<String> = match self.options.control_mode {
             ControlMode::Explicit => {
@@ -133,6 +133,7 @@ impl ModelRepository {
             }
             ControlMode::None | ControlMode::Poll => models.keys().cloned().collect(),
         };
+        let mut failures = Vec::new();
         for name in names {
             let result = self.load_unlocked(&name, None).await;
             if let Err(e) = result {
@@ -140,9 +141,10 @@ impl ModelRepository {
                     return Err(e);
                 }
                 tracing::error!(model = %name, error = %e, "failed to load");
+                failures.push(e);
             }
         }
-        Ok(())
+        Ok(failures)
     }
 
     /// The ready model `name` at `version` (highest ready version when `None`).
@@ -163,7 +165,7 @@ impl ModelRepository {
                 .rev()
                 .find_map(|r| r.model.clone())
                 .ok_or_else(|| {
-                    Error::unavailable(format!(
+                    Error::not_found(format!(
                         "Request for unknown model: '{name}' has no available versions"
                     ))
                 }),
@@ -247,8 +249,9 @@ impl ModelRepository {
         let _admin = self.admin.lock().await;
         let removed = {
             let mut table = self.table.write();
+            // As in Triton, unloading a model that is not loaded succeeds.
             let Some(record) = table.get_mut(name) else {
-                return Err(unknown_model(name));
+                return Ok(());
             };
             let mut removed = Vec::new();
             for v in record.versions.values_mut() {
@@ -330,8 +333,14 @@ impl ModelRepository {
         let dir = list_models(&self.options.roots)?
             .remove(name)
             .ok_or_else(|| {
-                Error::invalid_arg(format!(
-                    "failed to load '{name}', failed to poll from model repository"
+                Error::internal(format!(
+                    "failed to load '{name}', failed to poll from model repository: no model directory named '{name}' in {}",
+                    self.options
+                        .roots
+                        .iter()
+                        .map(|r| r.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ))
             })??;
         let this = self.clone();
@@ -375,7 +384,11 @@ impl ModelRepository {
                         Err(e) => {
                             tracing::error!(model = %name, version, error = %e, "failed to load version");
                             let reason = e.message().to_string();
-                            first_error.get_or_insert(e);
+                            first_error.get_or_insert_with(|| {
+                                Error::invalid_arg(format!(
+                                    "load failed for model '{name}': version {version} is at UNAVAILABLE state: {reason};"
+                                ))
+                            });
                             VersionRecord {
                                 state: ModelState::Unavailable,
                                 reason,
@@ -388,7 +401,10 @@ impl ModelRepository {
             }
             Err(e) => {
                 record.error = Some(e.message().to_string());
-                first_error = Some(e);
+                first_error = Some(Error::internal(format!(
+                    "failed to load '{name}', failed to poll from model repository: {}",
+                    e.message()
+                )));
             }
         }
         let previous = self.table.write().insert(name.to_string(), record);
@@ -402,7 +418,7 @@ impl ModelRepository {
             );
         }
         match first_error {
-            Some(e) => Err(e.prefixed(&format!("failed to load '{name}': "))),
+            Some(e) => Err(e),
             None => Ok(()),
         }
     }

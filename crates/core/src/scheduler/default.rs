@@ -4,7 +4,7 @@ use crossbeam_channel::{Sender, TrySendError};
 use parking_lot::RwLock;
 
 use super::{InstancePool, Job, Payload, Scheduler};
-use crate::error::Error;
+use crate::error::{Error, Result};
 
 /// Hands each request to the instance pool as a payload of one.
 pub struct DefaultScheduler {
@@ -29,25 +29,17 @@ impl DefaultScheduler {
 }
 
 impl Scheduler for DefaultScheduler {
-    fn enqueue(&self, job: Job) -> Result<(), (Error, Job)> {
+    fn enqueue(&self, job: Job) -> Result<()> {
         let guard = self.sender.read();
         let Some(sender) = guard.as_ref() else {
-            return Err((
-                Error::unavailable("Server is stopping, scheduler for model has stopped accepting new inference requests"),
-                job,
+            return Err(Error::unavailable(
+                "Server is stopping, scheduler for model has stopped accepting new inference requests",
             ));
         };
-        match sender.try_send(vec![job]) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(mut jobs)) => Err((
-                Error::unavailable("Exceeds maximum queue size"),
-                jobs.pop().expect("a payload of one job"),
-            )),
-            Err(TrySendError::Disconnected(mut jobs)) => Err((
-                Error::unavailable("model instances have stopped"),
-                jobs.pop().expect("a payload of one job"),
-            )),
-        }
+        sender.try_send(vec![job]).map_err(|e| match e {
+            TrySendError::Full(_) => Error::unavailable("Exceeds maximum queue size"),
+            TrySendError::Disconnected(_) => Error::unavailable("model instances have stopped"),
+        })
     }
 
     fn stop(&self) {

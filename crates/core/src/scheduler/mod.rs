@@ -38,8 +38,9 @@ pub type Payload = Vec<Job>;
 
 /// What every scheduler offers to the model handle.
 pub trait Scheduler: Send + Sync {
-    /// Queues `job`, or refuses it at once (full queue, stopping) with the error to return.
-    fn enqueue(&self, job: Job) -> std::result::Result<(), (crate::Error, Job)>;
+    /// Queues `job`, or refuses it at once (full queue, stopping) with the error to return;
+    /// a refused job is dropped, so nobody waits for its reply.
+    fn enqueue(&self, job: Job) -> Result<()>;
 
     /// Stops accepting work; queued work still completes, then the workers exit.
     fn stop(&self);
