@@ -219,14 +219,15 @@ mod tests {
         assert_eq!(c.name, "m");
         assert_eq!(c.backend, "onnxruntime");
         assert_eq!(c.instance_group[0].name, "m");
-        let c = normalized("instance_group [ { count: 1 }, { count: 1 } ]").expect("valid");
-        assert_eq!(c.instance_group[1].name, "m_1");
         assert_eq!(c.instance_group[0].kind, Kind::Cpu as i32);
         assert_eq!(c.instance_group[0].count, 2);
         assert!(matches!(
             c.version_policy.and_then(|p| p.policy_choice),
             Some(model_version_policy::PolicyChoice::Latest(l)) if l.num_versions == 1
         ));
+        let c = normalized("instance_group [ { count: 1 }, { count: 3 } ]").expect("valid");
+        assert_eq!(c.instance_group[1].name, "m_1");
+        assert_eq!(c.instance_group[1].count, 3);
     }
 
     #[test]
