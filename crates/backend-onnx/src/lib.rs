@@ -12,7 +12,7 @@ mod library;
 mod session_options;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use nereid_core::backend::{Backend, InstanceBackend, InstanceConfig, InstanceKind, ModelBackend};
 use nereid_core::config::ModelConfig;
@@ -33,29 +33,41 @@ pub struct OnnxOptions {
 
 /// The ONNX Runtime backend; one per server.
 pub struct OnnxBackend {
-    environment: Arc<ort::environment::Environment>,
+    // Created on first use, so a server without ONNX models never loads the library.
+    environment: OnceLock<Result<Arc<ort::environment::Environment>>>,
     options: OnnxOptions,
 }
 
 impl OnnxBackend {
-    /// Loads the ONNX Runtime library and creates the process-wide ORT environment.
-    pub fn new(options: OnnxOptions) -> Result<Self> {
-        let builder = ort::init_from(&options.library_path).map_err(|e| {
-            Error::internal(format!(
-                "unable to load ONNX Runtime from {}: {e}",
-                options.library_path.display()
-            ))
-        })?;
-        let environment = builder.with_name("nereid").build().map_err(|e| {
-            Error::internal(format!(
-                "unable to create the ONNX Runtime environment: {e}"
-            ))
-        })?;
-        tracing::info!(library = %options.library_path.display(), "ONNX Runtime loaded");
-        Ok(Self {
-            environment: Arc::new(environment),
+    /// A backend that will load ONNX Runtime from `options.library_path` when the first
+    /// ONNX model is loaded.
+    pub fn new(options: OnnxOptions) -> Self {
+        Self {
+            environment: OnceLock::new(),
             options,
-        })
+        }
+    }
+
+    /// The process-wide ORT environment, loading the library the first time.
+    fn environment(&self) -> Result<Arc<ort::environment::Environment>> {
+        self.environment
+            .get_or_init(|| {
+                let path = &self.options.library_path;
+                let builder = ort::init_from(path).map_err(|e| {
+                    Error::internal(format!(
+                        "unable to load ONNX Runtime from {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                let environment = builder.with_name("nereid").build().map_err(|e| {
+                    Error::internal(format!(
+                        "unable to create the ONNX Runtime environment: {e}"
+                    ))
+                })?;
+                tracing::info!(library = %path.display(), "ONNX Runtime loaded");
+                Ok(Arc::new(environment))
+            })
+            .clone()
     }
 }
 
@@ -69,13 +81,13 @@ impl Backend for OnnxBackend {
     }
 
     fn autocomplete(&self, config: &mut ModelConfig, model_file: &Path) -> Result<()> {
-        let session = session_options::build_session(&self.environment, config, model_file)?;
+        let session = session_options::build_session(&*self.environment()?, config, model_file)?;
         autocomplete::complete(config, &session, self.options.default_max_batch_size)
     }
 
     fn load_model(&self, spec: Arc<ModelSpec>, model_file: &Path) -> Result<Box<dyn ModelBackend>> {
         Ok(Box::new(OnnxModel {
-            environment: self.environment.clone(),
+            environment: self.environment()?,
             spec,
             model_file: model_file.to_path_buf(),
         }))

@@ -133,14 +133,31 @@ impl ModelRepository {
             }
             ControlMode::None | ControlMode::Poll => models.keys().cloned().collect(),
         };
-        let mut failures = Vec::new();
+        if let Some(unknown) = names.iter().find(|n| !models.contains_key(*n)) {
+            return Err(Error::invalid_arg(format!(
+                "failed to load '{unknown}', failed to poll from model repository: no such model"
+            )));
+        }
+        // Models load in parallel (ONNX Runtime session creation is CPU-bound), one per core.
+        let _admin = self.admin.lock().await;
+        let permits = Arc::new(tokio::sync::Semaphore::new(
+            std::thread::available_parallelism().map_or(2, |n| n.get()),
+        ));
+        let mut loads = tokio::task::JoinSet::new();
         for name in names {
-            let result = self.load_unlocked(&name, None).await;
+            let (this, permits) = (self.clone(), permits.clone());
+            loads.spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                this.load_locked(&name, None).await
+            });
+        }
+        let mut failures = Vec::new();
+        while let Some(joined) = loads.join_next().await {
+            let result = joined
+                .map_err(|e| Error::internal(format!("model load task failed: {e}")))
+                .and_then(|r| r);
             if let Err(e) = result {
-                if !models.contains_key(&name) {
-                    return Err(e);
-                }
-                tracing::error!(model = %name, error = %e, "failed to load");
+                tracing::error!(error = %e, "failed to load");
                 failures.push(e);
             }
         }
@@ -330,6 +347,15 @@ impl ModelRepository {
         override_config: Option<crate::config::ModelConfig>,
     ) -> Result<()> {
         let _admin = self.admin.lock().await;
+        self.load_locked(name, override_config).await
+    }
+
+    /// Loads `name`; the caller holds the admin lock.
+    async fn load_locked(
+        self: &Arc<Self>,
+        name: &str,
+        override_config: Option<crate::config::ModelConfig>,
+    ) -> Result<()> {
         let dir = list_models(&self.options.roots)?
             .remove(name)
             .ok_or_else(|| {
