@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::request::{InferRequest, InferResponse};
-use crate::scheduler::{Job, Scheduler};
+use crate::scheduler::{Job, Reply, Scheduler};
 use crate::stats::{FailureReason, ModelStats};
 use crate::validate::validate_request;
 
@@ -63,7 +63,7 @@ impl LoadedModel {
         let job = Job {
             request,
             batch_size,
-            reply,
+            reply: Reply::new(reply),
             received_at,
             enqueued_at: Instant::now(),
             span,

@@ -61,7 +61,70 @@ pub fn normalize_and_validate(
         }
     }
     normalize_instance_groups(config, options)?;
+    normalize_dynamic_batching(config)?;
     validate(config)
+}
+
+/// Triton's defaults and checks for `dynamic_batching`.
+fn normalize_dynamic_batching(config: &mut ModelConfig) -> Result<()> {
+    use nereid_proto::inference::model_config::SchedulingChoice;
+    use nereid_proto::inference::model_queue_policy::TimeoutAction;
+    let model = config.name.clone();
+    let max_batch_size = config.max_batch_size;
+    let Some(SchedulingChoice::DynamicBatching(db)) = config.scheduling_choice.as_mut() else {
+        return Ok(());
+    };
+    if db.preferred_batch_size.is_empty() && max_batch_size > 0 {
+        db.preferred_batch_size.push(max_batch_size);
+    }
+    for &size in &db.preferred_batch_size {
+        if size < 1 {
+            return Err(Error::invalid_arg(format!(
+                "dynamic batching preferred size must be positive for {model}"
+            )));
+        }
+        if size > max_batch_size {
+            return Err(Error::invalid_arg(format!(
+                "dynamic batching preferred size must be <= max batch size for {model}"
+            )));
+        }
+    }
+    let levels = db.priority_levels;
+    if levels > 0 && (db.default_priority_level < 1 || db.default_priority_level > levels) {
+        return Err(Error::invalid_arg(format!(
+            "default priority level must be in range [1, {levels}] for {model}"
+        )));
+    }
+    if db
+        .priority_queue_policy
+        .keys()
+        .any(|&k| k < 1 || k > levels)
+    {
+        return Err(Error::invalid_arg(format!(
+            "priority queue policy must have priority level in range [1, {levels}] for {model}"
+        )));
+    }
+    if db.preserve_ordering {
+        if levels > 1 {
+            return Err(Error::invalid_arg(format!(
+                "Only one priority level is allowed when 'preserve_ordering' is true for {model}"
+            )));
+        }
+        let delays = db
+            .default_queue_policy
+            .iter()
+            .chain(db.priority_queue_policy.values())
+            .any(|p| {
+                p.timeout_action == TimeoutAction::Delay as i32
+                    && p.default_timeout_microseconds != 0
+            });
+        if delays {
+            return Err(Error::invalid_arg(format!(
+                "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for {model}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `platform: onnxruntime_onnx` and `backend: onnxruntime` imply each other.

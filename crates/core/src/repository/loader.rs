@@ -14,7 +14,9 @@ use crate::config::{normalize_and_validate, ModelConfig, NormalizeOptions};
 use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
 use crate::model::ModelSpec;
-use crate::scheduler::{DefaultScheduler, InstancePool};
+use crate::scheduler::{
+    DefaultScheduler, DynamicBatcher, InstancePool, Scheduler, DEFAULT_QUEUE_CAPACITY,
+};
 use crate::stats::ModelStats;
 
 /// Backends by the name used in `config.pbtxt`.
@@ -157,14 +159,7 @@ fn reject_unsupported_scheduling(config: &ModelConfig) -> Result<()> {
             "model '{}' uses ensemble_scheduling, which this version of nereid does not support yet",
             config.name
         ))),
-        Some(SchedulingChoice::DynamicBatching(_)) => {
-            tracing::warn!(
-                model = %config.name,
-                "dynamic_batching is not implemented yet: requests execute one at a time"
-            );
-            Ok(())
-        }
-        None => Ok(()),
+        Some(SchedulingChoice::DynamicBatching(_)) | None => Ok(()),
     }
 }
 
@@ -203,9 +198,26 @@ fn load_version(
         }
     }
     let stats = Arc::new(ModelStats::default());
-    let (sender, receiver) = InstancePool::channel(crate::scheduler::DEFAULT_QUEUE_CAPACITY);
-    let pool = InstancePool::start(spec.clone(), stats.clone(), instances, receiver)?;
-    let scheduler = DefaultScheduler::new(sender, pool);
+    let count = instances.len();
+    let scheduler: Box<dyn Scheduler> = match &spec.config.scheduling_choice {
+        Some(SchedulingChoice::DynamicBatching(_)) => {
+            // One payload per instance at most: the batcher cuts a batch only for a free one.
+            let (sender, receiver) = InstancePool::channel(count.max(1));
+            let pool = InstancePool::start(spec.clone(), stats.clone(), instances, receiver)?;
+            Box::new(DynamicBatcher::start(
+                spec.clone(),
+                stats.clone(),
+                sender,
+                pool,
+                count,
+            )?)
+        }
+        _ => {
+            let (sender, receiver) = InstancePool::channel(DEFAULT_QUEUE_CAPACITY);
+            let pool = InstancePool::start(spec.clone(), stats.clone(), instances, receiver)?;
+            Box::new(DefaultScheduler::new(sender, pool))
+        }
+    };
     tracing::info!(model = %spec.name, version, "successfully loaded");
-    Ok(LoadedModel::new(spec, stats, Box::new(scheduler)))
+    Ok(LoadedModel::new(spec, stats, scheduler))
 }

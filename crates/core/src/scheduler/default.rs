@@ -36,7 +36,7 @@ impl Scheduler for DefaultScheduler {
                 "Server is stopping, scheduler for model has stopped accepting new inference requests",
             ));
         };
-        sender.try_send(vec![job]).map_err(|e| match e {
+        sender.try_send(Payload::single(job)).map_err(|e| match e {
             TrySendError::Full(_) => Error::unavailable("Exceeds maximum queue size"),
             TrySendError::Disconnected(_) => Error::unavailable("model instances have stopped"),
         })

@@ -9,13 +9,33 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
-use super::{Job, Payload};
+use super::Job;
 use crate::backend::{ComputeTiming, InstanceBackend};
 use crate::batch::Batch;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::request::{InferResponse, OutputTensor};
 use crate::stats::{FailureReason, ModelStats};
+
+/// The requests one instance executes together.
+#[derive(Debug)]
+pub struct Payload {
+    /// The jobs, in batch order.
+    pub jobs: Vec<Job>,
+    /// The instance slot the scheduler reserved for this payload; dropping it (when the
+    /// execution ends) lets the scheduler cut the next batch.
+    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Payload {
+    /// A payload of one job with no reserved slot (the default scheduler).
+    pub fn single(job: Job) -> Self {
+        Self {
+            jobs: vec![job],
+            slot: None,
+        }
+    }
+}
 
 /// The worker threads of one model version's instances.
 pub struct InstancePool {
@@ -82,6 +102,10 @@ impl Worker {
     }
 
     fn execute(&mut self, payload: Payload) {
+        let Payload {
+            jobs: payload,
+            slot,
+        } = payload;
         let started = Instant::now();
         let (results, timing, total_batch) = {
             let batch = Batch::new(
@@ -93,6 +117,7 @@ impl Worker {
             let results = self.instance.execute(&batch, &mut timing);
             (results, timing, batch.total_batch_size())
         };
+        drop(slot);
         self.stats.execution_finished(total_batch, timing);
         let mut results = results.into_iter();
         for job in payload {
@@ -127,8 +152,7 @@ impl Worker {
                     .request_failed(job.received_at.elapsed(), FailureReason::Backend, true);
             }
         }
-        // The caller may have gone away (client disconnected); nothing to do then.
-        let _ = job.reply.send(response);
+        job.reply.send(response);
     }
 
     /// Keeps the requested outputs, in the requested order (all, in model order, if none).

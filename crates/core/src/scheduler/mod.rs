@@ -1,20 +1,22 @@
 //! Schedulers decide which requests execute together and hand them to instance workers.
-//! The contract is small (enqueue, in-flight count, stop), as in Triton; the choice is made
-//! at load time. Only the default scheduler exists so far; the dynamic and sequence
-//! batchers plug in behind the same trait and feed the same [`InstancePool`].
+//! The contract is small (enqueue, stop), as in Triton; the choice is made at load time:
+//! the dynamic batcher for models with `dynamic_batching`, otherwise the default
+//! scheduler. Both feed the same [`InstancePool`].
 
 mod default;
+mod dynamic;
 mod instances;
+mod reply;
 
 use std::time::Instant;
 
-use tokio::sync::oneshot;
-
 pub use default::{DefaultScheduler, DEFAULT_QUEUE_CAPACITY};
-pub use instances::InstancePool;
+pub use dynamic::DynamicBatcher;
+pub use instances::{InstancePool, Payload};
+pub use reply::{Reply, ReplyOrder};
 
 use crate::error::Result;
-use crate::request::{InferRequest, InferResponse};
+use crate::request::InferRequest;
 
 /// A validated request travelling through a scheduler to an instance.
 #[derive(Debug)]
@@ -24,7 +26,7 @@ pub struct Job {
     /// Its batch size (1 for models without batching).
     pub batch_size: usize,
     /// Where the answer goes; the caller awaits the other end.
-    pub reply: oneshot::Sender<Result<InferResponse>>,
+    pub reply: Reply,
     /// When the server received the request (for end-to-end statistics).
     pub received_at: Instant,
     /// When the request entered the queue (for queue-time statistics).
@@ -32,9 +34,6 @@ pub struct Job {
     /// The request's tracing span, so instance-side events are attributed to it.
     pub span: tracing::Span,
 }
-
-/// The requests one instance executes together.
-pub type Payload = Vec<Job>;
 
 /// What every scheduler offers to the model handle.
 pub trait Scheduler: Send + Sync {

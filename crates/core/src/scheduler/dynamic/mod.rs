@@ -1,0 +1,231 @@
+//! The dynamic batcher (`dynamic_batching`): one task per model version owns the priority
+//! queues and cuts a batch whenever an instance is free, so requests that arrive while
+//! every instance is busy are executed together. Preferred batch sizes and the maximum
+//! queue delay decide whether to run what is queued now or to wait for more.
+
+mod plan;
+mod queue;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender as PayloadSender;
+use nereid_proto::inference::ModelDynamicBatching;
+use parking_lot::RwLock;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::time::sleep_until;
+
+use self::plan::{plan_batch, Plan};
+use self::queue::PriorityQueues;
+use super::{InstancePool, Job, Payload, ReplyOrder, Scheduler, DEFAULT_QUEUE_CAPACITY};
+use crate::error::{Error, Result};
+use crate::model::ModelSpec;
+use crate::stats::{FailureReason, ModelStats};
+
+/// Handle of a model version's dynamic batcher.
+pub struct DynamicBatcher {
+    // `None` once stopped; the task drains its queue and ends when the sender is gone.
+    // Read on every enqueue, written once at stop.
+    sender: RwLock<Option<mpsc::Sender<Job>>>,
+    pool: InstancePool,
+}
+
+impl DynamicBatcher {
+    /// Starts the batching task for `spec` on the current tokio runtime. `instances`
+    /// is the number of workers behind `payloads`.
+    pub fn start(
+        spec: Arc<ModelSpec>,
+        stats: Arc<ModelStats>,
+        payloads: PayloadSender<Payload>,
+        pool: InstancePool,
+        instances: usize,
+    ) -> Result<Self> {
+        let config = match &spec.config.scheduling_choice {
+            Some(nereid_proto::inference::model_config::SchedulingChoice::DynamicBatching(d)) => {
+                d.clone()
+            }
+            _ => ModelDynamicBatching::default(),
+        };
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::internal("the dynamic batcher needs a tokio runtime to run on"))?;
+        let (sender, receiver) = mpsc::channel(DEFAULT_QUEUE_CAPACITY);
+        let task = BatcherTask {
+            settings: Settings::new(&spec, &config),
+            queues: PriorityQueues::new(&config),
+            order: config
+                .preserve_ordering
+                .then(|| Arc::new(ReplyOrder::default())),
+            spec,
+            stats,
+            receiver,
+            payloads,
+            slots: Arc::new(Semaphore::new(instances.max(1))),
+        };
+        runtime.spawn(task.run());
+        Ok(Self {
+            sender: RwLock::new(Some(sender)),
+            pool,
+        })
+    }
+}
+
+impl Scheduler for DynamicBatcher {
+    fn enqueue(&self, job: Job) -> Result<()> {
+        let guard = self.sender.read();
+        let Some(sender) = guard.as_ref() else {
+            return Err(Error::unavailable(
+                "Server is stopping, scheduler for model has stopped accepting new inference requests",
+            ));
+        };
+        sender.try_send(job).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => Error::unavailable("Exceeds maximum queue size"),
+            mpsc::error::TrySendError::Closed(_) => {
+                Error::unavailable("the model's scheduler has stopped")
+            }
+        })
+    }
+
+    fn stop(&self) {
+        self.sender.write().take();
+        self.pool.join();
+    }
+}
+
+/// Batching parameters from the configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// Largest batch (at least 1).
+    pub max_batch_size: usize,
+    /// Preferred sizes, ascending.
+    pub preferred: Vec<usize>,
+    /// How long the oldest request may wait for a fuller batch.
+    pub max_queue_delay: Duration,
+}
+
+impl Settings {
+    fn new(spec: &ModelSpec, config: &ModelDynamicBatching) -> Self {
+        let max_batch_size = spec.max_batch_size.max(1);
+        let mut preferred: Vec<usize> = config
+            .preferred_batch_size
+            .iter()
+            .filter_map(|&p| usize::try_from(p).ok())
+            .filter(|&p| p > 0 && p <= max_batch_size)
+            .collect();
+        preferred.sort_unstable();
+        preferred.dedup();
+        Self {
+            max_batch_size,
+            preferred,
+            max_queue_delay: Duration::from_micros(config.max_queue_delay_microseconds),
+        }
+    }
+}
+
+/// The task that owns the queues.
+struct BatcherTask {
+    settings: Settings,
+    queues: PriorityQueues,
+    order: Option<Arc<ReplyOrder>>,
+    spec: Arc<ModelSpec>,
+    stats: Arc<ModelStats>,
+    receiver: mpsc::Receiver<Job>,
+    payloads: PayloadSender<Payload>,
+    /// One permit per instance; a payload holds one until its execution ends.
+    slots: Arc<Semaphore>,
+}
+
+impl BatcherTask {
+    async fn run(mut self) {
+        let mut slot: Option<OwnedSemaphorePermit> = None;
+        let mut open = true;
+        loop {
+            while let Ok(job) = self.receiver.try_recv() {
+                self.ingest(job);
+            }
+            for job in self.queues.expire(Instant::now()) {
+                self.reject(job, Error::unavailable("Request timeout expired"));
+            }
+            if self.queues.is_empty() {
+                if !open {
+                    break;
+                }
+                match self.receiver.recv().await {
+                    Some(job) => self.ingest(job),
+                    None => open = false,
+                }
+                continue;
+            }
+            let deadline = self.queues.next_deadline();
+            if slot.is_none() {
+                slot = self.slots.clone().try_acquire_owned().ok();
+            }
+            let Some(held) = slot.take() else {
+                tokio::select! {
+                    permit = self.slots.clone().acquire_owned() => slot = permit.ok(),
+                    job = self.receiver.recv(), if open => match job {
+                        Some(job) => self.ingest(job),
+                        None => open = false,
+                    },
+                    () = sleep_until_opt(deadline) => {}
+                }
+                continue;
+            };
+            match plan_batch(&self.settings, &self.spec, &self.queues, Instant::now()) {
+                Plan::Execute(count) => {
+                    let jobs = self.queues.take(count);
+                    self.dispatch(jobs, held);
+                }
+                Plan::WaitUntil(until) => {
+                    slot = Some(held);
+                    let wake = deadline.map_or(until, |d| d.min(until));
+                    tokio::select! {
+                        job = self.receiver.recv(), if open => match job {
+                            Some(job) => self.ingest(job),
+                            None => open = false,
+                        },
+                        () = sleep_until(wake.into()) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn ingest(&mut self, mut job: Job) {
+        if let Some(order) = &self.order {
+            job.reply.order_by(order);
+        }
+        if let Err((e, job)) = self.queues.push(job) {
+            self.reject(job, e);
+        }
+    }
+
+    fn reject(&self, job: Job, error: Error) {
+        self.stats
+            .request_failed(job.received_at.elapsed(), FailureReason::Rejected, true);
+        job.reply.send(Err(error));
+    }
+
+    fn dispatch(&self, jobs: Vec<Job>, slot: OwnedSemaphorePermit) {
+        let payload = Payload {
+            jobs,
+            slot: Some(slot),
+        };
+        // The channel has room for one payload per instance and a payload is only sent
+        // with a free slot, so this never blocks; it fails only if the workers are gone.
+        if let Err(e) = self.payloads.send(payload) {
+            for job in e.into_inner().jobs {
+                self.reject(job, Error::unavailable("model instances have stopped"));
+            }
+        }
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,203 @@
+//! The dynamic batcher's queue: one FIFO per priority level (1 is the highest), each with
+//! its queue policy (`max_queue_size`, request timeouts with REJECT or DELAY). Requests are
+//! served level by level; within a level, requests delayed by a timeout come after the
+//! ones that have not timed out.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use nereid_proto::inference::model_queue_policy::TimeoutAction;
+use nereid_proto::inference::{ModelDynamicBatching, ModelQueuePolicy};
+
+use crate::error::Error;
+use crate::request::ParamValue;
+use crate::scheduler::Job;
+
+/// A level's queue policy, resolved from the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Policy {
+    reject_on_timeout: bool,
+    default_timeout: Option<Duration>,
+    allow_timeout_override: bool,
+    max_queue_size: usize,
+}
+
+impl Policy {
+    fn from_config(p: Option<&ModelQueuePolicy>) -> Self {
+        let Some(p) = p else {
+            return Self {
+                reject_on_timeout: true,
+                default_timeout: None,
+                allow_timeout_override: false,
+                max_queue_size: 0,
+            };
+        };
+        Self {
+            reject_on_timeout: p.timeout_action != TimeoutAction::Delay as i32,
+            default_timeout: (p.default_timeout_microseconds > 0)
+                .then(|| Duration::from_micros(p.default_timeout_microseconds)),
+            allow_timeout_override: p.allow_timeout_override,
+            max_queue_size: p.max_queue_size as usize,
+        }
+    }
+
+    /// The request's timeout: the level's default, lowered by the request's `timeout`
+    /// parameter when the policy allows overriding.
+    fn timeout(&self, requested_us: Option<u64>) -> Option<Duration> {
+        let requested = requested_us
+            .filter(|&us| us > 0 && self.allow_timeout_override)
+            .map(Duration::from_micros);
+        match (self.default_timeout, requested) {
+            (Some(d), Some(r)) => Some(d.min(r)),
+            (d, r) => d.or(r),
+        }
+    }
+}
+
+/// A queued job with its deadline.
+#[derive(Debug)]
+pub struct Queued {
+    /// The job.
+    pub job: Job,
+    deadline: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Level {
+    policy: Policy,
+    ready: VecDeque<Queued>,
+    delayed: VecDeque<Queued>,
+}
+
+impl Level {
+    fn len(&self) -> usize {
+        self.ready.len() + self.delayed.len()
+    }
+}
+
+/// All priority levels of one model.
+#[derive(Debug)]
+pub struct PriorityQueues {
+    levels: Vec<Level>,
+    default_level: usize,
+}
+
+fn u64_param(job: &Job, name: &str) -> Option<u64> {
+    match job.request.parameter(name)? {
+        ParamValue::Int(i) => u64::try_from(*i).ok(),
+        ParamValue::Uint(u) => Some(*u),
+        _ => None,
+    }
+}
+
+impl PriorityQueues {
+    /// Queues for the batching settings `config`.
+    pub fn new(config: &ModelDynamicBatching) -> Self {
+        let count = config.priority_levels.max(1) as usize;
+        let levels = (1..=count as u64)
+            .map(|level| Level {
+                policy: Policy::from_config(
+                    config
+                        .priority_queue_policy
+                        .get(&level)
+                        .or(config.default_queue_policy.as_ref()),
+                ),
+                ready: VecDeque::new(),
+                delayed: VecDeque::new(),
+            })
+            .collect();
+        let default_level = if config.priority_levels == 0 {
+            0
+        } else {
+            (config.default_priority_level.max(1) - 1) as usize
+        };
+        Self {
+            levels,
+            default_level,
+        }
+    }
+
+    /// Number of queued jobs.
+    pub fn len(&self) -> usize {
+        self.levels.iter().map(Level::len).sum()
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Queues `job` at its priority (0 or out of range means the default level, as in
+    /// Triton); a full level refuses it.
+    pub fn push(&mut self, job: Job) -> Result<(), (Error, Job)> {
+        let index = match u64_param(&job, "priority") {
+            Some(p) if p >= 1 && (p as usize) <= self.levels.len() => p as usize - 1,
+            _ => self.default_level,
+        };
+        let level = &mut self.levels[index];
+        if level.policy.max_queue_size > 0 && level.len() >= level.policy.max_queue_size {
+            return Err((Error::unavailable("Exceeds maximum queue size"), job));
+        }
+        let deadline = level
+            .policy
+            .timeout(u64_param(&job, "timeout"))
+            .map(|t| job.enqueued_at + t);
+        level.ready.push_back(Queued { job, deadline });
+        Ok(())
+    }
+
+    /// Applies timeouts at `now`: REJECT levels hand back the expired jobs, DELAY levels
+    /// move them behind the level's other requests.
+    pub fn expire(&mut self, now: Instant) -> Vec<Job> {
+        let mut rejected = Vec::new();
+        for level in &mut self.levels {
+            let mut kept = VecDeque::with_capacity(level.ready.len());
+            for mut q in level.ready.drain(..) {
+                match q.deadline {
+                    Some(d) if d <= now => {
+                        if level.policy.reject_on_timeout {
+                            rejected.push(q.job);
+                        } else {
+                            q.deadline = None;
+                            level.delayed.push_back(q);
+                        }
+                    }
+                    _ => kept.push_back(q),
+                }
+            }
+            level.ready = kept;
+        }
+        rejected
+    }
+
+    /// The earliest timeout among queued jobs.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.levels
+            .iter()
+            .flat_map(|l| l.ready.iter().filter_map(|q| q.deadline))
+            .min()
+    }
+
+    /// Jobs in service order: level by level, ready before delayed.
+    pub fn iter(&self) -> impl Iterator<Item = &Job> {
+        self.levels
+            .iter()
+            .flat_map(|l| l.ready.iter().chain(l.delayed.iter()))
+            .map(|q| &q.job)
+    }
+
+    /// Removes and returns the first `n` jobs in service order.
+    pub fn take(&mut self, mut n: usize) -> Vec<Job> {
+        let mut out = Vec::with_capacity(n);
+        for level in &mut self.levels {
+            for queue in [&mut level.ready, &mut level.delayed] {
+                while n > 0 {
+                    let Some(q) = queue.pop_front() else { break };
+                    out.push(q.job);
+                    n -= 1;
+                }
+            }
+        }
+        out
+    }
+}
