@@ -1,0 +1,87 @@
+//! The in-process baseline for the served-vs-in-process benchmark: ONNX Runtime called
+//! directly, with the same session options as the server's instances, at fixed batch
+//! sizes, on as many threads (one session each) as the served model has instances.
+//!
+//! `ort_inprocess MODEL.onnx INPUT_NAME FEATURES BATCHES(comma) THREADS SECONDS`
+//! prints one CSV line per batch size: `batch,inferences_per_sec,runs_per_sec`.
+
+use std::time::{Duration, Instant};
+
+use ort::session::builder::GraphOptimizationLevel;
+use ort::session::Session;
+use ort::value::Tensor;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, model, input, features, batches, threads, seconds] = args.as_slice() else {
+        return Err(
+            "usage: ort_inprocess MODEL.onnx INPUT_NAME FEATURES BATCHES THREADS SECONDS".into(),
+        );
+    };
+    let features: usize = features.parse()?;
+    let threads: usize = threads.parse()?;
+    let window = Duration::from_secs_f64(seconds.parse()?);
+    let library = nereid_backend_onnx::find_library(None).ok_or("libonnxruntime not found")?;
+    let environment = ort::init_from(&library)?.with_name("bench").build()?;
+    println!("batch,inferences_per_sec,runs_per_sec");
+    for batch in batches.split(',') {
+        let batch: usize = batch.parse()?;
+        let runs: Vec<u64> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| -> Result<u64, String> {
+                        let text = |e: ort::Error<_>| e.to_string();
+                        let mut session = Session::builder(&environment)
+                            .map_err(|e| e.to_string())?
+                            .with_intra_threads(1)
+                            .map_err(text)?
+                            .with_inter_threads(1)
+                            .map_err(text)?
+                            .with_optimization_level(GraphOptimizationLevel::All)
+                            .map_err(text)?
+                            .commit_from_file(model)
+                            .map_err(|e| e.to_string())?;
+                        let data: Vec<f32> =
+                            (0..batch * features).map(|i| (i % 7) as f32).collect();
+                        // Warm up, then count runs in the window; each run builds its input
+                        // tensor, as the server does for every batch.
+                        let run = |session: &mut Session| -> Result<(), String> {
+                            let value = Tensor::from_array(([batch, features], data.clone()))
+                                .map_err(|e| e.to_string())?;
+                            let outputs = session
+                                .run(ort::inputs![input.as_str() => value])
+                                .map_err(|e| e.to_string())?;
+                            let (_, out) = outputs[0]
+                                .try_extract_tensor::<f32>()
+                                .map_err(|e| e.to_string())?;
+                            std::hint::black_box(out.to_vec());
+                            Ok(())
+                        };
+                        for _ in 0..20 {
+                            run(&mut session)?;
+                        }
+                        let start = Instant::now();
+                        let mut count = 0;
+                        while start.elapsed() < window {
+                            run(&mut session)?;
+                            count += 1;
+                        }
+                        Ok(count)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join()
+                        .map_err(|_| "worker panicked".to_string())
+                        .and_then(|r| r)
+                })
+                .collect::<Result<Vec<u64>, String>>()
+        })?;
+        let total: u64 = runs.iter().sum();
+        let per_sec = total as f64 / window.as_secs_f64();
+        println!("{batch},{:.1},{:.1}", per_sec * batch as f64, per_sec);
+    }
+    Ok(())
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Write the benchmark model repository (not committed; scripts/bench.sh calls this).
+
+Usage: scripts/make_bench_models.py OUTPUT_DIR
+
+Models (all FP32, ONNX Runtime, two CPU instances with one intra-op thread each, so the
+two instances use the machine's two cores without oversubscribing them):
+  mlp            the example MLP (16 -> 32 -> 4) with dynamic batching
+  mlp_nobatch    the same model without dynamic batching (the batching-gain baseline)
+  mlp_large      256 -> 1024 -> 1024 -> 256 with ReLUs (about 1.3 M weights), dynamic batching
+  add_sub        the example add_sub, one instance, no batching (per-request overhead)
+"""
+
+import os
+import shutil
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_models  # noqa: E402
+
+INSTANCES = """instance_group [ { kind: KIND_CPU count: 2 } ]
+parameters { key: "intra_op_thread_count" value { string_value: "1" } }
+parameters { key: "inter_op_thread_count" value { string_value: "1" } }
+"""
+
+
+def mlp_config(name, inp, out, max_batch, batching):
+    text = (
+        f'name: "{name}"\nplatform: "onnxruntime_onnx"\nmax_batch_size: {max_batch}\n'
+        f'input [ {{ name: "INPUT" data_type: TYPE_FP32 dims: [ {inp} ] }} ]\n'
+        f'output [ {{ name: "OUTPUT" data_type: TYPE_FP32 dims: [ {out} ] }} ]\n' + INSTANCES
+    )
+    if batching:
+        text += "dynamic_batching { }\n"
+    return text
+
+
+def large_mlp_graph(name, sizes=(256, 1024, 1024, 256), seed=7):
+    rs = np.random.RandomState(seed)
+    nodes, inits = [], []
+    current = "INPUT"
+    for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+        w = (rs.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)
+        bias = np.zeros(b, dtype=np.float32)
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(bias, f"b{i}")]
+        last = i == len(sizes) - 2
+        nodes.append(helper.make_node("MatMul", [current, f"w{i}"], [f"m{i}"]))
+        nodes.append(helper.make_node("Add", [f"m{i}", f"b{i}"], ["OUTPUT" if last else f"a{i}"]))
+        if not last:
+            nodes.append(helper.make_node("Relu", [f"a{i}"], [f"r{i}"]))
+            current = f"r{i}"
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [vi("INPUT", TensorProto.FLOAT, ["batch", sizes[0]])],
+        [vi("OUTPUT", TensorProto.FLOAT, ["batch", sizes[-1]])],
+        initializer=inits,
+    )
+    return make_models._model(graph)
+
+
+def models():
+    small_in, small_out = make_models.MLP_IN, make_models.MLP_OUT
+    yield "mlp", mlp_config("mlp", small_in, small_out, 64, True), make_models.mlp_graph("mlp")
+    yield "mlp_nobatch", mlp_config("mlp_nobatch", small_in, small_out, 64, False), make_models.mlp_graph(
+        "mlp_nobatch"
+    )
+    yield "mlp_large", mlp_config("mlp_large", 256, 256, 64, True), large_mlp_graph("mlp_large")
+    yield "add_sub", make_models.ADD_SUB_CONFIG, make_models.add_sub_graph("add_sub")
+
+
+def main():
+    out = sys.argv[1]
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    for name, config, model in models():
+        os.makedirs(os.path.join(out, name, "1"))
+        with open(os.path.join(out, name, "config.pbtxt"), "w") as f:
+            f.write(config)
+        onnx.save(model, os.path.join(out, name, "1", "model.onnx"))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
