@@ -194,8 +194,8 @@ impl BatcherTask {
         if let Some(order) = &self.order {
             job.reply.order_by(order);
         }
-        if let Err((e, job)) = self.queues.push(job) {
-            self.reject(job, e);
+        if let Err(job) = self.queues.push(job) {
+            self.reject(*job, Error::unavailable("Exceeds maximum queue size"));
         }
     }
 

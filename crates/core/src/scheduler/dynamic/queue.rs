@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use nereid_proto::inference::model_queue_policy::TimeoutAction;
 use nereid_proto::inference::{ModelDynamicBatching, ModelQueuePolicy};
 
-use crate::error::Error;
 use crate::request::ParamValue;
 use crate::scheduler::Job;
 
@@ -128,15 +127,15 @@ impl PriorityQueues {
     }
 
     /// Queues `job` at its priority (0 or out of range means the default level, as in
-    /// Triton); a full level refuses it.
-    pub fn push(&mut self, job: Job) -> Result<(), (Error, Job)> {
+    /// Triton); a full level (`max_queue_size`) hands it back.
+    pub fn push(&mut self, job: Job) -> Result<(), Box<Job>> {
         let index = match u64_param(&job, "priority") {
             Some(p) if p >= 1 && (p as usize) <= self.levels.len() => p as usize - 1,
             _ => self.default_level,
         };
         let level = &mut self.levels[index];
         if level.policy.max_queue_size > 0 && level.len() >= level.policy.max_queue_size {
-            return Err((Error::unavailable("Exceeds maximum queue size"), job));
+            return Err(Box::new(job));
         }
         let deadline = level
             .policy

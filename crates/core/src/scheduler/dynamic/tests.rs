@@ -150,8 +150,8 @@ fn queue_orders_by_priority_and_enforces_policies() {
     q.push(job(2, 1, 1, vec![("priority", ParamValue::Int(1))]).0)
         .expect("room");
     q.push(job(3, 1, 1, vec![]).0).expect("room");
-    let (e, _) = q.push(job(4, 1, 1, vec![]).0).expect_err("level 2 is full");
-    assert_eq!(e.message(), "Exceeds maximum queue size");
+    let refused = q.push(job(4, 1, 1, vec![]).0).expect_err("level 2 is full");
+    assert_eq!(refused.request.id, "4");
     let order: Vec<&str> = q.iter().map(|j| j.request.id.as_str()).collect();
     assert_eq!(order, vec!["2", "1", "3"]);
     let rejected = q.expire(Instant::now() + Duration::from_millis(2));
