@@ -316,6 +316,26 @@ def make_repo(tmp_path):
     return make
 
 
+ADD_SUB_IO = """\
+input [
+  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
+]
+output [
+  { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+  { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
+]
+"""
+
+
+def add_sub_config(name="add_sub", max_batch_size=8, kind="KIND_CPU", count=1, extra=""):
+    """config.pbtxt text for the add_sub graph under another name or settings."""
+    return (
+        f'name: "{name}"\nplatform: "onnxruntime_onnx"\nmax_batch_size: {max_batch_size}\n'
+        f"{ADD_SUB_IO}instance_group [ {{ kind: {kind} count: {count} }} ]\n{extra}"
+    )
+
+
 def wait_for(predicate, timeout=10.0, interval=0.05, what="condition"):
     """Poll predicate() until it returns a truthy value; fail after timeout."""
     deadline = time.monotonic() + timeout

@@ -14,23 +14,12 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-ADD_SUB_IO = """
-input [
-  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-output [
-  { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-"""
+from conftest import add_sub_config as base_config
 
 
 def add_sub_config(batching, max_batch_size=8, instances=1):
-    return (
-        f'name: "add_sub"\nplatform: "onnxruntime_onnx"\nmax_batch_size: {max_batch_size}\n'
-        f"{ADD_SUB_IO}\ninstance_group [ {{ kind: KIND_CPU count: {instances} }} ]\n"
-        f"dynamic_batching {{ {batching} }}\n"
+    return base_config(
+        max_batch_size=max_batch_size, count=instances, extra=f"dynamic_batching {{ {batching} }}\n"
     )
 
 

@@ -6,20 +6,9 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-TWO_INSTANCES = """\
-name: "add_sub"
-platform: "onnxruntime_onnx"
-max_batch_size: 8
-input [
-  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-output [
-  { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-instance_group [ { kind: KIND_CPU count: 2 } ]
-"""
+from conftest import add_sub_config
+
+TWO_INSTANCES = add_sub_config(count=2)
 
 REQUESTS = 16
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from conftest import add_sub_config
 
 # A `{` where a value should be: a syntax error on line 3.
 BROKEN_SYNTAX = """\
@@ -27,20 +28,7 @@ bogus_field: 3
 """
 
 # Valid config that cannot load on a machine without GPUs.
-GPU_ONLY = """\
-name: "add_sub_gpu"
-platform: "onnxruntime_onnx"
-max_batch_size: 8
-input [
-  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-output [
-  { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-instance_group [ { kind: KIND_GPU count: 1 } ]
-"""
+GPU_ONLY = add_sub_config(name="add_sub_gpu", kind="KIND_GPU")
 
 ALL_MODELS = ["add_sub", "add_sub_gpu", "broken_field", "broken_syntax", "identity_fp32"]
 
