@@ -1,0 +1,184 @@
+//! Generating load and measuring one sweep step.
+//!
+//! What is sent comes from a [`RequestSource`], one per worker, so modes that vary the
+//! request (sequences with their start/end flags, shared-memory inputs) plug in as new
+//! sources without touching the loops. How requests are paced is the loop's business:
+//! [`closed`] (fixed concurrency) or [`open`] (fixed arrival rate), both running on the
+//! [`threads::ClientThreads`]. [`run_step`] drives one step from the controller: warm-up,
+//! measurement windows until stable, server statistics around them.
+
+pub mod closed;
+pub mod open;
+pub mod threads;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio::time::{sleep, sleep_until, Instant};
+
+use self::threads::ClientThreads;
+use crate::client::{Client, WireRequest};
+use crate::report::Progress;
+use crate::stats::{is_stable, ClientSummary, Recorder, ServerStats, ServerSummary, Window};
+
+/// A request ready to send, and how many inferences it carries.
+#[derive(Debug)]
+pub struct PreparedRequest {
+    /// The encoded request.
+    pub wire: WireRequest,
+    /// Batch elements, counted by throughput.
+    pub batch_size: u64,
+}
+
+/// Produces the requests of one worker (or of the whole open loop).
+pub trait RequestSource: Send {
+    /// The next request to send.
+    fn next_request(&mut self) -> Arc<PreparedRequest>;
+}
+
+/// Makes the source of worker `i`; called once per worker per step.
+pub type SourceFactory = Arc<dyn Fn(usize) -> Box<dyn RequestSource> + Send + Sync>;
+
+/// The same request every time: the data is fixed for the run.
+pub struct StaticSource(Arc<PreparedRequest>);
+
+impl StaticSource {
+    /// A factory handing every worker a source of `request`.
+    pub fn factory(request: PreparedRequest) -> SourceFactory {
+        let request = Arc::new(request);
+        Arc::new(move |_| Box::new(StaticSource(request.clone())))
+    }
+}
+
+impl RequestSource for StaticSource {
+    fn next_request(&mut self) -> Arc<PreparedRequest> {
+        self.0.clone()
+    }
+}
+
+/// How a worker waits after a failed connection before trying again, so that a server
+/// that went away is not hammered in a tight loop.
+pub const RECONNECT_BACKOFF: Duration = Duration::from_millis(10);
+
+/// The load of one sweep step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Load {
+    /// Closed loop with this many workers.
+    Concurrency(usize),
+    /// Open loop at this many requests per second.
+    Rate(f64),
+}
+
+/// Measurement settings shared by all steps.
+#[derive(Clone, Debug)]
+pub struct StepConfig {
+    /// Load before the first window.
+    pub warmup: Duration,
+    /// Window length.
+    pub interval: Duration,
+    /// Stability threshold in percent.
+    pub stability_percentage: f64,
+    /// Most windows.
+    pub max_trials: u32,
+    /// Open-loop settings.
+    pub open: open::OpenLoop,
+    /// Print every window on stderr.
+    pub verbose: bool,
+}
+
+/// What one step measured.
+#[derive(Clone, Debug)]
+pub struct StepOutcome {
+    /// Client-side results over the last three windows.
+    pub client: ClientSummary,
+    /// Server-side averages over the same windows, if the statistics could be read.
+    pub server: Option<ServerSummary>,
+    /// Whether the last three windows met the stability rule.
+    pub stable: bool,
+    /// Windows measured.
+    pub trials: u32,
+    /// First error message of the step.
+    pub first_error: Option<String>,
+}
+
+/// Windows reported per step (and the number the stability rule looks at).
+const REPORTED_WINDOWS: usize = 3;
+
+/// Runs one step: starts the load on the client threads, warms up, measures windows until
+/// the last three are stable or `max_trials` is reached, stops the load.
+pub async fn run_step(
+    control: &mut Client,
+    threads: &ClientThreads,
+    load: Load,
+    sources: &SourceFactory,
+    config: &StepConfig,
+    progress: &Progress,
+) -> anyhow::Result<StepOutcome> {
+    let label = match load {
+        Load::Concurrency(n) => format!("concurrency {n}"),
+        Load::Rate(r) => format!("request rate {r}"),
+    };
+    let recorder = Arc::new(Recorder::new());
+    progress.show(&format!("{label}: connecting"));
+    // Dropping the set aborts every worker, in-flight requests included.
+    let workers: JoinSet<()> = match load {
+        Load::Concurrency(n) => {
+            closed::start(n, threads, &control.connector(), sources, recorder.clone()).await?
+        }
+        Load::Rate(rate) => open::start(
+            rate,
+            &config.open,
+            threads,
+            &control.connector(),
+            sources,
+            recorder.clone(),
+        ),
+    };
+    if !config.warmup.is_zero() {
+        progress.show(&format!("{label}: warming up"));
+        sleep(config.warmup).await;
+    }
+    recorder.take();
+    let mut snapshots: Vec<Option<ServerStats>> = vec![control.stats().await.ok()];
+    let mut windows: Vec<Window> = Vec::new();
+    let mut stable = false;
+    let mut deadline = Instant::now() + config.interval;
+    for trial in 1..=config.max_trials {
+        sleep_until(deadline).await;
+        deadline += config.interval;
+        windows.push(recorder.take());
+        snapshots.push(control.stats().await.ok());
+        let recent = &windows[windows.len().saturating_sub(REPORTED_WINDOWS)..];
+        let throughputs: Vec<f64> = recent.iter().map(Window::throughput).collect();
+        let errors = recent.last().map_or(0, |w| w.errors);
+        let line = format!(
+            "{label}: window {trial}/{}: {:.1} infer/s, {errors} errors",
+            config.max_trials,
+            throughputs.last().copied().unwrap_or_default()
+        );
+        if config.verbose {
+            progress.clear();
+            eprintln!("{line}");
+        }
+        progress.show(&line);
+        if recent.len() == REPORTED_WINDOWS && is_stable(&throughputs, config.stability_percentage)
+        {
+            stable = true;
+            break;
+        }
+    }
+    drop(workers);
+    let first = windows.len().saturating_sub(REPORTED_WINDOWS);
+    let server = match (snapshots.get(first), snapshots.last()) {
+        (Some(Some(before)), Some(Some(after))) => Some(ServerSummary::delta(before, after)),
+        _ => None,
+    };
+    Ok(StepOutcome {
+        client: ClientSummary::from_windows(&windows[first..]),
+        server,
+        stable,
+        trials: u32::try_from(windows.len()).unwrap_or(u32::MAX),
+        first_error: recorder.first_error(),
+    })
+}

@@ -1,0 +1,178 @@
+//! `nereid-bench`: a load generator for KServe v2 inference servers, what `perf_analyzer`
+//! is to Triton. It reads the model's inputs from the server, sends requests over HTTP
+//! (binary tensor extension) or gRPC (unary or streaming) at a sweep of concurrencies or
+//! request rates, measures until stable, and reports client latencies next to the
+//! server's own statistics.
+
+mod cli;
+mod client;
+mod data;
+mod load;
+mod metadata;
+mod report;
+mod stats;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser as _;
+
+use crate::cli::{Args, Protocol};
+use crate::client::{Client, InferRequest, InputTensor, Target};
+use crate::data::Prng;
+use crate::load::threads::ClientThreads;
+use crate::load::{open::OpenLoop, Load, PreparedRequest, StaticSource, StepConfig};
+use crate::report::{Progress, Report, StepReport};
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    // The controller (control client, windows, statistics) runs here; the load runs on
+    // the client threads (see `load::threads`).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The whole run; `Err` is a fatal problem (unreachable server, unknown model, bad shape).
+async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.streaming && args.protocol != Protocol::Grpc {
+        anyhow::bail!("--streaming needs --protocol grpc");
+    }
+    let target = Target {
+        protocol: args.protocol,
+        streaming: args.streaming,
+        address: args.address(),
+        model: args.model_name.clone(),
+        version: args.model_version.clone(),
+    };
+    let mut control = Client::connect(target).await?;
+    let info = control
+        .model_info()
+        .await
+        .with_context(|| format!("reading metadata of model '{}'", args.model_name))?;
+    let inputs = metadata::resolve_inputs(&info, args.batch_size, &args.shapes)?;
+
+    let mut rng = Prng::new(args.seed);
+    let request = InferRequest {
+        inputs: inputs
+            .iter()
+            .map(|spec| InputTensor {
+                name: spec.name.clone(),
+                datatype: spec.datatype,
+                shape: spec.shape.clone(),
+                data: data::generate(spec.datatype, spec.elements(), args.input_data, &mut rng),
+            })
+            .collect(),
+        outputs: info.outputs.iter().map(|o| o.name.clone()).collect(),
+    };
+    let sources = StaticSource::factory(PreparedRequest {
+        wire: control.encode(&request),
+        batch_size: u64::from(args.batch_size),
+    });
+
+    let (mode, loads): (&'static str, Vec<Load>) =
+        match (&args.request_rate_range, &args.concurrency_range) {
+            (Some(rates), _) => (
+                "request_rate",
+                rates.values().into_iter().map(Load::Rate).collect(),
+            ),
+            (None, Some(range)) => (
+                "concurrency",
+                range.values().into_iter().map(Load::Concurrency).collect(),
+            ),
+            (None, None) => ("concurrency", vec![Load::Concurrency(1)]),
+        };
+    let config = StepConfig {
+        warmup: Duration::from_secs_f64(args.warmup_secs),
+        interval: Duration::from_millis(args.measurement_interval),
+        stability_percentage: args.stability_percentage,
+        max_trials: args.max_trials,
+        open: OpenLoop {
+            distribution: args.request_distribution,
+            max_in_flight: args.max_in_flight as usize,
+            seed: args.seed,
+        },
+        verbose: args.verbose,
+    };
+
+    let threads =
+        ClientThreads::start(args.client_threads as usize).context("starting client threads")?;
+    let progress = Progress::new(args.quiet);
+    let mut steps = Vec::with_capacity(loads.len());
+    for load in loads {
+        let outcome =
+            load::run_step(&mut control, &threads, load, &sources, &config, &progress).await;
+        progress.clear();
+        let outcome = outcome?;
+        warn_about(load, &outcome, args.quiet);
+        steps.push(StepReport::new(load, outcome));
+    }
+
+    let report = Report {
+        model: args.model_name.clone(),
+        model_version: args.model_version.clone(),
+        protocol: args.protocol,
+        streaming: args.streaming,
+        batch_size: args.batch_size,
+        mode,
+        measurement_interval_ms: args.measurement_interval,
+        steps,
+    };
+    print!("{}", report.table());
+    if let Some(path) = &args.csv {
+        report.write_csv(path)?;
+    }
+    if let Some(path) = &args.json {
+        report.write_json(path)?;
+    }
+    // A run in which nothing succeeded measured nothing: say so in the exit code.
+    let succeeded = report.steps.iter().any(|s| s.client.requests > 0);
+    Ok(if succeeded {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("error: no request succeeded");
+        ExitCode::FAILURE
+    })
+}
+
+/// Warnings for a finished step on stderr: unstable measurement, errors, a delayed open loop.
+fn warn_about(load: Load, outcome: &load::StepOutcome, quiet: bool) {
+    let label = match load {
+        Load::Concurrency(n) => format!("concurrency {n}"),
+        Load::Rate(r) => format!("request rate {r}"),
+    };
+    if !outcome.stable && !quiet {
+        eprintln!(
+            "warning: {label}: throughput not stable after {} windows; reporting the last 3",
+            outcome.trials
+        );
+    }
+    if let Some(e) = &outcome.first_error {
+        eprintln!(
+            "warning: {label}: {} failed requests in the reported windows; first error: {e}",
+            outcome.client.errors
+        );
+    }
+    if outcome.client.delayed_fraction > 0.1 && !quiet {
+        eprintln!(
+            "warning: {label}: {:.0}% of requests were sent late (all --max-in-flight slots busy); \
+             the server cannot sustain this rate",
+            outcome.client.delayed_fraction * 100.0
+        );
+    }
+}

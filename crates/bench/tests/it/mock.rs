@@ -1,0 +1,142 @@
+//! A mock KServe v2 HTTP server with three models:
+//! - `batched`: FP32 input `IN` of shape [-1, 4], max_batch_size 8; checks every infer
+//!   body against its JSON header and reports 10 µs of queue time per request;
+//! - `failing`: same shape, answers every infer with 400;
+//! - `ragged`: input shape [-1, -1], for the shape-override check.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+#[derive(Default)]
+struct Counters {
+    requests: AtomicU64,
+    inferences: AtomicU64,
+    bad_bodies: AtomicU64,
+}
+
+/// A running mock; the server task lives as long as the test's runtime.
+pub struct MockServer {
+    /// host:port it listens on.
+    pub address: String,
+    counters: Arc<Counters>,
+}
+
+impl MockServer {
+    /// Binds 127.0.0.1:0 and serves in the background.
+    pub async fn start() -> Self {
+        let counters = Arc::new(Counters::default());
+        let app = Router::new()
+            .route("/v2/models/{model}", get(metadata))
+            .route("/v2/models/{model}/config", get(config))
+            .route("/v2/models/{model}/stats", get(stats))
+            .route("/v2/models/{model}/infer", post(infer))
+            .with_state(counters.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a free port");
+        let address = listener.local_addr().expect("bound address").to_string();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { address, counters }
+    }
+
+    /// Infer bodies whose layout did not match their header.
+    pub fn bad_bodies(&self) -> u64 {
+        self.counters.bad_bodies.load(Ordering::Relaxed)
+    }
+}
+
+async fn metadata(Path(model): Path<String>) -> Json<Value> {
+    let shape = if model == "ragged" {
+        json!([-1, -1])
+    } else {
+        json!([-1, 4])
+    };
+    Json(json!({
+        "name": model,
+        "versions": ["1"],
+        "platform": "mock",
+        "inputs": [{"name": "IN", "datatype": "FP32", "shape": shape}],
+        "outputs": [{"name": "OUT", "datatype": "FP32", "shape": shape}],
+    }))
+}
+
+async fn config(Path(model): Path<String>) -> Json<Value> {
+    Json(json!({"name": model, "max_batch_size": 8}))
+}
+
+async fn stats(State(c): State<Arc<Counters>>) -> Json<Value> {
+    let requests = c.requests.load(Ordering::Relaxed);
+    let d = |per_request_ns: u64| json!({"count": requests, "ns": requests * per_request_ns});
+    Json(json!({"model_stats": [{
+        "name": "batched",
+        "version": "1",
+        "inference_count": c.inferences.load(Ordering::Relaxed),
+        "execution_count": requests,
+        "inference_stats": {
+            "success": d(50_000),
+            "fail": {"count": 0, "ns": 0},
+            "queue": d(10_000),
+            "compute_input": d(1_000),
+            "compute_infer": d(30_000),
+            "compute_output": d(2_000),
+        },
+    }]}))
+}
+
+/// Checks the body against the header: JSON of the stated length, one FP32 input of
+/// shape [b, 4] whose `binary_data_size` equals the remaining bytes.
+fn body_matches(headers: &HeaderMap, body: &[u8]) -> Option<u64> {
+    let json_len: usize = headers
+        .get("inference-header-content-length")?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()?;
+    let header: Value = serde_json::from_slice(body.get(..json_len)?).ok()?;
+    let input = &header["inputs"][0];
+    let batch = input["shape"][0].as_u64()?;
+    let size = input["parameters"]["binary_data_size"].as_u64()?;
+    let binary_output = header["outputs"][0]["parameters"]["binary_data"].as_bool()?;
+    let ok = input["shape"][1] == 4
+        && size == batch * 16
+        && body.len() - json_len == size as usize
+        && binary_output;
+    ok.then_some(batch)
+}
+
+async fn infer(
+    State(c): State<Arc<Counters>>,
+    Path(model): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, Json<Value>) {
+    if model == "failing" {
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": "this model always fails"})),
+        );
+    }
+    match body_matches(&headers, &body) {
+        Some(batch) => {
+            c.requests.fetch_add(1, Ordering::Relaxed);
+            c.inferences.fetch_add(batch, Ordering::Relaxed);
+            (
+                StatusCode::OK,
+                Json(json!({"model_name": model, "outputs": []})),
+            )
+        }
+        None => {
+            c.bad_bodies.fetch_add(1, Ordering::Relaxed);
+            (StatusCode::BAD_REQUEST, Json(json!({"error": "bad body"})))
+        }
+    }
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Regenerates the numbers in BENCHMARKS.md: builds nereid, nereid-bench and the in-process
+# ONNX Runtime baseline, generates the benchmark models, runs every measurement on this
+# machine and writes bench/results/*.csv plus BENCHMARKS.md (via scripts/bench_report.py).
+#
+#   scripts/bench.sh            # about 5 minutes on the 2-core machine
+#   TRITON=1 scripts/bench.sh   # also put the real Triton 2.51 (../shared/triton) beside
+#                               # nereid for the per-request overhead on add_sub
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+cargo build --release --locked -p nereid-bench -p nereid-backend-onnx --example ort_inprocess
+
+OUT=bench/results
+MODELS=$(mktemp -d)/models
+mkdir -p "$OUT"
+.venv/bin/python scripts/make_bench_models.py "$MODELS" >/dev/null
+BENCH=target/release/nereid-bench
+WINDOW=${WINDOW:-1500}
+
+start_nereid() { # repo -> sets PID HTTP GRPC
+  local log
+  log=$(mktemp)
+  target/release/nereid --model-repository "$1" --http-port 0 --grpc-port 0 --metrics-port 0 \
+    --http-address 127.0.0.1 --grpc-address 127.0.0.1 --metrics-address 127.0.0.1 2>"$log" &
+  PID=$!
+  for _ in $(seq 200); do
+    HTTP=$(sed -n 's/.*Started HTTPService at \([0-9.:]*\).*/\1/p' "$log")
+    GRPC=$(sed -n 's/.*Started GRPCInferenceService at \([0-9.:]*\).*/\1/p' "$log")
+    [[ -n $HTTP && -n $GRPC ]] && return 0
+    sleep 0.05
+  done
+  echo "nereid did not start:" >&2; cat "$log" >&2; exit 1
+}
+
+run_bench() { # name model url protocol range [extra...]
+  local name=$1 model=$2 url=$3 protocol=$4 range=$5
+  shift 5
+  echo "bench: $name" >&2
+  "$BENCH" -m "$model" -u "$url" -i "$protocol" --concurrency-range "$range" \
+    -p "$WINDOW" --max-trials 6 --quiet --csv "$OUT/$name.csv" "$@" >/dev/null
+}
+
+start_nereid "$MODELS"
+for model in mlp mlp_large; do
+  for c in 1 4 16 64; do
+    run_bench "served_${model}_c$c" "$model" "$GRPC" grpc "$c:$c:1"
+  done
+done
+run_bench batching_on mlp "$GRPC" grpc 16:16:1
+run_bench batching_off mlp_nobatch "$GRPC" grpc 16:16:1
+run_bench overhead_nereid_http add_sub "$HTTP" http 1:1:1
+run_bench overhead_nereid_grpc add_sub "$GRPC" grpc 1:1:1
+kill "$PID"; wait "$PID" || true
+
+echo "bench: in-process ONNX Runtime" >&2
+target/release/examples/ort_inprocess "$MODELS/mlp/1/model.onnx" INPUT 16 1,4,16,64 2 2 >"$OUT/inprocess_mlp.csv"
+target/release/examples/ort_inprocess "$MODELS/mlp_large/1/model.onnx" INPUT 256 1,4,16,64 2 2 >"$OUT/inprocess_mlp_large.csv"
+
+if [[ ${TRITON:-0} == 1 ]]; then
+  echo "bench: Triton 2.51 (python backend add_sub)" >&2
+  TPID=$(../shared/triton/triton-anchor.sh start --model-repository ../shared/triton/models \
+    --http-port 28000 --grpc-port 28001 --metrics-port 28002 --cache-size 0)
+  run_bench overhead_triton_http add_sub 127.0.0.1:28000 http 1:1:1
+  run_bench overhead_triton_grpc add_sub 127.0.0.1:28001 grpc 1:1:1
+  ../shared/triton/triton-anchor.sh stop "$TPID" >/dev/null
+fi
+
+echo "bench: start-up" >&2
+EMPTY=$(mktemp -d)
+: >"$OUT/startup.csv"
+echo "repository,run,ms_to_ready,rss_kib" >>"$OUT/startup.csv"
+for repo in examples/models "$EMPTY"; do
+  label=$([[ $repo == "$EMPTY" ]] && echo empty || echo examples)
+  for run in 1 2 3 4 5; do
+    t0=$(date +%s%N)
+    target/release/nereid --model-repository "$repo" --http-port 0 --grpc-port 0 --metrics-port 0 \
+      --http-address 127.0.0.1 --grpc-address 127.0.0.1 --metrics-address 127.0.0.1 2>"$OUT/.startup.log" &
+    pid=$!
+    port=""
+    until [[ -n $port ]] && curl -sf "http://$port/v2/health/ready" >/dev/null 2>&1; do
+      port=$(sed -n 's/.*Started HTTPService at \([0-9.:]*\).*/\1/p' "$OUT/.startup.log")
+      sleep 0.002
+    done
+    t1=$(date +%s%N)
+    rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+    echo "$label,$run,$(((t1 - t0) / 1000000)),$rss" >>"$OUT/startup.csv"
+    kill "$pid"; wait "$pid" || true
+  done
+done
+rm -f "$OUT/.startup.log"
+
+.venv/bin/python scripts/bench_report.py "$OUT" > BENCHMARKS.md
+echo "bench: wrote BENCHMARKS.md" >&2

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Turn bench/results/*.csv (written by scripts/bench.sh) into BENCHMARKS.md on stdout."""
+
+import csv
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+
+def rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def one(out, name):
+    path = os.path.join(out, name + ".csv")
+    return rows(path)[0] if os.path.exists(path) else None
+
+
+def num(row, key):
+    value = (row or {}).get(key, "")
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def fmt(v, digits=0):
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    cores = os.cpu_count()
+    return f"{cpu}, {cores} cores, {platform.system()} {platform.release()}"
+
+
+def server_compute_us(row):
+    parts = [num(row, k) for k in ("Server Compute Input", "Server Compute Infer", "Server Compute Output")]
+    return None if any(p is None for p in parts) else sum(parts)
+
+
+def main():
+    out = sys.argv[1]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    print("# Benchmarks\n")
+    print(f"Measured by `scripts/bench.sh` (commit {commit}) on {machine()}.")
+    print("The machine is shared and noisy, and the load generator (`nereid-bench`) runs on the same two")
+    print("cores as the server. Each number is the mean of the last three stable measurement windows;")
+    print("ratios compare numbers taken in the same run. Raw CSVs are in `bench/results/`.\n")
+
+    print("## 1. Served vs in-process ONNX Runtime\n")
+    print("Served: `nereid-bench` over gRPC, closed loop, batch 1 per request, with the model's dynamic")
+    print("batcher forming batches; two instances with one intra-op thread each. In-process: ONNX Runtime")
+    print("called directly (`ort_inprocess`), two threads with one session each, at fixed batch sizes.\n")
+    for model in ("mlp", "mlp_large"):
+        inproc = {int(r["batch"]): float(r["inferences_per_sec"]) for r in rows(os.path.join(out, f"inprocess_{model}.csv"))}
+        print(f"**{model}**\n")
+        print("| concurrency | served infer/s | p50 µs | p99 µs | avg server batch | in-process infer/s at batch = concurrency | served / in-process |")
+        print("|---|---|---|---|---|---|---|")
+        for c in (1, 4, 16, 64):
+            r = one(out, f"served_{model}_c{c}")
+            served = num(r, "Inferences/Second")
+            base = inproc.get(c)
+            ratio = served / base if served and base else None
+            print(f"| {c} | {fmt(served)} | {fmt(num(r, 'p50 latency'))} | {fmt(num(r, 'p99 latency'))} | "
+                  f"{fmt(num(r, 'Server Avg Batch Size'), 1)} | {fmt(base)} | {fmt(ratio, 3)} |")
+        print()
+
+    print("## 2. Per-request overhead (add_sub, concurrency 1)\n")
+    print("Overhead = client latency minus the model's compute time (compute input + infer + output")
+    print("from the statistics extension).\n")
+    print("| server | protocol | infer/s | p50 µs | p99 µs | compute µs | p50 overhead µs | p99 overhead µs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for server in ("nereid", "triton"):
+        for proto in ("http", "grpc"):
+            r = one(out, f"overhead_{server}_{proto}")
+            if r is None:
+                continue
+            compute = server_compute_us(r)
+            p50, p99 = num(r, "p50 latency"), num(r, "p99 latency")
+            label = "nereid (ONNX Runtime)" if server == "nereid" else "Triton 2.51 (python backend)"
+            print(f"| {label} | {proto} | {fmt(num(r, 'Inferences/Second'))} | {fmt(p50)} | {fmt(p99)} | {fmt(compute, 1)} | "
+                  f"{fmt(p50 - compute if p50 is not None and compute is not None else None)} | "
+                  f"{fmt(p99 - compute if p99 is not None and compute is not None else None)} |")
+    print()
+
+    print("## 3. Batching gain (mlp, gRPC, concurrency 16)\n")
+    on, off = one(out, "batching_on"), one(out, "batching_off")
+    t_on, t_off = num(on, "Inferences/Second"), num(off, "Inferences/Second")
+    print("| configuration | infer/s | p50 µs | p99 µs | avg server batch |")
+    print("|---|---|---|---|---|")
+    for label, r in (("dynamic_batching { }", on), ("no batching", off)):
+        print(f"| {label} | {fmt(num(r, 'Inferences/Second'))} | {fmt(num(r, 'p50 latency'))} | "
+              f"{fmt(num(r, 'p99 latency'))} | {fmt(num(r, 'Server Avg Batch Size'), 1)} |")
+    if t_on and t_off:
+        print(f"\nGain: {t_on / t_off:.2f}x throughput with dynamic batching.")
+    print()
+
+    print("## 4. Start-up\n")
+    print("Time from launch to `/v2/health/ready` answering 200, and resident memory then (median of 5).\n")
+    print("| repository | ms to ready | RSS MiB |")
+    print("|---|---|---|")
+    startup = rows(os.path.join(out, "startup.csv"))
+    for label, text in (("examples", "examples/models (18 models, 35 instances)"), ("empty", "empty")):
+        runs = [r for r in startup if r["repository"] == label]
+        ms = statistics.median(float(r["ms_to_ready"]) for r in runs)
+        rss = statistics.median(float(r["rss_kib"]) for r in runs) / 1024
+        print(f"| {text} | {ms:.0f} | {rss:.1f} |")
+    print("\nFor reference, `../shared/triton/README.md` records Triton 2.51 on this kind of machine at 65–72 ms")
+    print("and 36 MB resident with an empty repository.")
+
+
+if __name__ == "__main__":
+    main()
