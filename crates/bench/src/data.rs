@@ -1,4 +1,4 @@
-//! Tensor datatypes and input data generation.
+//! Input data generation (and the datatype type it works with).
 //!
 //! Data is made once per run from a seeded PRNG (SplitMix64: tiny, fast and good enough for
 //! filling tensors), so two runs with the same seed send byte-identical requests.
@@ -7,92 +7,8 @@ use bytes::Bytes;
 
 use crate::cli::InputData;
 
-/// A KServe v2 tensor datatype.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DataType {
-    /// `BOOL`, one byte per element.
-    Bool,
-    /// `UINT8`.
-    Uint8,
-    /// `UINT16`.
-    Uint16,
-    /// `UINT32`.
-    Uint32,
-    /// `UINT64`.
-    Uint64,
-    /// `INT8`.
-    Int8,
-    /// `INT16`.
-    Int16,
-    /// `INT32`.
-    Int32,
-    /// `INT64`.
-    Int64,
-    /// `FP16`.
-    Fp16,
-    /// `BF16`.
-    Bf16,
-    /// `FP32`.
-    Fp32,
-    /// `FP64`.
-    Fp64,
-    /// `BYTES`: each element a 4-byte little-endian length followed by that many bytes.
-    Bytes,
-}
-
-impl DataType {
-    /// Parses the protocol's datatype name (`"FP32"`, ...).
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "BOOL" => Self::Bool,
-            "UINT8" => Self::Uint8,
-            "UINT16" => Self::Uint16,
-            "UINT32" => Self::Uint32,
-            "UINT64" => Self::Uint64,
-            "INT8" => Self::Int8,
-            "INT16" => Self::Int16,
-            "INT32" => Self::Int32,
-            "INT64" => Self::Int64,
-            "FP16" => Self::Fp16,
-            "BF16" => Self::Bf16,
-            "FP32" => Self::Fp32,
-            "FP64" => Self::Fp64,
-            "BYTES" => Self::Bytes,
-            _ => return None,
-        })
-    }
-
-    /// The protocol's name for the datatype.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Bool => "BOOL",
-            Self::Uint8 => "UINT8",
-            Self::Uint16 => "UINT16",
-            Self::Uint32 => "UINT32",
-            Self::Uint64 => "UINT64",
-            Self::Int8 => "INT8",
-            Self::Int16 => "INT16",
-            Self::Int32 => "INT32",
-            Self::Int64 => "INT64",
-            Self::Fp16 => "FP16",
-            Self::Bf16 => "BF16",
-            Self::Fp32 => "FP32",
-            Self::Fp64 => "FP64",
-            Self::Bytes => "BYTES",
-        }
-    }
-
-    /// Bytes per element; `None` for the variable-length `BYTES`.
-    pub fn element_size(self) -> Option<usize> {
-        match self {
-            Self::Bool | Self::Uint8 | Self::Int8 => Some(1),
-            Self::Uint16 | Self::Int16 | Self::Fp16 | Self::Bf16 => Some(2),
-            Self::Uint32 | Self::Int32 | Self::Fp32 => Some(4),
-            Self::Uint64 | Self::Int64 | Self::Fp64 => Some(8),
-            Self::Bytes => None,
-        }
-    }
-}
+/// The protocol's tensor datatypes (shared with the server, so the two cannot disagree).
+pub use nereid_core::DataType;
 
 /// SplitMix64: a seeded 64-bit generator.
 #[derive(Clone, Debug)]
