@@ -47,15 +47,18 @@ for model in mlp mlp_large; do
     run_bench "served_${model}_c$c" "$model" "$GRPC" grpc "$c:$c:1"
   done
 done
-run_bench batching_on mlp "$GRPC" grpc 16:16:1
-run_bench batching_off mlp_nobatch "$GRPC" grpc 16:16:1
+for model in mlp mlp_large; do
+  run_bench "batching_on_$model" "$model" "$GRPC" grpc 16:16:1
+  run_bench "batching_off_$model" "${model}_nobatch" "$GRPC" grpc 16:16:1
+done
 run_bench overhead_nereid_http add_sub "$HTTP" http 1:1:1
 run_bench overhead_nereid_grpc add_sub "$GRPC" grpc 1:1:1
 kill "$PID"; wait "$PID" || true
 
 echo "bench: in-process ONNX Runtime" >&2
-target/release/examples/ort_inprocess "$MODELS/mlp/1/model.onnx" INPUT 16 1,4,16,64 2 2 >"$OUT/inprocess_mlp.csv"
-target/release/examples/ort_inprocess "$MODELS/mlp_large/1/model.onnx" INPUT 256 1,4,16,64 2 2 >"$OUT/inprocess_mlp_large.csv"
+BATCHES=1,2,3,4,5,6,7,8,10,12,14,16,20,24,32,48,64
+target/release/examples/ort_inprocess "$MODELS/mlp/1/model.onnx" INPUT 16 "$BATCHES" 2 1 >"$OUT/inprocess_mlp.csv"
+target/release/examples/ort_inprocess "$MODELS/mlp_large/1/model.onnx" INPUT 256 "$BATCHES" 2 1 >"$OUT/inprocess_mlp_large.csv"
 
 if [[ ${TRITON:-0} == 1 ]]; then
   echo "bench: Triton 2.51 (python backend add_sub)" >&2

@@ -66,15 +66,19 @@ def main():
     for model in ("mlp", "mlp_large"):
         inproc = {int(r["batch"]): float(r["inferences_per_sec"]) for r in rows(os.path.join(out, f"inprocess_{model}.csv"))}
         print(f"**{model}**\n")
-        print("| concurrency | served infer/s | p50 µs | p99 µs | avg server batch | in-process infer/s at batch = concurrency | served / in-process |")
-        print("|---|---|---|---|---|---|---|")
+        print("| concurrency | served infer/s | p50 µs | p99 µs | avg server batch | in-process infer/s, batch = concurrency | ratio | in-process infer/s, batch = served avg batch | ratio |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for c in (1, 4, 16, 64):
             r = one(out, f"served_{model}_c{c}")
             served = num(r, "Inferences/Second")
             base = inproc.get(c)
+            avg = num(r, "Server Avg Batch Size")
+            near = min(inproc, key=lambda b: abs(b - avg)) if avg else None
+            same = inproc.get(near) if near else None
             ratio = served / base if served and base else None
+            ratio_same = served / same if served and same else None
             print(f"| {c} | {fmt(served)} | {fmt(num(r, 'p50 latency'))} | {fmt(num(r, 'p99 latency'))} | "
-                  f"{fmt(num(r, 'Server Avg Batch Size'), 1)} | {fmt(base)} | {fmt(ratio, 3)} |")
+                  f"{fmt(avg, 1)} | {fmt(base)} | {fmt(ratio, 3)} | {fmt(same)} (batch {near}) | {fmt(ratio_same, 3)} |")
         print()
 
     print("## 2. Per-request overhead (add_sub, concurrency 1)\n")
@@ -95,16 +99,16 @@ def main():
                   f"{fmt(p99 - compute if p99 is not None and compute is not None else None)} |")
     print()
 
-    print("## 3. Batching gain (mlp, gRPC, concurrency 16)\n")
-    on, off = one(out, "batching_on"), one(out, "batching_off")
-    t_on, t_off = num(on, "Inferences/Second"), num(off, "Inferences/Second")
-    print("| configuration | infer/s | p50 µs | p99 µs | avg server batch |")
-    print("|---|---|---|---|---|")
-    for label, r in (("dynamic_batching { }", on), ("no batching", off)):
-        print(f"| {label} | {fmt(num(r, 'Inferences/Second'))} | {fmt(num(r, 'p50 latency'))} | "
-              f"{fmt(num(r, 'p99 latency'))} | {fmt(num(r, 'Server Avg Batch Size'), 1)} |")
-    if t_on and t_off:
-        print(f"\nGain: {t_on / t_off:.2f}x throughput with dynamic batching.")
+    print("## 3. Batching gain (gRPC, concurrency 16)\n")
+    print("| model | configuration | infer/s | p50 µs | p99 µs | avg server batch | gain |")
+    print("|---|---|---|---|---|---|---|")
+    for model in ("mlp", "mlp_large"):
+        on, off = one(out, f"batching_on_{model}"), one(out, f"batching_off_{model}")
+        t_on, t_off = num(on, "Inferences/Second"), num(off, "Inferences/Second")
+        gain = t_on / t_off if t_on and t_off else None
+        for label, r, g in (("dynamic_batching { }", on, fmt(gain, 2) + "x"), ("no batching", off, "")):
+            print(f"| {model} | {label} | {fmt(num(r, 'Inferences/Second'))} | {fmt(num(r, 'p50 latency'))} | "
+                  f"{fmt(num(r, 'p99 latency'))} | {fmt(num(r, 'Server Avg Batch Size'), 1)} | {g} |")
     print()
 
     print("## 4. Start-up\n")

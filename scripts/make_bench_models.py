@@ -8,6 +8,7 @@ two instances use the machine's two cores without oversubscribing them):
   mlp            the example MLP (16 -> 32 -> 4) with dynamic batching
   mlp_nobatch    the same model without dynamic batching (the batching-gain baseline)
   mlp_large      256 -> 1024 -> 1024 -> 256 with ReLUs (about 1.3 M weights), dynamic batching
+  mlp_large_nobatch  the same without dynamic batching (the batching-gain baseline)
   add_sub        the example add_sub, one instance, no batching (per-request overhead)
 """
 
@@ -71,6 +72,9 @@ def models():
         "mlp_nobatch"
     )
     yield "mlp_large", mlp_config("mlp_large", 256, 256, 64, True), large_mlp_graph("mlp_large")
+    yield "mlp_large_nobatch", mlp_config("mlp_large_nobatch", 256, 256, 64, False), large_mlp_graph(
+        "mlp_large_nobatch"
+    )
     yield "add_sub", make_models.ADD_SUB_CONFIG, make_models.add_sub_graph("add_sub")
 
 

@@ -83,3 +83,27 @@ def test_signal_exits_cleanly(make_repo, start_server, sig):
     server.signal(sig)
     code = server.wait_exit(10)
     assert code == 0, f"exit code {code}\n{server.log()}"
+
+
+def test_shutdown_ends_open_streams(make_repo, start_server, add_sub_io):
+    # A client that keeps its ModelStreamInfer stream open must not hold the server up:
+    # at SIGTERM the stream stops taking requests, answers what it has, and ends.
+    import queue
+
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    server = start_server(make_repo(["add_sub"]))
+    client = server.grpc_client()
+    answers = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    a = np.ones((1, 4), dtype=np.float32)
+    client.async_stream_infer("add_sub", add_sub_io(grpcclient, a, a))
+    result, error = answers.get(timeout=10)
+    assert error is None
+    assert np.array_equal(result.as_numpy("OUTPUT0"), a + a)
+    server.signal(signal.SIGTERM)
+    code = server.wait_exit(10)
+    assert code == 0, f"exit code {code}\n{server.log()}"
+    client.stop_stream(cancel_requests=True)
+    client.close()

@@ -1,7 +1,6 @@
 //! The core facade: the one call per protocol operation that both frontends make, so HTTP
 //! and gRPC cannot drift apart.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -61,7 +60,8 @@ pub struct Server {
     identity: ServerIdentity,
     repository: Arc<ModelRepository>,
     strict_readiness: bool,
-    stopping: AtomicBool,
+    /// `true` once shutdown has begun; long-lived calls (streams) watch it.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl Server {
@@ -76,7 +76,7 @@ impl Server {
             identity,
             repository,
             strict_readiness,
-            stopping: AtomicBool::new(false),
+            stopping: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -92,13 +92,19 @@ impl Server {
 
     /// Readiness: not stopping and (with strict readiness) every requested model ready.
     pub fn is_ready(&self) -> bool {
-        !self.stopping.load(Ordering::Relaxed)
-            && (!self.strict_readiness || self.repository.all_ready())
+        !*self.stopping.borrow() && (!self.strict_readiness || self.repository.all_ready())
     }
 
-    /// Marks the server as stopping: readiness turns false.
+    /// Marks the server as stopping: readiness turns false and [`Self::stopped`] resolves.
     pub fn begin_shutdown(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
+        self.stopping.send_replace(true);
+    }
+
+    /// Resolves once shutdown has begun, so streams can stop taking new requests.
+    pub async fn stopped(&self) {
+        let mut receiver = self.stopping.subscribe();
+        // An error means the sender is gone, which only happens when the server is dropped.
+        let _ = receiver.wait_for(|stopping| *stopping).await;
     }
 
     /// Name, version and extensions.

@@ -25,7 +25,7 @@ pub type ResponseStream = ReceiverStream<Result<ModelStreamInferResponse, Status
 type Outgoing = mpsc::Sender<Result<ModelStreamInferResponse, Status>>;
 
 /// Starts answering `inbound`; the returned stream ends once the client has closed its
-/// side and every request read has been answered.
+/// side (or the server begins shutting down) and every request read has been answered.
 pub fn start(server: Arc<Server>, inbound: Streaming<ModelInferRequest>) -> ResponseStream {
     let (outgoing, receiver) = mpsc::channel(STREAM_CAPACITY);
     tokio::spawn(read_requests(server, inbound, outgoing));
@@ -42,9 +42,12 @@ async fn read_requests(
         let Ok(permit) = outgoing.clone().reserve_owned().await else {
             return; // the client dropped the response stream
         };
+        // At shutdown the stream takes no new requests; those in flight are still
+        // answered, then the response stream ends.
         let next = tokio::select! {
             next = inbound.message() => next,
             () = outgoing.closed() => return,
+            () = server.stopped() => return,
         };
         match next {
             Ok(Some(request)) => {
