@@ -139,7 +139,7 @@ def main():
     print("| repository | ms to ready | RSS MiB |")
     print("|---|---|---|")
     startup = rows(os.path.join(out, "startup.csv"))
-    for label, text in (("examples", "examples/models (18 models, 35 instances)"), ("empty", "empty")):
+    for label, text in (("examples", "examples/models (17 models, 33 instances)"), ("empty", "empty")):
         runs = [r for r in startup if r["repository"] == label]
         ms = statistics.median(float(r["ms_to_ready"]) for r in runs)
         rss = statistics.median(float(r["rss_kib"]) for r in runs) / 1024
