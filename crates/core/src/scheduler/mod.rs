@@ -6,6 +6,7 @@
 mod default;
 mod dynamic;
 mod instances;
+mod intake;
 mod reply;
 
 use std::time::Instant;

@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender as PayloadSender;
 use nereid_proto::inference::ModelDynamicBatching;
-use parking_lot::RwLock;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::sleep_until;
 
 use self::plan::{plan_batch, Plan};
 use self::queue::PriorityQueues;
+use super::intake::Intake;
 use super::{InstancePool, Job, Payload, ReplyOrder, Scheduler, DEFAULT_QUEUE_CAPACITY};
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
@@ -24,9 +24,8 @@ use crate::stats::{FailureReason, ModelStats};
 
 /// Handle of a model version's dynamic batcher.
 pub struct DynamicBatcher {
-    // `None` once stopped; the task drains its queue and ends when the sender is gone.
-    // Read on every enqueue, written once at stop.
-    sender: RwLock<Option<mpsc::Sender<Job>>>,
+    // Closing it lets the task drain its queue and end.
+    intake: Intake<mpsc::Sender<Job>>,
     pool: InstancePool,
 }
 
@@ -63,7 +62,7 @@ impl DynamicBatcher {
         };
         runtime.spawn(task.run());
         Ok(Self {
-            sender: RwLock::new(Some(sender)),
+            intake: Intake::new(sender),
             pool,
         })
     }
@@ -71,22 +70,20 @@ impl DynamicBatcher {
 
 impl Scheduler for DynamicBatcher {
     fn enqueue(&self, job: Job) -> Result<()> {
-        let guard = self.sender.read();
-        let Some(sender) = guard.as_ref() else {
-            return Err(Error::unavailable(
-                "Server is stopping, scheduler for model has stopped accepting new inference requests",
-            ));
-        };
-        sender.try_send(job).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => Error::unavailable("Exceeds maximum queue size"),
-            mpsc::error::TrySendError::Closed(_) => {
-                Error::unavailable("the model's scheduler has stopped")
-            }
+        self.intake.send_with(|sender| {
+            sender.try_send(job).map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => {
+                    Error::unavailable("Exceeds maximum queue size")
+                }
+                mpsc::error::TrySendError::Closed(_) => {
+                    Error::unavailable("the model's scheduler has stopped")
+                }
+            })
         })
     }
 
     fn stop(&self) {
-        self.sender.write().take();
+        self.intake.close();
         self.pool.join();
     }
 }
