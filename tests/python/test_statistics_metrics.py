@@ -175,3 +175,20 @@ def test_metrics(counted):
     assert types.get("nv_inference_pending_request_count") == "gauge"
     # The exact line a dashboard greps for (labels in Triton's order).
     assert f'nv_inference_request_success{{model="add_sub",version="1"}} {N}' in text.splitlines()
+
+
+def test_server_wide_cpu_and_memory_gauges(server):
+    # Triton's server-wide gauges: CPU utilization between two scrapes and RAM.
+    def gauges():
+        values = {}
+        for line in server.metrics().splitlines():
+            if line.startswith("nv_cpu_"):
+                name, value = line.split()
+                values[name] = float(value)
+        return values
+
+    gauges()
+    g = gauges()
+    assert 0.0 <= g["nv_cpu_utilization"] <= 1.0
+    assert g["nv_cpu_memory_total_bytes"] > 0
+    assert 0 < g["nv_cpu_memory_used_bytes"] <= g["nv_cpu_memory_total_bytes"]

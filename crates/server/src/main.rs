@@ -6,6 +6,7 @@ mod cli;
 mod logging;
 mod metrics;
 mod shutdown;
+mod system_metrics;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
