@@ -181,23 +181,32 @@ impl InstanceBackend for Echo {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn batcher_batches_waiting_requests_and_keeps_outputs_apart() {
-    let spec = spec("max_queue_delay_microseconds: 20000");
+/// A batcher over one `Echo` instance: the batcher, its statistics and the batch sizes seen.
+fn start_batcher(
+    spec: Arc<ModelSpec>,
+) -> (
+    DynamicBatcher,
+    Arc<ModelStats>,
+    Arc<parking_lot::Mutex<Vec<usize>>>,
+) {
     let stats = Arc::new(ModelStats::default());
     let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let (sender, receiver) = InstancePool::channel(1);
+    let echo = Box::new(Echo { seen: seen.clone() }) as Box<dyn InstanceBackend>;
     let pool = InstancePool::start(
         spec.clone(),
         stats.clone(),
-        vec![(
-            "m_0".into(),
-            Box::new(Echo { seen: seen.clone() }) as Box<dyn InstanceBackend>,
-        )],
+        vec![("m_0".into(), echo)],
         receiver,
     )
     .expect("starts");
     let batcher = DynamicBatcher::start(spec, stats.clone(), sender, pool, 1).expect("starts");
+    (batcher, stats, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batcher_batches_waiting_requests_and_keeps_outputs_apart() {
+    let (batcher, stats, seen) = start_batcher(spec("max_queue_delay_microseconds: 20000"));
     let mut answers = Vec::new();
     for i in 0..6 {
         let (j, rx) = job(i, 1, 3, vec![]);
@@ -225,24 +234,10 @@ async fn batcher_batches_waiting_requests_and_keeps_outputs_apart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batcher_rejects_timed_out_requests() {
-    let spec = spec(
+    let (batcher, stats, _) = start_batcher(spec(
         "max_queue_delay_microseconds: 1000000 preferred_batch_size: [ 8 ]
          default_queue_policy { default_timeout_microseconds: 5000 }",
-    );
-    let stats = Arc::new(ModelStats::default());
-    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let (sender, receiver) = InstancePool::channel(1);
-    let pool = InstancePool::start(
-        spec.clone(),
-        stats.clone(),
-        vec![(
-            "m_0".into(),
-            Box::new(Echo { seen }) as Box<dyn InstanceBackend>,
-        )],
-        receiver,
-    )
-    .expect("starts");
-    let batcher = DynamicBatcher::start(spec, stats.clone(), sender, pool, 1).expect("starts");
+    ));
     let (j, rx) = job(1, 1, 1, vec![]);
     batcher.enqueue(j).expect("queued");
     let err = rx.await.expect("answered").expect_err("times out");
