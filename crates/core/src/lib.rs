@@ -18,6 +18,7 @@ pub mod repository;
 pub mod request;
 pub mod scheduler;
 pub mod server;
+pub mod shm;
 pub mod stats;
 pub mod validate;
 

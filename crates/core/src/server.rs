@@ -13,6 +13,7 @@ use crate::stats::ModelStatsSnapshot;
 
 /// Protocol extensions that really work in this build (listed in server metadata).
 pub const EXTENSIONS: &[&str] = &[
+    "system_shared_memory",
     "model_repository",
     "model_configuration",
     "binary_tensor_data",
@@ -60,6 +61,7 @@ pub struct Server {
     identity: ServerIdentity,
     repository: Arc<ModelRepository>,
     strict_readiness: bool,
+    shm: crate::shm::ShmRegistry,
     /// `true` once shutdown has begun; long-lived calls (streams) watch it.
     stopping: tokio::sync::watch::Sender<bool>,
 }
@@ -76,8 +78,14 @@ impl Server {
             identity,
             repository,
             strict_readiness,
+            shm: crate::shm::ShmRegistry::default(),
             stopping: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// The shared-memory regions (for the shared-memory extension and tensors in them).
+    pub fn shm(&self) -> &crate::shm::ShmRegistry {
+        &self.shm
     }
 
     /// The model repository (for the repository extension and polling).

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use nereid_core::error::not_supported;
 use nereid_core::request::{InferRequest, InferResponse, InputTensor, ParamValue, Parameters};
+use nereid_core::shm::{OutputTarget, ShmParams, ShmRegistry};
 use nereid_core::{DataType, Error, Result};
 use nereid_proto::inference::infer_parameter::ParameterChoice;
 use nereid_proto::inference::model_infer_request::{InferInputTensor, InferRequestedOutputTensor};
@@ -40,9 +41,16 @@ pub fn parse_version(version: &str) -> Result<Option<i64>> {
     Ok(Some(parsed))
 }
 
+/// Requested outputs that go into shared memory, by name.
+pub type OutputTargets = HashMap<String, OutputTarget>;
+
 /// Decodes a wire request into the core's request, consuming it so that raw input bytes
-/// move into the core without a copy.
-pub fn decode_request(request: ModelInferRequest) -> Result<InferRequest> {
+/// move into the core without a copy; tensors in shared memory are resolved against
+/// `regions`.
+pub fn decode_request(
+    request: ModelInferRequest,
+    regions: &ShmRegistry,
+) -> Result<(InferRequest, OutputTargets)> {
     let ModelInferRequest {
         model_name,
         model_version,
@@ -54,24 +62,39 @@ pub fn decode_request(request: ModelInferRequest) -> Result<InferRequest> {
     } = request;
     let model_version = parse_version(&model_version)?;
     let parameters = decode_parameters(parameters)?;
-    let inputs = decode_inputs(&model_name, inputs, raw_input_contents)?;
-    let requested_outputs = decode_outputs(outputs)?;
-    Ok(InferRequest {
-        model_name,
-        model_version,
-        id,
-        parameters,
-        inputs,
-        requested_outputs,
-    })
+    let inputs = decode_inputs(&model_name, inputs, raw_input_contents, regions)?;
+    let mut targets = OutputTargets::new();
+    let requested_outputs = decode_outputs(outputs, regions, &mut targets)?;
+    Ok((
+        InferRequest {
+            model_name,
+            model_version,
+            id,
+            parameters,
+            inputs,
+            requested_outputs,
+        },
+        targets,
+    ))
 }
 
 /// Encodes a core response; output bytes move into `raw_output_contents` (one entry per
-/// output, even an empty one, as Triton does).
-pub fn encode_response(response: InferResponse) -> ModelInferResponse {
+/// output, even an empty one, as Triton does), except outputs bound for shared memory,
+/// which are written there and get an empty entry.
+pub fn encode_response(
+    response: InferResponse,
+    targets: &OutputTargets,
+) -> Result<ModelInferResponse> {
     let mut outputs = Vec::with_capacity(response.outputs.len());
     let mut raw_output_contents = Vec::with_capacity(response.outputs.len());
     for output in response.outputs {
+        let data = match targets.get(&output.name) {
+            Some(target) => {
+                target.write(&output.name, &output.data)?;
+                Bytes::new()
+            }
+            None => output.data,
+        };
         outputs.push(InferOutputTensor {
             name: output.name,
             datatype: output.datatype.as_str().to_string(),
@@ -79,16 +102,16 @@ pub fn encode_response(response: InferResponse) -> ModelInferResponse {
             parameters: HashMap::new(),
             contents: None,
         });
-        raw_output_contents.push(output.data);
+        raw_output_contents.push(data);
     }
-    ModelInferResponse {
+    Ok(ModelInferResponse {
         model_name: response.model_name,
         model_version: response.model_version.to_string(),
         id: response.id,
         parameters: encode_parameters(response.parameters),
         outputs,
         raw_output_contents,
-    }
+    })
 }
 
 /// Parameters as the wire carries them.
@@ -187,6 +210,7 @@ fn decode_inputs(
     model: &str,
     inputs: Vec<InferInputTensor>,
     raw_input_contents: Vec<Bytes>,
+    regions: &ShmRegistry,
 ) -> Result<Vec<InputTensor>> {
     let raw_count = raw_input_contents.len();
     let mut raw = raw_input_contents.into_iter();
@@ -204,7 +228,8 @@ fn decode_inputs(
                 "invalid datatype '{datatype}' for input tensor '{name}' for model '{model}'"
             )));
         };
-        let data = if let Some(data) = shared_memory_input(&name, &parameters)? {
+        let data = if let Some(shm) = shm_params(&name, &parameters)?.resolve(&name)? {
+            let data = regions.input(&shm)?;
             if contents.is_some() {
                 return Err(Error::invalid_arg(format!(
                     "unexpected 'content' provided when using shared memory for input tensor '{name}' for model '{model}'"
@@ -242,15 +267,24 @@ fn decode_inputs(
     Ok(decoded)
 }
 
-/// Requested output names; `None` (every output) when the request lists none.
-fn decode_outputs(outputs: Vec<InferRequestedOutputTensor>) -> Result<Option<Vec<String>>> {
+/// Requested output names (`None`, every output, when the request lists none); outputs
+/// bound for shared memory go into `targets`.
+fn decode_outputs(
+    outputs: Vec<InferRequestedOutputTensor>,
+    regions: &ShmRegistry,
+    targets: &mut OutputTargets,
+) -> Result<Option<Vec<String>>> {
     if outputs.is_empty() {
         return Ok(None);
     }
     outputs
         .into_iter()
         .map(|output| {
-            shared_memory_output(&output.name, &output.parameters)?;
+            if let Some(shm) =
+                shm_params(&output.name, &output.parameters)?.resolve(&output.name)?
+            {
+                targets.insert(output.name.clone(), regions.output(&shm)?);
+            }
             if output.parameters.contains_key("classification") {
                 return Err(Error::unsupported(not_supported::CLASSIFICATION));
             }
@@ -260,37 +294,46 @@ fn decode_outputs(outputs: Vec<InferRequestedOutputTensor>) -> Result<Option<Vec
         .map(Some)
 }
 
-const SHM_PARAMETERS: [&str; 3] = [
-    "shared_memory_region",
-    "shared_memory_byte_size",
-    "shared_memory_offset",
-];
-
-fn uses_shared_memory(parameters: &WireParameters) -> bool {
-    SHM_PARAMETERS.iter().any(|p| parameters.contains_key(*p))
-}
-
-/// The data of an input placed in shared memory, or `None` when the input does not use
-/// shared memory. Shared memory is not implemented yet, so using it is an explicit error;
-/// the shared-memory feature replaces this function (and [`shared_memory_output`]).
-fn shared_memory_input(_name: &str, parameters: &WireParameters) -> Result<Option<Bytes>> {
-    if uses_shared_memory(parameters) {
-        return Err(Error::unsupported(not_supported::SHARED_MEMORY));
-    }
-    Ok(None)
-}
-
-/// Checks an output's shared-memory parameters; see [`shared_memory_input`].
-fn shared_memory_output(_name: &str, parameters: &WireParameters) -> Result<()> {
-    if uses_shared_memory(parameters) {
-        return Err(Error::unsupported(not_supported::SHARED_MEMORY));
-    }
-    Ok(())
+/// The shared-memory parameters of a tensor, with Triton's type checks.
+fn shm_params(tensor: &str, parameters: &WireParameters) -> Result<ShmParams> {
+    let wrong_type = |key: &str, expected: &str| {
+        Error::invalid_arg(format!(
+            "invalid value type for '{key}' parameter for tensor '{tensor}', expected {expected}."
+        ))
+    };
+    let region = match parameters
+        .get("shared_memory_region")
+        .and_then(|p| p.parameter_choice.as_ref())
+    {
+        None => None,
+        Some(ParameterChoice::StringParam(s)) => Some(s.clone()),
+        Some(_) => return Err(wrong_type("shared_memory_region", "string_param")),
+    };
+    let number = |key: &str| match parameters
+        .get(key)
+        .and_then(|p| p.parameter_choice.as_ref())
+    {
+        None => Ok(None),
+        Some(ParameterChoice::Int64Param(v)) => u64::try_from(*v).map(Some).map_err(|_| {
+            Error::invalid_arg(format!("'{key}' of tensor '{tensor}' must not be negative"))
+        }),
+        Some(ParameterChoice::Uint64Param(v)) => Ok(Some(*v)),
+        Some(_) => Err(wrong_type(key, "int64_param")),
+    };
+    Ok(ShmParams {
+        region,
+        offset: number("shared_memory_offset")?,
+        byte_size: number("shared_memory_byte_size")?,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decode(request: ModelInferRequest) -> Result<InferRequest> {
+        decode_request(request, &ShmRegistry::default()).map(|(request, _)| request)
+    }
     use nereid_core::ErrorKind;
     use nereid_proto::inference::InferTensorContents;
 
@@ -333,7 +376,7 @@ mod tests {
             vec![input("A", "FP32", None), input("B", "FP32", Some(contents))],
             vec![Bytes::from_static(&[0; 8])],
         );
-        let e = decode_request(r).expect_err("mixed data");
+        let e = decode(r).expect_err("mixed data");
         assert_eq!(e.kind(), ErrorKind::InvalidArg);
         assert_eq!(
             e.message(),
@@ -345,8 +388,8 @@ mod tests {
     fn raw_contents_pass_through_without_copy() {
         let raw = Bytes::from(vec![0u8; 8]);
         let pointer = raw.as_ptr();
-        let decoded = decode_request(request(vec![input("A", "FP32", None)], vec![raw]))
-            .expect("valid request");
+        let decoded =
+            decode(request(vec![input("A", "FP32", None)], vec![raw])).expect("valid request");
         assert_eq!(decoded.inputs[0].data.as_ptr(), pointer);
         assert_eq!(decoded.inputs[0].datatype, DataType::Fp32);
         assert_eq!(decoded.model_version, None);
@@ -359,7 +402,7 @@ mod tests {
             vec![input("A", "FP32", None), input("B", "FP32", None)],
             vec![Bytes::new()],
         );
-        let e = decode_request(too_few).expect_err("missing data");
+        let e = decode(too_few).expect_err("missing data");
         assert_eq!(
             e.message(),
             "unable to find data for input tensor 'B' for model 'm' in request."
@@ -368,7 +411,7 @@ mod tests {
             vec![input("A", "FP32", None)],
             vec![Bytes::new(), Bytes::new()],
         );
-        let e = decode_request(too_many).expect_err("extra data");
+        let e = decode(too_many).expect_err("extra data");
         assert_eq!(e.kind(), ErrorKind::InvalidArg);
         assert!(
             e.message().contains("got 2 entries for 1 inputs"),
@@ -379,7 +422,7 @@ mod tests {
 
     #[test]
     fn unknown_datatype_and_shared_memory_are_rejected() {
-        let e = decode_request(request(vec![input("A", "FLOAT", None)], vec![Bytes::new()]))
+        let e = decode(request(vec![input("A", "FLOAT", None)], vec![Bytes::new()]))
             .expect_err("bad datatype");
         assert_eq!(e.kind(), ErrorKind::InvalidArg);
         let mut shm = input("A", "FP32", None);
@@ -387,9 +430,18 @@ mod tests {
             "shared_memory_region".into(),
             param(ParameterChoice::StringParam("r".into())),
         );
-        let e = decode_request(request(vec![shm], vec![])).expect_err("shm");
-        assert_eq!(e.kind(), ErrorKind::Unsupported);
-        assert_eq!(e.message(), not_supported::SHARED_MEMORY);
+        let e = decode(request(vec![shm.clone()], vec![])).expect_err("no byte size");
+        assert_eq!(
+            e.message(),
+            "'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for tensor 'A'"
+        );
+        shm.parameters.insert(
+            "shared_memory_byte_size".into(),
+            param(ParameterChoice::Int64Param(4)),
+        );
+        let e = decode(request(vec![shm], vec![])).expect_err("unknown region");
+        assert_eq!(e.kind(), ErrorKind::NotFound);
+        assert_eq!(e.message(), "Unable to find shared memory region: 'r'");
     }
 
     #[test]
@@ -449,7 +501,7 @@ mod tests {
             "triton_enable_empty_final_response".into(),
             param(ParameterChoice::BoolParam(true)),
         );
-        let decoded = decode_request(r).expect("valid");
+        let decoded = decode(r).expect("valid");
         assert_eq!(
             decoded.parameters,
             vec![
@@ -482,13 +534,13 @@ mod tests {
             name: "OUT".into(),
             parameters: HashMap::new(),
         });
-        let decoded = decode_request(r.clone()).expect("valid");
+        let decoded = decode(r.clone()).expect("valid");
         assert_eq!(decoded.requested_outputs, Some(vec!["OUT".to_string()]));
         r.outputs[0].parameters.insert(
             "classification".into(),
             param(ParameterChoice::Int64Param(2)),
         );
-        let e = decode_request(r).expect_err("classification");
+        let e = decode(r).expect_err("classification");
         assert_eq!(e.kind(), ErrorKind::Unsupported);
     }
 }

@@ -149,9 +149,12 @@ impl GrpcInferenceService for InferenceService {
         &self,
         request: Request<ModelInferRequest>,
     ) -> Result<Response<ModelInferResponse>, Status> {
-        let request = convert::decode_request(request.into_inner()).map_err(to_status)?;
+        let (request, targets) =
+            convert::decode_request(request.into_inner(), self.server.shm()).map_err(to_status)?;
         let response = self.server.infer(request).await.map_err(to_status)?;
-        Ok(Response::new(convert::encode_response(response)))
+        Ok(Response::new(
+            convert::encode_response(response, &targets).map_err(to_status)?,
+        ))
     }
 
     type ModelStreamInferStream = stream::ResponseStream;
@@ -205,23 +208,55 @@ impl GrpcInferenceService for InferenceService {
 
     async fn system_shared_memory_status(
         &self,
-        _request: Request<SystemSharedMemoryStatusRequest>,
+        request: Request<SystemSharedMemoryStatusRequest>,
     ) -> Result<Response<SystemSharedMemoryStatusResponse>, Status> {
-        Err(system_shm_unsupported())
+        let name = &request.get_ref().name;
+        let regions = self
+            .server
+            .shm()
+            .system_status((!name.is_empty()).then_some(name.as_str()))
+            .map_err(to_status)?;
+        let regions = regions
+            .into_iter()
+            .map(|r| {
+                let status = system_shared_memory_status_response::RegionStatus {
+                    name: r.name.clone(),
+                    key: r.key,
+                    offset: r.offset,
+                    byte_size: r.byte_size,
+                };
+                (r.name, status)
+            })
+            .collect();
+        Ok(Response::new(SystemSharedMemoryStatusResponse { regions }))
     }
 
     async fn system_shared_memory_register(
         &self,
-        _request: Request<SystemSharedMemoryRegisterRequest>,
+        request: Request<SystemSharedMemoryRegisterRequest>,
     ) -> Result<Response<SystemSharedMemoryRegisterResponse>, Status> {
-        Err(system_shm_unsupported())
+        let r = request.get_ref();
+        if r.name.is_empty() {
+            return Err(to_status(nereid_core::Error::invalid_arg(
+                "'region name' is necessary to register system shared memory region",
+            )));
+        }
+        self.server
+            .shm()
+            .register_system(&r.name, &r.key, r.offset, r.byte_size)
+            .map_err(to_status)?;
+        Ok(Response::new(SystemSharedMemoryRegisterResponse {}))
     }
 
     async fn system_shared_memory_unregister(
         &self,
-        _request: Request<SystemSharedMemoryUnregisterRequest>,
+        request: Request<SystemSharedMemoryUnregisterRequest>,
     ) -> Result<Response<SystemSharedMemoryUnregisterResponse>, Status> {
-        Err(system_shm_unsupported())
+        let name = &request.get_ref().name;
+        self.server
+            .shm()
+            .unregister_system((!name.is_empty()).then_some(name.as_str()));
+        Ok(Response::new(SystemSharedMemoryUnregisterResponse {}))
     }
 
     async fn cuda_shared_memory_status(
@@ -263,10 +298,6 @@ impl GrpcInferenceService for InferenceService {
 /// Features that do not exist yet answer UNIMPLEMENTED instead of pretending to work.
 fn unsupported(message: &str) -> Status {
     to_status(nereid_core::Error::unsupported(message))
-}
-
-fn system_shm_unsupported() -> Status {
-    unsupported("system shared memory is not supported yet")
 }
 
 fn cuda_shm_unsupported() -> Status {

@@ -74,14 +74,17 @@ async fn answer(server: &Server, request: ModelInferRequest) -> ModelStreamInfer
         id: request.id.clone(),
         ..Default::default()
     };
-    let result = match convert::decode_request(request) {
-        Ok(request) => server.infer(request).await,
+    let result = match convert::decode_request(request, server.shm()) {
+        Ok((request, targets)) => server
+            .infer(request)
+            .await
+            .and_then(|response| convert::encode_response(response, &targets)),
         Err(e) => Err(e),
     };
     match result {
         Ok(response) => ModelStreamInferResponse {
             error_message: String::new(),
-            infer_response: Some(convert::encode_response(response)),
+            infer_response: Some(response),
         },
         Err(e) => ModelStreamInferResponse {
             error_message: e.message().to_string(),

@@ -396,12 +396,23 @@ async fn repository_and_unsupported_features() {
     load.parameters.clear();
     h.client.repository_model_load(load).await.expect("load");
 
-    let e = h
+    let status = h
         .client
         .system_shared_memory_status(SystemSharedMemoryStatusRequest::default())
         .await
-        .expect_err("shm");
-    assert_eq!(e.code(), Code::Unimplemented);
+        .expect("status")
+        .into_inner();
+    assert!(status.regions.is_empty());
+    let e = h
+        .client
+        .system_shared_memory_status(SystemSharedMemoryStatusRequest { name: "zz".into() })
+        .await
+        .expect_err("unknown region");
+    assert_eq!(e.code(), Code::NotFound);
+    assert_eq!(
+        e.message(),
+        "Unable to find system shared memory region: 'zz'"
+    );
     let e = h
         .client
         .trace_setting(TraceSettingRequest::default())

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use nereid_core::error::not_supported;
 use nereid_core::request::{InferRequest, InferResponse, InputTensor, ParamValue, Parameters};
+use nereid_core::shm::{OutputTarget, ShmParams, ShmRegistry};
 use nereid_core::{DataType, Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -57,6 +58,8 @@ struct OutputJson {
 pub struct OutputFormat {
     binary_by_default: bool,
     binary: HashMap<String, bool>,
+    /// Outputs written into shared memory instead of the body.
+    shm: HashMap<String, OutputTarget>,
 }
 
 impl OutputFormat {
@@ -68,12 +71,14 @@ impl OutputFormat {
     }
 }
 
-/// Decodes an infer body into a core request and the output format.
+/// Decodes an infer body into a core request and the output format; tensors in shared
+/// memory are resolved against `regions`.
 pub fn decode(
     model_name: &str,
     model_version: Option<i64>,
     headers: &HeaderMap,
     body: Bytes,
+    regions: &ShmRegistry,
 ) -> Result<(InferRequest, OutputFormat)> {
     let header_length = header_length(headers, body.len())?;
     let (json, binary) = match header_length {
@@ -86,16 +91,14 @@ pub fn decode(
         .map_err(|e| Error::invalid_arg(format!("failed to parse the request JSON buffer: {e}")))?;
     let mut format = OutputFormat::default();
     let parameters = request_parameters(parsed.parameters, &mut format)?;
-    let inputs = decode_inputs(model_name, parsed.inputs, binary)?;
+    let inputs = decode_inputs(model_name, parsed.inputs, binary, regions)?;
     let requested_outputs = parsed
         .outputs
         .map(|outputs| {
             outputs
                 .into_iter()
                 .map(|o| {
-                    if let Some(binary) = output_binary(&o)? {
-                        format.binary.insert(o.name.clone(), binary);
-                    }
+                    output_format(&o, regions, &mut format)?;
                     Ok(o.name)
                 })
                 .collect::<Result<Vec<_>>>()
@@ -197,10 +200,42 @@ fn request_parameters(
     Ok(out)
 }
 
+/// The shared-memory parameters of a tensor's JSON `parameters`.
+fn shm_params(tensor: &str, params: &Map<String, Value>) -> Result<ShmParams> {
+    let number = |key: &str| {
+        params
+            .get(key)
+            .map(|v| {
+                v.as_u64().ok_or_else(|| {
+                    Error::invalid_arg(format!(
+                        "Unable to parse '{key}' of tensor '{tensor}': expected an unsigned integer"
+                    ))
+                })
+            })
+            .transpose()
+    };
+    let region = params
+        .get("shared_memory_region")
+        .map(|v| {
+            v.as_str().map(str::to_owned).ok_or_else(|| {
+                Error::invalid_arg(format!(
+                    "Unable to parse 'shared_memory_region' of tensor '{tensor}': expected a string"
+                ))
+            })
+        })
+        .transpose()?;
+    Ok(ShmParams {
+        region,
+        offset: number("shared_memory_offset")?,
+        byte_size: number("shared_memory_byte_size")?,
+    })
+}
+
 fn decode_inputs(
     model_name: &str,
     inputs: Vec<InputJson<'_>>,
     binary: Bytes,
+    regions: &ShmRegistry,
 ) -> Result<Vec<InputTensor>> {
     let mut offset = 0usize;
     let mut out = Vec::with_capacity(inputs.len());
@@ -223,11 +258,17 @@ fn decode_inputs(
                 })
             })
             .transpose()?;
-        let shm = params.contains_key("shared_memory_region");
+        let shm_params = shm_params(&input.name, &params)?;
+        let region_set = shm_params.region.is_some();
+        let shm = if input.data.is_none() && binary_size.is_none() {
+            shm_params.resolve(&input.name)?
+        } else {
+            None
+        };
         let set: Vec<&str> = [
             (input.data.is_some(), "'data'"),
             (binary_size.is_some(), "'binary_data_size'"),
-            (shm, "'shared_memory_region'"),
+            (region_set, "'shared_memory_region'"),
         ]
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))
@@ -263,8 +304,12 @@ fn decode_inputs(
             let part = binary.slice(offset..offset + size);
             offset += size;
             part
+        } else if let Some(shm) = shm {
+            regions.input(&shm)?
         } else {
-            return Err(Error::unsupported(not_supported::SHARED_MEMORY));
+            return Err(Error::internal(
+                "an input without data passed the 'only one of' check",
+            ));
         };
         for key in params.keys() {
             if key.starts_with("triton_") {
@@ -288,25 +333,36 @@ fn decode_inputs(
     Ok(out)
 }
 
-fn output_binary(output: &OutputJson) -> Result<Option<bool>> {
+/// Records how a requested output is returned: binary, JSON or into shared memory.
+fn output_format(
+    output: &OutputJson,
+    regions: &ShmRegistry,
+    format: &mut OutputFormat,
+) -> Result<()> {
     let Some(params) = &output.parameters else {
-        return Ok(None);
+        return Ok(());
     };
     if params.contains_key("classification") {
         return Err(Error::unsupported(not_supported::CLASSIFICATION));
     }
-    if params.contains_key("shared_memory_region") {
-        if params.contains_key("binary_data") {
+    if let Some(shm) = shm_params(&output.name, params)?.resolve(&output.name)? {
+        // tritonclient sends `binary_data: false` with shared memory; only `true` conflicts.
+        if params.get("binary_data").and_then(Value::as_bool) == Some(true) {
             return Err(Error::invalid_arg(
                 "Output can't set both 'shared_memory_region' and 'binary_data'",
             ));
         }
-        return Err(Error::unsupported(not_supported::SHARED_MEMORY));
+        format
+            .shm
+            .insert(output.name.clone(), regions.output(&shm)?);
+        return Ok(());
     }
-    params
-        .get("binary_data")
-        .map(|v| expect_bool("binary_data", v))
-        .transpose()
+    if let Some(v) = params.get("binary_data") {
+        format
+            .binary
+            .insert(output.name.clone(), expect_bool("binary_data", v)?);
+    }
+    Ok(())
 }
 
 #[derive(Serialize)]
@@ -334,19 +390,26 @@ struct OutputJsonOut<'a> {
     data: Option<JsonData<'a>>,
 }
 
-/// Encodes a response, with binary outputs appended after the JSON when asked for, and
-/// compressed when the client accepts it.
+/// Encodes a response, with outputs written into their shared-memory regions, binary
+/// outputs appended after the JSON when asked for, and compressed when the client accepts
+/// it.
 pub fn encode(
     response: &InferResponse,
     format: &OutputFormat,
     accept: Option<Encoding>,
-) -> Response {
+) -> Result<Response> {
+    for o in &response.outputs {
+        if let Some(target) = format.shm.get(&o.name) {
+            target.write(&o.name, &o.data)?;
+        }
+    }
     let mut binary_parts: Vec<&Bytes> = Vec::new();
     let outputs = response
         .outputs
         .iter()
         .map(|o| {
-            let binary = format.is_binary(&o.name);
+            let in_shm = format.shm.contains_key(&o.name);
+            let binary = !in_shm && format.is_binary(&o.name);
             if binary {
                 binary_parts.push(&o.data);
             }
@@ -357,7 +420,7 @@ pub fn encode(
                 parameters: binary.then_some(BinarySize {
                     binary_data_size: o.data.len(),
                 }),
-                data: (!binary).then_some(JsonData {
+                data: (!binary && !in_shm).then_some(JsonData {
                     datatype: o.datatype,
                     data: &o.data,
                 }),
@@ -373,10 +436,9 @@ pub fn encode(
     let mut body = match serde_json::to_vec(&json) {
         Ok(b) => b,
         Err(e) => {
-            return crate::error::error_body(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("failed to serialize the response: {e}"),
-            )
+            return Err(Error::internal(format!(
+                "failed to serialize the response: {e}"
+            )))
         }
     };
     let mut headers = HeaderMap::new();
@@ -403,12 +465,21 @@ pub fn encode(
             HeaderValue::from_static(encoding.token()),
         );
     }
-    (StatusCode::OK, headers, body).into_response()
+    Ok((StatusCode::OK, headers, body).into_response())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decode_plain(
+        model: &str,
+        version: Option<i64>,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<(InferRequest, OutputFormat)> {
+        decode(model, version, headers, body, &ShmRegistry::default())
+    }
 
     fn headers_with_length(n: usize) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -421,7 +492,7 @@ mod tests {
         let json = br#"{"inputs":[{"name":"A","shape":[1,2],"datatype":"INT32","parameters":{"binary_data_size":8}},{"name":"B","shape":[1],"datatype":"INT32","data":[7]}],"outputs":[{"name":"O","parameters":{"binary_data":true}}]}"#;
         let mut body = json.to_vec();
         body.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0]);
-        let (req, format) = decode(
+        let (req, format) = decode_plain(
             "m",
             None,
             &headers_with_length(json.len()),
@@ -437,14 +508,14 @@ mod tests {
     #[test]
     fn triton_messages_for_malformed_bodies() {
         let json = br#"{"inputs":[{"name":"A","shape":[2],"datatype":"INT32","parameters":{"binary_data_size":8}}]}"#;
-        let err = decode("m", None, &HeaderMap::new(), Bytes::from_static(json)).unwrap_err();
+        let err = decode_plain("m", None, &HeaderMap::new(), Bytes::from_static(json)).unwrap_err();
         assert_eq!(
             err.message(),
             "unexpected size for input 'A', expecting 8 additional bytes for model 'm'"
         );
         let mut body = json.to_vec();
         body.extend_from_slice(&[0; 4]);
-        let err = decode(
+        let err = decode_plain(
             "m",
             None,
             &headers_with_length(json.len()),
@@ -456,7 +527,7 @@ mod tests {
             "unexpected size for input 'A', expecting 4 additional bytes for model 'm'"
         );
         body.extend_from_slice(&[0; 5]);
-        let err = decode(
+        let err = decode_plain(
             "m",
             None,
             &headers_with_length(json.len()),
@@ -468,7 +539,7 @@ mod tests {
             "unexpected additional input data for model 'm'"
         );
         let both = br#"{"inputs":[{"name":"A","shape":[1],"datatype":"INT32","data":[1],"parameters":{"shared_memory_region":"r"}}]}"#;
-        let err = decode("m", None, &HeaderMap::new(), Bytes::from_static(both)).unwrap_err();
+        let err = decode_plain("m", None, &HeaderMap::new(), Bytes::from_static(both)).unwrap_err();
         assert!(
             err.message()
                 .ends_with("But set 'data' 'shared_memory_region'"),
@@ -476,7 +547,8 @@ mod tests {
             err.message()
         );
         let reserved = br#"{"parameters":{"triton_x":1},"inputs":[]}"#;
-        let err = decode("m", None, &HeaderMap::new(), Bytes::from_static(reserved)).unwrap_err();
+        let err =
+            decode_plain("m", None, &HeaderMap::new(), Bytes::from_static(reserved)).unwrap_err();
         assert!(err.message().contains("reserved for Triton"));
     }
 }

@@ -6,6 +6,7 @@ mod compression;
 mod error;
 mod infer;
 mod json_data;
+mod shm;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -62,6 +63,27 @@ pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
         .route("/v2/models/stats", get(admin::all_stats))
         .nest("/v2/models/{model}", model_routes.clone())
         .nest("/v2/models/{model}/versions/{version}", model_routes)
+        .route("/v2/systemsharedmemory/status", get(shm::status_all))
+        .route(
+            "/v2/systemsharedmemory/region/{region}/status",
+            get(shm::status_one),
+        )
+        .route(
+            "/v2/systemsharedmemory/register",
+            post(shm::register_without_name),
+        )
+        .route(
+            "/v2/systemsharedmemory/region/{region}/register",
+            post(shm::register),
+        )
+        .route(
+            "/v2/systemsharedmemory/unregister",
+            post(shm::unregister_all),
+        )
+        .route(
+            "/v2/systemsharedmemory/region/{region}/unregister",
+            post(shm::unregister_one),
+        )
         .route("/v2/repository/index", post(admin::repository_index))
         .route("/v2/repository/models/{model}/load", post(admin::load))
         .route("/v2/repository/models/{model}/unload", post(admin::unload))
@@ -81,11 +103,11 @@ async fn infer_handler(
 ) -> ApiResult<Response> {
     let (model, version) = admin::model_path(&path)?;
     let body = compression::decode_body(&headers, body, state.options.max_body_bytes)?;
-    let (request, format) = infer::decode(&model, version, &headers, body)?;
+    let (request, format) = infer::decode(&model, version, &headers, body, state.server.shm())?;
     let response = state.server.infer(request).await?;
     Ok(infer::encode(
         &response,
         &format,
         compression::accepted(&headers),
-    ))
+    )?)
 }

@@ -1,0 +1,155 @@
+//! Registry tests over real POSIX shared memory.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+
+use super::*;
+
+/// Creates a shared-memory object of `size` bytes filled with 0, 1, 2, ... and removes it
+/// on drop.
+struct Object(CString);
+
+impl Object {
+    fn new(size: usize) -> Self {
+        let key =
+            CString::new(format!("/nereid_unit_{}_{size}", std::process::id())).expect("no NUL");
+        // SAFETY: valid C string; the fd is checked and closed.
+        unsafe {
+            let fd = libc::shm_open(key.as_ptr(), libc::O_CREAT | libc::O_RDWR, 0o600);
+            assert!(fd >= 0, "shm_open");
+            assert_eq!(libc::ftruncate(fd, size as libc::off_t), 0);
+            let data: Vec<u8> = (0..size).map(|i| i as u8).collect();
+            assert_eq!(libc::write(fd, data.as_ptr().cast(), size), size as isize);
+            libc::close(fd);
+        }
+        Self(key)
+    }
+
+    fn key(&self) -> &str {
+        self.0.to_str().expect("ascii")
+    }
+}
+
+impl Drop for Object {
+    fn drop(&mut self) {
+        // SAFETY: valid C string.
+        unsafe { libc::shm_unlink(self.0.as_ptr()) };
+    }
+}
+
+fn shm(region: &str, offset: u64, byte_size: u64) -> ShmRef {
+    ShmRef {
+        region: region.into(),
+        offset,
+        byte_size,
+    }
+}
+
+#[test]
+fn registers_at_unaligned_offsets_and_reads_in_place() {
+    let object = Object::new(10_000);
+    let registry = ShmRegistry::default();
+    registry
+        .register_system("r", object.key(), 4100, 64)
+        .expect("registers");
+    let bytes = registry.input(&shm("r", 2, 3)).expect("inside");
+    assert_eq!(
+        &bytes[..],
+        &[(4102 % 256) as u8, (4103 % 256) as u8, (4104 % 256) as u8]
+    );
+    let status = registry.system_status(None).expect("status");
+    assert_eq!(status[0].offset, 4100);
+    let e = registry
+        .register_system("r", object.key(), 0, 8)
+        .expect_err("twice");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists);
+}
+
+#[test]
+fn bounds_and_names_are_checked() {
+    let object = Object::new(128);
+    let registry = ShmRegistry::default();
+    let e = registry
+        .register_system("big", object.key(), 100, 64)
+        .expect_err("too big");
+    assert!(e.message().contains("exceeds the size"), "{}", e.message());
+    for key in ["/../etc/passwd", "a/b", "", "/"] {
+        let e = registry
+            .register_system("x", key, 0, 8)
+            .expect_err("bad key");
+        assert!(
+            e.message().starts_with("invalid shared memory key"),
+            "{}",
+            e.message()
+        );
+    }
+    let e = registry
+        .register_system("x", "/nereid_missing_object", 0, 8)
+        .expect_err("missing");
+    assert_eq!(
+        e.message(),
+        "Unable to open shared memory region: '/nereid_missing_object'"
+    );
+    registry
+        .register_system("r", object.key(), 0, 16)
+        .expect("registers");
+    assert_eq!(
+        registry
+            .input(&shm("r", 16, 1))
+            .expect_err("offset")
+            .message(),
+        "Invalid offset for shared memory region: 'r'"
+    );
+    assert_eq!(
+        registry.input(&shm("r", 8, 9)).expect_err("end").message(),
+        "Invalid offset + byte size for shared memory region: 'r'"
+    );
+    assert_eq!(
+        registry.input(&shm("q", 0, 1)).expect_err("unknown").kind(),
+        ErrorKind::NotFound
+    );
+}
+
+#[test]
+fn outputs_are_written_and_unregister_defers_the_unmap() {
+    let object = Object::new(64);
+    let registry = ShmRegistry::default();
+    registry
+        .register_system("r", object.key(), 0, 64)
+        .expect("registers");
+    let target = registry.output(&shm("r", 8, 4)).expect("inside");
+    let view = registry.input(&shm("r", 8, 4)).expect("inside");
+    registry.unregister_system(Some("r"));
+    assert!(registry.system_status(Some("r")).is_err());
+    target.write("OUT", &[9, 9, 9, 9]).expect("fits");
+    assert_eq!(&view[..], &[9, 9, 9, 9], "still mapped while in use");
+    let e = target.write("OUT", &[0; 5]).expect_err("too small");
+    assert_eq!(
+        e.message(),
+        "shared memory size specified with the request for output 'OUT' (4 bytes) should be at least 5 bytes to hold the results"
+    );
+}
+
+#[test]
+fn parameters_resolve_with_one_message_for_both_frontends() {
+    let p = |region: Option<&str>, offset, byte_size| ShmParams {
+        region: region.map(str::to_string),
+        offset,
+        byte_size,
+    };
+    assert_eq!(p(None, None, None).resolve("T").expect("none"), None);
+    assert!(p(Some("r"), None, None)
+        .resolve("T")
+        .expect_err("size")
+        .message()
+        .contains("must be specified along with"));
+    assert!(p(None, Some(4), None)
+        .resolve("T")
+        .expect_err("region")
+        .message()
+        .contains("can not be specified without"));
+    assert_eq!(
+        p(Some("r"), None, Some(8)).resolve("T").expect("ok"),
+        Some(shm("r", 0, 8))
+    );
+}
