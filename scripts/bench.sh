@@ -55,6 +55,37 @@ run_bench overhead_nereid_http add_sub "$HTTP" http 1:1:1
 run_bench overhead_nereid_grpc add_sub "$GRPC" grpc 1:1:1
 kill "$PID"; wait "$PID" || true
 
+# Shared memory vs the body: a 4 MiB and a 64 MiB FP32 identity at concurrency 1.
+SHM_REPO=$(mktemp -d)
+cp -r examples/models/identity_fp32 "$SHM_REPO/"
+start_nereid "$SHM_REPO"
+for size in 4 64; do
+  elements=$((size * 262144))
+  for transport in "http none" "http system" "grpc none" "grpc system"; do
+    set -- $transport
+    run_bench "shm_${size}mib_$1_$2" identity_fp32 "$([[ $1 == http ]] && echo "$HTTP" || echo "$GRPC")" "$1" 1:1:1 \
+      --shape "INPUT0:$elements" --shared-memory "$2"
+  done
+done
+kill "$PID"; wait "$PID" || true
+.venv/bin/python - >"$OUT/memcpy.csv" <<'PY'
+import time
+
+import numpy as np
+
+print("mib,copies_per_sec")
+for mib in (4, 64):
+    a = np.ones(mib * 262144, np.float32)
+    b = np.empty_like(a)
+    for _ in range(3):
+        np.copyto(b, a)
+    n = max(5, 2048 // mib)
+    start = time.perf_counter()
+    for _ in range(n):
+        np.copyto(b, a)
+    print(f"{mib},{n / (time.perf_counter() - start):.1f}")
+PY
+
 echo "bench: in-process ONNX Runtime" >&2
 BATCHES=1,2,3,4,5,6,7,8,10,12,14,16,20,24,32,48,64
 target/release/examples/ort_inprocess "$MODELS/mlp/1/model.onnx" INPUT 16 "$BATCHES" 2 1 >"$OUT/inprocess_mlp.csv"
