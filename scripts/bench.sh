@@ -63,8 +63,10 @@ for size in 4 64; do
   elements=$((size * 262144))
   for transport in "http none" "http system" "grpc none" "grpc system"; do
     set -- $transport
+    extra=()
+    [[ $2 == system ]] && extra=(--output-shared-memory-size $((size * 1048576)))
     run_bench "shm_${size}mib_$1_$2" identity_fp32 "$([[ $1 == http ]] && echo "$HTTP" || echo "$GRPC")" "$1" 1:1:1 \
-      --shape "INPUT0:$elements" --shared-memory "$2"
+      --shape "INPUT0:$elements" --shared-memory "$2" "${extra[@]}"
   done
 done
 kill "$PID"; wait "$PID" || true

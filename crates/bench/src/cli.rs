@@ -45,6 +45,18 @@ pub struct Args {
     #[arg(long = "input-data", value_enum, default_value_t = InputData::Random)]
     pub input_data: InputData,
 
+    /// Where tensors travel: `none` (in the requests) or `system` (POSIX shared memory the
+    /// benchmark creates and registers with the server: one region per worker holding its
+    /// inputs and outputs; requests carry only references).
+    #[arg(long = "shared-memory", value_enum, default_value_t = SharedMemory::None)]
+    pub shared_memory: SharedMemory,
+
+    /// With --shared-memory system: bytes reserved for each output. Defaults to the
+    /// output's size from the model metadata and batch size; required when an output has a
+    /// variable dimension or is BYTES.
+    #[arg(long = "output-shared-memory-size")]
+    pub output_shared_memory_size: Option<u64>,
+
     /// Seed of the random input data and of Poisson arrival times.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -128,6 +140,15 @@ impl Args {
             },
         }
     }
+}
+
+/// Where tensor data travels (`perf_analyzer`'s `--shared-memory`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SharedMemory {
+    /// In the request and response bodies.
+    None,
+    /// In system (POSIX) shared memory.
+    System,
 }
 
 /// Wire protocol.
@@ -374,6 +395,19 @@ mod tests {
         assert_eq!(args.protocol, Protocol::Grpc);
         assert_eq!(args.measurement_interval, 1000);
         assert_eq!(args.shapes.len(), 1);
+        assert_eq!(args.shared_memory, SharedMemory::None);
+        let shm = Args::try_parse_from([
+            "nereid-bench",
+            "-m",
+            "x",
+            "--shared-memory",
+            "system",
+            "--output-shared-memory-size",
+            "4096",
+        ])
+        .expect("valid command line");
+        assert_eq!(shm.shared_memory, SharedMemory::System);
+        assert_eq!(shm.output_shared_memory_size, Some(4096));
         assert!(Args::try_parse_from([
             "nereid-bench",
             "-m",

@@ -10,6 +10,7 @@ mod data;
 mod load;
 mod metadata;
 mod report;
+mod shm;
 mod stats;
 
 use std::process::ExitCode;
@@ -18,12 +19,15 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser as _;
 
-use crate::cli::{Args, Protocol};
+use crate::cli::{Args, Protocol, SharedMemory};
 use crate::client::{Client, InferRequest, InputTensor, Target};
 use crate::data::Prng;
 use crate::load::threads::ClientThreads;
-use crate::load::{open::OpenLoop, Load, PreparedRequest, StaticSource, StepConfig};
+use crate::load::{
+    open::OpenLoop, Load, PreparedRequest, ShmSource, SourceFactory, StaticSource, StepConfig,
+};
 use crate::report::{Progress, Report, StepReport};
+use crate::shm::ShmRegions;
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -79,11 +83,9 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             })
             .collect(),
         outputs: info.outputs.iter().map(|o| o.name.clone()).collect(),
+        shm: None,
     };
-    let sources = StaticSource::factory(PreparedRequest {
-        wire: control.encode(&request),
-        batch_size: u64::from(args.batch_size),
-    });
+    let batch_size = u64::from(args.batch_size);
 
     let (mode, loads): (&'static str, Vec<Load>) =
         match (&args.request_rate_range, &args.concurrency_range) {
@@ -110,18 +112,53 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         verbose: args.verbose,
     };
 
-    let threads =
-        ClientThreads::start(args.client_threads as usize).context("starting client threads")?;
-    let progress = Progress::new(args.quiet);
-    let mut steps = Vec::with_capacity(loads.len());
-    for load in loads {
-        let outcome =
-            load::run_step(&mut control, &threads, load, &sources, &config, &progress).await;
-        progress.clear();
-        let outcome = outcome?;
-        warn_about(load, &outcome, args.quiet);
-        steps.push(StepReport::new(load, outcome));
+    let (sources, regions): (SourceFactory, Option<ShmRegions>) = match args.shared_memory {
+        SharedMemory::None => (
+            StaticSource::factory(PreparedRequest {
+                wire: control.encode(&request),
+                batch_size,
+            }),
+            None,
+        ),
+        SharedMemory::System => {
+            let output_sizes =
+                metadata::output_sizes(&info, args.batch_size, args.output_shared_memory_size)?;
+            // Closed loop: a region per worker of the largest step. Open loop: a small
+            // round-robin pool (see `shm`).
+            let (count, rotate) = if mode == "request_rate" {
+                (
+                    (args.max_in_flight as usize).min(shm::OPEN_LOOP_REGIONS),
+                    true,
+                )
+            } else {
+                let most = loads.iter().map(|l| match l {
+                    Load::Concurrency(n) => *n,
+                    Load::Rate(_) => 1,
+                });
+                (most.max().unwrap_or(1).max(1), false)
+            };
+            let (regions, requests) =
+                ShmRegions::create(&mut control, count, &request, &output_sizes).await?;
+            let prepared = requests
+                .iter()
+                .map(|r| PreparedRequest {
+                    wire: control.encode(r),
+                    batch_size,
+                })
+                .collect();
+            (ShmSource::factory(prepared, rotate), Some(regions))
+        }
+    };
+
+    // Measure; Ctrl-C ends the run through the same path, so shared memory is released.
+    let measured = tokio::select! {
+        steps = measure(&args, &mut control, &loads, &sources, &config) => steps,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+    };
+    if let Some(regions) = regions {
+        regions.release(&mut control).await;
     }
+    let steps = measured?;
 
     let report = Report {
         model: args.model_name.clone(),
@@ -148,6 +185,28 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("error: no request succeeded");
         ExitCode::FAILURE
     })
+}
+
+/// Runs every step of the sweep on fresh client threads.
+async fn measure(
+    args: &Args,
+    control: &mut Client,
+    loads: &[Load],
+    sources: &SourceFactory,
+    config: &StepConfig,
+) -> anyhow::Result<Vec<StepReport>> {
+    let threads =
+        ClientThreads::start(args.client_threads as usize).context("starting client threads")?;
+    let progress = Progress::new(args.quiet);
+    let mut steps = Vec::with_capacity(loads.len());
+    for &load in loads {
+        let outcome = load::run_step(control, &threads, load, sources, config, &progress).await;
+        progress.clear();
+        let outcome = outcome?;
+        warn_about(load, &outcome, args.quiet);
+        steps.push(StepReport::new(load, outcome));
+    }
+    Ok(steps)
 }
 
 /// Warnings for a finished step on stderr: unstable measurement, errors, a delayed open loop.

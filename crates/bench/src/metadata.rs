@@ -114,6 +114,39 @@ pub fn resolve_inputs(
         .collect()
 }
 
+/// Bytes to reserve for each output in shared memory: `size` for all when given, else
+/// each output's fixed size from the metadata (its batch dimension set to `batch_size`).
+/// An output with a variable dimension or of type BYTES needs `size`.
+pub fn output_sizes(info: &ModelInfo, batch_size: u32, size: Option<u64>) -> Result<Vec<u64>> {
+    let batching = info.max_batch_size > 0;
+    info.outputs
+        .iter()
+        .map(|output| {
+            if let Some(size) = size {
+                return Ok(size);
+            }
+            let need = |why: &str| {
+                anyhow::anyhow!(
+                    "output '{}' {why}, so its size is unknown: pass --output-shared-memory-size",
+                    output.name
+                )
+            };
+            let element = DataType::parse(&output.datatype)
+                .and_then(DataType::element_size)
+                .ok_or_else(|| need(&format!("has datatype '{}'", output.datatype)))?;
+            let dims = match (batching, output.shape.split_first()) {
+                (true, Some((_, rest))) => rest,
+                _ => &output.shape[..],
+            };
+            if dims.iter().any(|&d| d < 0) {
+                return Err(need("has a variable dimension"));
+            }
+            let batch = if batching { u64::from(batch_size) } else { 1 };
+            Ok(dims.iter().map(|&d| d as u64).product::<u64>() * batch * element as u64)
+        })
+        .collect()
+}
+
 /// The concrete non-batch dims of one input: the model's dims with `--shape` applied.
 fn apply_override(name: &str, dims: &[i64], overrides: &[ShapeOverride]) -> Result<Vec<i64>> {
     let Some(o) = overrides.iter().rev().find(|o| o.name == name) else {
@@ -165,6 +198,24 @@ mod tests {
             name: "IN".into(),
             dims,
         }]
+    }
+
+    #[test]
+    fn output_sizes_from_metadata_or_flag() {
+        let mut model = info(8, vec![-1, 4]);
+        model.outputs = vec![TensorMeta {
+            name: "OUT".into(),
+            datatype: "FP32".into(),
+            shape: vec![-1, 4],
+        }];
+        assert_eq!(output_sizes(&model, 2, None).expect("fixed"), vec![32]);
+        assert_eq!(output_sizes(&model, 2, Some(100)).expect("flag"), vec![100]);
+        model.outputs[0].shape = vec![-1, -1];
+        let e = output_sizes(&model, 2, None).expect_err("variable");
+        assert!(e.to_string().contains("--output-shared-memory-size"));
+        model.outputs[0].shape = vec![-1, 4];
+        model.outputs[0].datatype = "BYTES".into();
+        assert!(output_sizes(&model, 2, None).is_err());
     }
 
     #[test]

@@ -4,14 +4,17 @@
 //! the tonic client on a regular `Channel`. Inputs travel as `raw_input_contents`, and no
 //! outputs are named, so the server returns all of them raw.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use nereid_proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
-use nereid_proto::inference::model_infer_request::InferInputTensor;
+use nereid_proto::inference::infer_parameter::ParameterChoice;
+use nereid_proto::inference::model_infer_request::{InferInputTensor, InferRequestedOutputTensor};
 use nereid_proto::inference::{
-    ModelConfigRequest, ModelInferRequest, ModelMetadataRequest, ModelStatisticsRequest,
-    ModelStreamInferResponse, StatisticDuration,
+    InferParameter, ModelConfigRequest, ModelInferRequest, ModelMetadataRequest,
+    ModelStatisticsRequest, ModelStreamInferResponse, StatisticDuration,
+    SystemSharedMemoryRegisterRequest, SystemSharedMemoryUnregisterRequest,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -22,6 +25,7 @@ use tonic::Streaming;
 use super::h2::{grpc_frame, H2Channel, UnaryConn};
 use super::{Conn, InferError, InferRequest, Target};
 use crate::metadata::{ModelInfo, TensorMeta};
+use crate::shm::ShmRef;
 use crate::stats::{Duration64, ServerStats};
 
 /// Opens a tonic channel to `endpoint`, with no message size limits.
@@ -73,26 +77,41 @@ impl GrpcControl {
         }
     }
 
-    /// Encodes a request: raw contents, every output returned.
+    /// Encodes a request: raw contents, every output returned; or, with a shared-memory
+    /// placement, no contents and every input and output referring to the region.
     pub fn build(&self, request: &InferRequest) -> GrpcRequest {
-        let message = ModelInferRequest {
-            model_name: self.target.model.clone(),
-            model_version: self.target.version.clone(),
-            inputs: request
-                .inputs
-                .iter()
-                .map(|i| InferInputTensor {
-                    name: i.name.clone(),
-                    datatype: i.datatype.as_str().to_string(),
-                    shape: i.shape.clone(),
-                    ..Default::default()
-                })
-                .collect(),
-            raw_input_contents: request.inputs.iter().map(|i| i.data.clone()).collect(),
-            ..Default::default()
-        };
-        let frame = grpc_frame(&prost::Message::encode_to_vec(&message));
-        GrpcRequest { message, frame }
+        encode(&self.target.model, &self.target.version, request)
+    }
+
+    /// `SystemSharedMemoryRegister`.
+    pub async fn register_system_shm(
+        &mut self,
+        name: &str,
+        key: &str,
+        offset: u64,
+        byte_size: u64,
+    ) -> anyhow::Result<()> {
+        self.client
+            .system_shared_memory_register(SystemSharedMemoryRegisterRequest {
+                name: name.to_string(),
+                key: key.to_string(),
+                offset,
+                byte_size,
+            })
+            .await
+            .map_err(|s| anyhow::anyhow!("SystemSharedMemoryRegister: {}", s.message()))?;
+        Ok(())
+    }
+
+    /// `SystemSharedMemoryUnregister` of one region.
+    pub async fn unregister_system_shm(&mut self, name: &str) -> anyhow::Result<()> {
+        self.client
+            .system_shared_memory_unregister(SystemSharedMemoryUnregisterRequest {
+                name: name.to_string(),
+            })
+            .await
+            .map_err(|s| anyhow::anyhow!("SystemSharedMemoryUnregister: {}", s.message()))?;
+        Ok(())
     }
 
     /// `ModelMetadata` and `ModelConfig`.
@@ -165,6 +184,70 @@ impl GrpcControl {
         }
         Ok(total)
     }
+}
+
+/// Encodes a request for `model` (`version`): see [`GrpcControl::build`].
+fn encode(model: &str, version: &str, request: &InferRequest) -> GrpcRequest {
+    let shm = request.shm.as_ref();
+    let message = ModelInferRequest {
+        model_name: model.to_string(),
+        model_version: version.to_string(),
+        inputs: request
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(k, i)| InferInputTensor {
+                name: i.name.clone(),
+                datatype: i.datatype.as_str().to_string(),
+                shape: i.shape.clone(),
+                parameters: shm
+                    .map(|p| shm_parameters(&p.region, p.inputs[k]))
+                    .unwrap_or_default(),
+                ..Default::default()
+            })
+            .collect(),
+        // Outputs in shared memory must be named; otherwise none are, and the server
+        // returns all of them raw.
+        outputs: match shm {
+            Some(p) => request
+                .outputs
+                .iter()
+                .zip(&p.outputs)
+                .map(|(name, &place)| InferRequestedOutputTensor {
+                    name: name.clone(),
+                    parameters: shm_parameters(&p.region, place),
+                })
+                .collect(),
+            None => Vec::new(),
+        },
+        raw_input_contents: match shm {
+            Some(_) => Vec::new(),
+            None => request.inputs.iter().map(|i| i.data.clone()).collect(),
+        },
+        ..Default::default()
+    };
+    let frame = grpc_frame(&prost::Message::encode_to_vec(&message));
+    GrpcRequest { message, frame }
+}
+
+/// The parameters that place a tensor in a registered shared-memory region.
+fn shm_parameters(region: &str, place: ShmRef) -> HashMap<String, InferParameter> {
+    let param = |choice| InferParameter {
+        parameter_choice: Some(choice),
+    };
+    let int = |v: u64| {
+        param(ParameterChoice::Int64Param(
+            i64::try_from(v).unwrap_or(i64::MAX),
+        ))
+    };
+    HashMap::from([
+        (
+            "shared_memory_region".to_string(),
+            param(ParameterChoice::StringParam(region.to_string())),
+        ),
+        ("shared_memory_offset".to_string(), int(place.offset)),
+        ("shared_memory_byte_size".to_string(), int(place.byte_size)),
+    ])
 }
 
 /// The innermost cause of an error: tonic's transport error alone says only "transport
@@ -339,5 +422,88 @@ impl StreamConn {
                 status.message()
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::client::InputTensor;
+    use crate::data::DataType;
+    use crate::shm::ShmPlacement;
+
+    fn request(shm: Option<ShmPlacement>) -> InferRequest {
+        InferRequest {
+            inputs: vec![InputTensor {
+                name: "INPUT0".into(),
+                datatype: DataType::Fp32,
+                shape: vec![1, 2],
+                data: Bytes::from_static(&[1, 2, 3, 4, 5, 6, 7, 8]),
+            }],
+            outputs: vec!["OUTPUT0".into()],
+            shm,
+        }
+    }
+
+    fn param(p: &HashMap<String, InferParameter>, key: &str) -> ParameterChoice {
+        p.get(key)
+            .and_then(|p| p.parameter_choice.clone())
+            .unwrap_or_else(|| panic!("parameter {key} missing"))
+    }
+
+    #[test]
+    fn plain_request_carries_raw_contents() {
+        let r = encode("m", "1", &request(None));
+        assert_eq!(r.message.model_name, "m");
+        assert_eq!(r.message.model_version, "1");
+        assert_eq!(
+            r.message.raw_input_contents,
+            vec![vec![1u8, 2, 3, 4, 5, 6, 7, 8]]
+        );
+        assert!(r.message.inputs[0].parameters.is_empty());
+        assert!(r.message.outputs.is_empty());
+    }
+
+    #[test]
+    fn shm_request_refers_to_the_region_and_carries_no_data() {
+        let placement = ShmPlacement {
+            region: "nereid_bench_1_0".into(),
+            inputs: vec![ShmRef {
+                offset: 0,
+                byte_size: 8,
+            }],
+            outputs: vec![ShmRef {
+                offset: 64,
+                byte_size: 8,
+            }],
+        };
+        let r = encode("m", "", &request(Some(placement)));
+        assert!(r.message.raw_input_contents.is_empty());
+        let input = &r.message.inputs[0].parameters;
+        assert_eq!(
+            param(input, "shared_memory_region"),
+            ParameterChoice::StringParam("nereid_bench_1_0".into())
+        );
+        assert_eq!(
+            param(input, "shared_memory_offset"),
+            ParameterChoice::Int64Param(0)
+        );
+        assert_eq!(
+            param(input, "shared_memory_byte_size"),
+            ParameterChoice::Int64Param(8)
+        );
+        assert_eq!(r.message.outputs.len(), 1);
+        let output = &r.message.outputs[0];
+        assert_eq!(output.name, "OUTPUT0");
+        assert_eq!(
+            param(&output.parameters, "shared_memory_offset"),
+            ParameterChoice::Int64Param(64)
+        );
+        // The unary frame is the same message, encoded.
+        let decoded: ModelInferRequest =
+            prost::Message::decode(&r.frame[5..]).expect("the frame holds the message");
+        assert_eq!(decoded, r.message);
     }
 }

@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 
 use super::{InferError, InferRequest, Target};
 use crate::metadata::{ModelInfo, TensorMeta};
+use crate::shm::ShmRef;
 use crate::stats::{Duration64, ServerStats};
 
 /// The header that tells the server where the JSON part of a binary-extension body ends.
@@ -41,58 +42,71 @@ struct JsonInput<'a> {
     name: &'a str,
     shape: &'a [i64],
     datatype: &'a str,
-    parameters: BinaryDataSize,
-}
-
-#[derive(Serialize)]
-struct BinaryDataSize {
-    binary_data_size: usize,
+    parameters: serde_json::Value,
 }
 
 #[derive(Serialize)]
 struct JsonOutput<'a> {
     name: &'a str,
-    parameters: BinaryData,
+    parameters: serde_json::Value,
 }
 
-#[derive(Serialize)]
-struct BinaryData {
-    binary_data: bool,
+/// The parameters that place a tensor in a registered shared-memory region.
+fn shm_parameters(region: &str, place: ShmRef) -> serde_json::Value {
+    serde_json::json!({
+        "shared_memory_region": region,
+        "shared_memory_offset": place.offset,
+        "shared_memory_byte_size": place.byte_size,
+    })
 }
 
 impl HttpBody {
     /// Builds the body of an infer request: every input as binary data, every requested
-    /// output asked for as binary data.
+    /// output asked for as binary data; or, with a shared-memory placement, a JSON-only
+    /// body whose inputs and outputs all refer to the region.
     pub fn build(request: &InferRequest) -> Self {
+        let shm = request.shm.as_ref();
         let header = JsonRequest {
             inputs: request
                 .inputs
                 .iter()
-                .map(|i| JsonInput {
+                .enumerate()
+                .map(|(k, i)| JsonInput {
                     name: &i.name,
                     shape: &i.shape,
                     datatype: i.datatype.as_str(),
-                    parameters: BinaryDataSize {
-                        binary_data_size: i.data.len(),
+                    parameters: match shm {
+                        Some(p) => shm_parameters(&p.region, p.inputs[k]),
+                        None => serde_json::json!({"binary_data_size": i.data.len()}),
                     },
                 })
                 .collect(),
             outputs: request
                 .outputs
                 .iter()
-                .map(|name| JsonOutput {
+                .enumerate()
+                .map(|(k, name)| JsonOutput {
                     name,
-                    parameters: BinaryData { binary_data: true },
+                    parameters: match shm {
+                        Some(p) => shm_parameters(&p.region, p.outputs[k]),
+                        None => serde_json::json!({"binary_data": true}),
+                    },
                 })
                 .collect(),
         };
         let json = serde_json::to_vec(&header)
             .expect("serializing plain structs of strings and numbers cannot fail");
-        let data_len: usize = request.inputs.iter().map(|i| i.data.len()).sum();
+        let data_len: usize = if shm.is_some() {
+            0
+        } else {
+            request.inputs.iter().map(|i| i.data.len()).sum()
+        };
         let mut body = BytesMut::with_capacity(json.len() + data_len);
         body.put_slice(&json);
-        for input in &request.inputs {
-            body.put_slice(&input.data);
+        if shm.is_none() {
+            for input in &request.inputs {
+                body.put_slice(&input.data);
+            }
         }
         Self {
             body: body.freeze(),
@@ -209,6 +223,23 @@ impl HttpConn {
     }
 }
 
+impl HttpConn {
+    /// POSTs `body` as JSON to `path`; non-200 answers become errors.
+    async fn post_json(&mut self, path: &str, body: &serde_json::Value) -> anyhow::Result<()> {
+        let uri: Uri = path.parse().with_context(|| format!("bad path '{path}'"))?;
+        let request = self
+            .request(Method::POST, uri)
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .body(Full::new(Bytes::from(body.to_string())))
+            .context("building a POST request")?;
+        let (status, response) = self.send(request).await?;
+        if status != StatusCode::OK {
+            bail!("POST {path}: {}", error_message(status, &response));
+        }
+        Ok(())
+    }
+}
+
 /// The `{"error": "..."}` message of a failed request, or the status and raw body.
 fn error_message(status: StatusCode, body: &[u8]) -> String {
     #[derive(Deserialize)]
@@ -274,6 +305,33 @@ impl HttpControl {
             address: self.conn.address.clone(),
             infer_uri: self.infer_uri.clone(),
         }
+    }
+
+    /// `POST /v2/systemsharedmemory/region/{name}/register`.
+    pub async fn register_system_shm(
+        &mut self,
+        name: &str,
+        key: &str,
+        offset: u64,
+        byte_size: u64,
+    ) -> anyhow::Result<()> {
+        let body = serde_json::json!({"key": key, "offset": offset, "byte_size": byte_size});
+        self.conn
+            .post_json(
+                &format!("/v2/systemsharedmemory/region/{name}/register"),
+                &body,
+            )
+            .await
+    }
+
+    /// `POST /v2/systemsharedmemory/region/{name}/unregister`.
+    pub async fn unregister_system_shm(&mut self, name: &str) -> anyhow::Result<()> {
+        self.conn
+            .post_json(
+                &format!("/v2/systemsharedmemory/region/{name}/unregister"),
+                &serde_json::json!({}),
+            )
+            .await
     }
 
     /// `GET /v2/models/{m}` and `GET /v2/models/{m}/config`.
@@ -391,6 +449,7 @@ mod tests {
                 },
             ],
             outputs: vec!["OUTPUT0".into()],
+            shm: None,
         };
         let body = HttpBody::build(&request);
         let json_len: usize = body
@@ -412,6 +471,48 @@ mod tests {
                      "parameters": {"binary_data_size": 3}},
                 ],
                 "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": true}}],
+            })
+        );
+    }
+
+    #[test]
+    fn shm_body_is_json_only_with_region_parameters() {
+        let request = InferRequest {
+            inputs: vec![InputTensor {
+                name: "INPUT0".into(),
+                datatype: DataType::Fp32,
+                shape: vec![1, 2],
+                data: Bytes::from_static(&[1, 2, 3, 4, 5, 6, 7, 8]),
+            }],
+            outputs: vec!["OUTPUT0".into()],
+            shm: Some(crate::shm::ShmPlacement {
+                region: "r0".into(),
+                inputs: vec![ShmRef {
+                    offset: 0,
+                    byte_size: 8,
+                }],
+                outputs: vec![ShmRef {
+                    offset: 64,
+                    byte_size: 32,
+                }],
+            }),
+        };
+        let body = HttpBody::build(&request);
+        assert_eq!(
+            body.header_length.to_str().expect("ascii digits"),
+            body.body.len().to_string(),
+            "no binary data follows the JSON"
+        );
+        let header: serde_json::Value = serde_json::from_slice(&body.body).expect("valid JSON");
+        assert_eq!(
+            header,
+            serde_json::json!({
+                "inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "FP32",
+                    "parameters": {"shared_memory_region": "r0", "shared_memory_offset": 0,
+                                   "shared_memory_byte_size": 8}}],
+                "outputs": [{"name": "OUTPUT0",
+                    "parameters": {"shared_memory_region": "r0", "shared_memory_offset": 64,
+                                   "shared_memory_byte_size": 32}}],
             })
         );
     }

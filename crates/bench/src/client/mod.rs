@@ -15,6 +15,7 @@ use bytes::Bytes;
 use crate::cli::Protocol;
 use crate::data::DataType;
 use crate::metadata::ModelInfo;
+use crate::shm::ShmPlacement;
 use crate::stats::ServerStats;
 
 /// Where and how to send requests.
@@ -52,6 +53,9 @@ pub struct InferRequest {
     pub inputs: Vec<InputTensor>,
     /// Outputs to ask for (all of the model's, as binary data).
     pub outputs: Vec<String>,
+    /// With `--shared-memory system`: where the inputs are and where the outputs go; the
+    /// encoded request then carries no tensor data.
+    pub shm: Option<ShmPlacement>,
 }
 
 /// A request encoded for one protocol.
@@ -106,6 +110,29 @@ impl Client {
         match self {
             Self::Http(c) => c.stats().await,
             Self::Grpc(c) => c.stats().await,
+        }
+    }
+
+    /// Registers the system shared-memory object `key` (`offset`, `byte_size`) as region
+    /// `name`.
+    pub async fn register_system_shm(
+        &mut self,
+        name: &str,
+        key: &str,
+        offset: u64,
+        byte_size: u64,
+    ) -> anyhow::Result<()> {
+        match self {
+            Self::Http(c) => c.register_system_shm(name, key, offset, byte_size).await,
+            Self::Grpc(c) => c.register_system_shm(name, key, offset, byte_size).await,
+        }
+    }
+
+    /// Unregisters the system shared-memory region `name`.
+    pub async fn unregister_system_shm(&mut self, name: &str) -> anyhow::Result<()> {
+        match self {
+            Self::Http(c) => c.unregister_system_shm(name).await,
+            Self::Grpc(c) => c.unregister_system_shm(name).await,
         }
     }
 

@@ -23,7 +23,7 @@ use crate::report::Progress;
 use crate::stats::{is_stable, ClientSummary, Recorder, ServerStats, ServerSummary, Window};
 
 /// A request ready to send, and how many inferences it carries.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct PreparedRequest {
     /// The encoded request.
     pub wire: WireRequest,
@@ -54,6 +54,44 @@ impl StaticSource {
 impl RequestSource for StaticSource {
     fn next_request(&mut self) -> Arc<PreparedRequest> {
         self.0.clone()
+    }
+}
+
+/// Requests that refer to shared-memory regions, one region per request. In the closed
+/// loop worker `i` always sends request `i` (its own region); in the open loop each
+/// dispatcher hands them out round-robin, starting at its own index.
+pub struct ShmSource {
+    requests: Arc<[Arc<PreparedRequest>]>,
+    next: usize,
+    rotate: bool,
+}
+
+impl ShmSource {
+    /// A factory over `requests` (at least one): fixed per worker when `!rotate`,
+    /// round-robin when `rotate`.
+    pub fn factory(requests: Vec<PreparedRequest>, rotate: bool) -> SourceFactory {
+        assert!(
+            !requests.is_empty(),
+            "a shared-memory source needs a region"
+        );
+        let requests: Arc<[Arc<PreparedRequest>]> = requests.into_iter().map(Arc::new).collect();
+        Arc::new(move |i| {
+            Box::new(ShmSource {
+                next: i % requests.len(),
+                requests: requests.clone(),
+                rotate,
+            })
+        })
+    }
+}
+
+impl RequestSource for ShmSource {
+    fn next_request(&mut self) -> Arc<PreparedRequest> {
+        let request = self.requests[self.next].clone();
+        if self.rotate {
+            self.next = (self.next + 1) % self.requests.len();
+        }
+        request
     }
 }
 
@@ -181,4 +219,34 @@ pub async fn run_step(
         trials: u32::try_from(windows.len()).unwrap_or(u32::MAX),
         first_error: recorder.first_error(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::http::HttpBody;
+
+    fn prepared(batch_size: u64) -> PreparedRequest {
+        PreparedRequest {
+            wire: WireRequest::Http(HttpBody {
+                body: bytes::Bytes::new(),
+                header_length: hyper::header::HeaderValue::from(0),
+            }),
+            batch_size,
+        }
+    }
+
+    fn sequence(source: &mut dyn RequestSource, n: usize) -> Vec<u64> {
+        (0..n).map(|_| source.next_request().batch_size).collect()
+    }
+
+    #[test]
+    fn shm_source_is_fixed_per_worker_or_round_robin() {
+        let requests = || (1..=3).map(prepared).collect::<Vec<_>>();
+        let fixed = ShmSource::factory(requests(), false);
+        assert_eq!(sequence(&mut *fixed(1), 3), vec![2, 2, 2]);
+        assert_eq!(sequence(&mut *fixed(4), 2), vec![2, 2]);
+        let rotating = ShmSource::factory(requests(), true);
+        assert_eq!(sequence(&mut *rotating(2), 4), vec![3, 1, 2, 3]);
+    }
 }

@@ -20,6 +20,22 @@ async fn bench(args: Vec<String>) -> Output {
     .expect("the blocking task completes")
 }
 
+/// Like [`bench`], also returning the child's process id (which names its regions).
+async fn bench_with_pid(args: Vec<String>) -> (Output, u32) {
+    tokio::task::spawn_blocking(move || {
+        let child = Command::new(env!("CARGO_BIN_EXE_nereid-bench"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the nereid-bench binary runs");
+        let pid = child.id();
+        (child.wait_with_output().expect("it finishes"), pid)
+    })
+    .await
+    .expect("the blocking task completes")
+}
+
 /// Short measurement settings so that each run takes about a second.
 fn quick(extra: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = ["--warmup-secs", "0.1", "-p", "200", "-r", "3", "--quiet"]
@@ -80,6 +96,46 @@ async fn closed_loop_measures_and_reads_server_stats() {
     }
     let csv = std::fs::read_to_string(&csv).expect("the CSV report was written");
     assert_eq!(csv.lines().count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn system_shared_memory_regions_are_registered_used_and_released() {
+    let server = MockServer::start().await;
+    let (out, pid) = bench_with_pid(quick(&[
+        "-m",
+        "batched",
+        "-u",
+        &server.address,
+        "-b",
+        "2",
+        "--concurrency-range",
+        "1:3:2",
+        "--shared-memory",
+        "system",
+    ]))
+    .await;
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(server.bad_bodies(), 0, "every request matched its regions");
+    let (registered, unregistered, served) = server.shm_counts();
+    assert_eq!(registered, 3, "one region per worker of the largest step");
+    assert_eq!(unregistered, 3);
+    assert_eq!(server.registered_regions(), 0);
+    assert!(served > 0);
+    // Every object was unlinked again.
+    let prefix = format!("nereid_bench_{pid}_");
+    let left: Vec<String> = std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
