@@ -3,7 +3,8 @@
 
 use bytes::Bytes;
 use half::{bf16, f16};
-use ort::value::{DynValue, PrimitiveTensorElementType, Tensor, TensorElementType};
+use ort::session::SessionInputValue;
+use ort::value::{DynValue, PrimitiveTensorElementType, Tensor, TensorElementType, TensorRef};
 
 use nereid_core::request::{join_bytes_elements, split_bytes_elements};
 use nereid_core::{DataType, Error, Result};
@@ -45,6 +46,43 @@ where
     Ok(Tensor::from_array((shape.to_vec(), values))
         .map_err(ort_error)?
         .into_dyn())
+}
+
+fn primitive_view<'a, T>(shape: &[i64], data: &'a [u8]) -> Result<Option<SessionInputValue<'a>>>
+where
+    T: PrimitiveTensorElementType + bytemuck::Pod + std::fmt::Debug,
+{
+    let Ok(values) = bytemuck::try_cast_slice::<u8, T>(data) else {
+        return Ok(None);
+    };
+    let view = TensorRef::from_array_view((shape.to_vec(), values)).map_err(ort_error)?;
+    Ok(Some(view.into()))
+}
+
+/// An ORT tensor that borrows validated protocol bytes without copying them, when the
+/// type is a plain number type and the bytes are aligned for it (request bodies and
+/// shared-memory regions usually are); `None` means "convert with [`to_value`]".
+pub fn to_value_view<'a>(
+    t: DataType,
+    shape: &[i64],
+    data: &'a [u8],
+) -> Result<Option<SessionInputValue<'a>>> {
+    match t {
+        DataType::Uint8 => primitive_view::<u8>(shape, data),
+        DataType::Uint16 => primitive_view::<u16>(shape, data),
+        DataType::Uint32 => primitive_view::<u32>(shape, data),
+        DataType::Uint64 => primitive_view::<u64>(shape, data),
+        DataType::Int8 => primitive_view::<i8>(shape, data),
+        DataType::Int16 => primitive_view::<i16>(shape, data),
+        DataType::Int32 => primitive_view::<i32>(shape, data),
+        DataType::Int64 => primitive_view::<i64>(shape, data),
+        DataType::Fp16 => primitive_view::<f16>(shape, data),
+        DataType::Fp32 => primitive_view::<f32>(shape, data),
+        DataType::Fp64 => primitive_view::<f64>(shape, data),
+        DataType::Bf16 => primitive_view::<bf16>(shape, data),
+        // bool needs 0/1 bytes turned into Rust bools; strings need a copy into ORT.
+        DataType::Bool | DataType::Bytes => Ok(None),
+    }
 }
 
 /// Builds an ORT tensor of type `t` and `shape` from validated protocol bytes.

@@ -9,7 +9,7 @@ use nereid_core::batch::Batch;
 use nereid_core::request::OutputTensor;
 use nereid_core::{Error, Result};
 
-use crate::convert::{from_value, to_value};
+use crate::convert::{from_value, to_value, to_value_view};
 
 /// An instance owning its session (ORT runs need `&mut Session`).
 pub struct OnnxInstance {
@@ -25,13 +25,20 @@ impl OnnxInstance {
     fn run(&mut self, batch: &Batch<'_>, timing: &mut ComputeTiming) -> Result<Vec<OutputTensor>> {
         let spec = batch.spec();
         let started = Instant::now();
-        let mut inputs: Vec<(String, SessionInputValue<'_>)> =
-            Vec::with_capacity(spec.inputs.len());
+        // The gathered bytes outlive the run, so ORT can read them in place.
+        let mut gathered = Vec::with_capacity(spec.inputs.len());
         for input in &spec.inputs {
-            if let Some(gathered) = batch.gather_input(&input.name)? {
-                let value = to_value(input.datatype, &gathered.shape, &gathered.data)?;
-                inputs.push((input.name.clone(), value.into()));
+            if let Some(g) = batch.gather_input(&input.name)? {
+                gathered.push((input, g));
             }
+        }
+        let mut inputs: Vec<(String, SessionInputValue<'_>)> = Vec::with_capacity(gathered.len());
+        for (input, g) in &gathered {
+            let value = match to_value_view(input.datatype, &g.shape, &g.data)? {
+                Some(view) => view,
+                None => to_value(input.datatype, &g.shape, &g.data)?.into(),
+            };
+            inputs.push((input.name.clone(), value));
         }
         let prepared = Instant::now();
         let outputs = self
