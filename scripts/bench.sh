@@ -109,6 +109,8 @@ echo "repository,run,ms_to_ready,rss_kib" >>"$OUT/startup.csv"
 for repo in examples/models "$EMPTY"; do
   label=$([[ $repo == "$EMPTY" ]] && echo empty || echo examples)
   for run in 1 2 3 4 5; do
+    # The child opens its log asynchronously: create it first so the poll below can read it.
+    : >"$OUT/.startup.log"
     t0=$(date +%s%N)
     target/release/nereid --model-repository "$repo" --http-port 0 --grpc-port 0 --metrics-port 0 \
       --http-address 127.0.0.1 --grpc-address 127.0.0.1 --metrics-address 127.0.0.1 2>"$OUT/.startup.log" &
