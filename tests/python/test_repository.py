@@ -4,13 +4,14 @@ measured on Triton 2.51 unless a comment says otherwise."""
 
 import json
 import os
+import shutil
 import re
 
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from conftest import add_sub_config
+from conftest import EXAMPLE_MODELS, add_sub_config
 
 # A `{` where a value should be: a syntax error on line 3.
 BROKEN_SYNTAX = """\
@@ -303,3 +304,22 @@ def test_none_mode_refuses_load_and_unload(make_repo, start_server, error_of):
     finally:
         http.close()
         grpc_.close()
+
+
+def test_poll_mode_loads_new_and_unloads_removed_models(make_repo, start_server, poll):
+    # --model-control-mode=poll: the repository is re-scanned every
+    # --repository-poll-secs; a model that appears is loaded, one that disappears is
+    # unloaded, and the others keep serving throughout.
+    repo = make_repo(["add_sub"])
+    server = start_server(repo, "--model-control-mode=poll", "--repository-poll-secs=1")
+    http = server.http_client()
+    try:
+        assert http.is_model_ready("add_sub")
+        assert not http.is_model_ready("identity_fp32")
+        shutil.copytree(os.path.join(EXAMPLE_MODELS, "identity_fp32"), os.path.join(repo, "identity_fp32"))
+        poll(lambda: http.is_model_ready("identity_fp32"), timeout=15, what="identity_fp32 to load")
+        shutil.rmtree(os.path.join(repo, "add_sub"))
+        poll(lambda: not http.is_model_ready("add_sub"), timeout=15, what="add_sub to unload")
+        assert http.is_model_ready("identity_fp32")
+    finally:
+        http.close()
