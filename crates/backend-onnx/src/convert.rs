@@ -1,5 +1,6 @@
-//! Conversions between the protocol's raw tensor bytes and ORT values: one copy in, one
-//! copy out, typed through `bytemuck` so unaligned client buffers are handled safely.
+//! Conversions between the protocol's raw tensor bytes and ORT values, typed through
+//! `bytemuck` so unaligned client buffers are handled safely. Aligned number tensors cross
+//! in both directions without a copy.
 
 use bytes::Bytes;
 use half::{bf16, f16};
@@ -127,41 +128,69 @@ pub fn to_value(t: DataType, shape: &[i64], data: &[u8]) -> Result<DynValue> {
     }
 }
 
-fn primitive_bytes<T>(value: &DynValue) -> Result<(Vec<i64>, Bytes)>
-where
-    T: PrimitiveTensorElementType + bytemuck::Pod,
-{
-    let (shape, data) = value.try_extract_tensor::<T>().map_err(ort_error)?;
-    Ok((
-        shape.to_vec(),
-        Bytes::copy_from_slice(bytemuck::cast_slice(data)),
-    ))
+/// An ORT output tensor handed out as `Bytes` without copying: the value stays alive as
+/// long as any slice of it does (responses, scattered batch parts, shared-memory writes).
+struct OrtOutput {
+    value: DynValue,
+    datatype: DataType,
 }
 
-/// Reads an ORT output tensor of type `t` into protocol bytes and its shape.
-pub fn from_value(t: DataType, value: &DynValue) -> Result<(Vec<i64>, Bytes)> {
+impl OrtOutput {
+    /// The tensor's shape and bytes; `None` for types that need converting.
+    fn extract(&self) -> Option<(&[i64], &[u8])> {
+        fn raw<T: PrimitiveTensorElementType + bytemuck::Pod>(
+            value: &DynValue,
+        ) -> Option<(&[i64], &[u8])> {
+            let (shape, data) = value.try_extract_tensor::<T>().ok()?;
+            Some((shape, bytemuck::cast_slice(data)))
+        }
+        match self.datatype {
+            DataType::Uint8 => raw::<u8>(&self.value),
+            DataType::Uint16 => raw::<u16>(&self.value),
+            DataType::Uint32 => raw::<u32>(&self.value),
+            DataType::Uint64 => raw::<u64>(&self.value),
+            DataType::Int8 => raw::<i8>(&self.value),
+            DataType::Int16 => raw::<i16>(&self.value),
+            DataType::Int32 => raw::<i32>(&self.value),
+            DataType::Int64 => raw::<i64>(&self.value),
+            DataType::Fp16 => raw::<f16>(&self.value),
+            DataType::Fp32 => raw::<f32>(&self.value),
+            DataType::Fp64 => raw::<f64>(&self.value),
+            DataType::Bf16 => raw::<bf16>(&self.value),
+            DataType::Bool | DataType::Bytes => None,
+        }
+    }
+}
+
+impl AsRef<[u8]> for OrtOutput {
+    fn as_ref(&self) -> &[u8] {
+        // `from_value` only wraps values whose extraction succeeded, so this is never empty
+        // by accident.
+        self.extract().map_or(&[], |(_, bytes)| bytes)
+    }
+}
+
+/// Reads an ORT output tensor of type `t` into protocol bytes and its shape. Number types
+/// are not copied: the bytes borrow ORT's buffer.
+pub fn from_value(t: DataType, value: DynValue) -> Result<(Vec<i64>, Bytes)> {
     match t {
         DataType::Bool => {
             let (shape, data) = value.try_extract_tensor::<bool>().map_err(ort_error)?;
             let bytes: Vec<u8> = data.iter().map(|&b| u8::from(b)).collect();
             Ok((shape.to_vec(), Bytes::from(bytes)))
         }
-        DataType::Uint8 => primitive_bytes::<u8>(value),
-        DataType::Uint16 => primitive_bytes::<u16>(value),
-        DataType::Uint32 => primitive_bytes::<u32>(value),
-        DataType::Uint64 => primitive_bytes::<u64>(value),
-        DataType::Int8 => primitive_bytes::<i8>(value),
-        DataType::Int16 => primitive_bytes::<i16>(value),
-        DataType::Int32 => primitive_bytes::<i32>(value),
-        DataType::Int64 => primitive_bytes::<i64>(value),
-        DataType::Fp16 => primitive_bytes::<f16>(value),
-        DataType::Fp32 => primitive_bytes::<f32>(value),
-        DataType::Fp64 => primitive_bytes::<f64>(value),
-        DataType::Bf16 => primitive_bytes::<bf16>(value),
         DataType::Bytes => {
             let (shape, strings) = value.try_extract_strings().map_err(ort_error)?;
             let joined = join_bytes_elements(strings.iter().map(|s| s.as_bytes()));
             Ok((shape.to_vec(), Bytes::from(joined)))
+        }
+        _ => {
+            let output = OrtOutput { value, datatype: t };
+            let shape = output.extract().map(|(shape, _)| shape.to_vec());
+            let shape = shape.ok_or_else(|| {
+                Error::internal(format!("onnx runtime error: output is not a {t} tensor"))
+            })?;
+            Ok((shape, Bytes::from_owner(output)))
         }
     }
 }

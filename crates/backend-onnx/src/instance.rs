@@ -41,14 +41,14 @@ impl OnnxInstance {
             inputs.push((input.name.clone(), value));
         }
         let prepared = Instant::now();
-        let outputs = self
+        let mut outputs = self
             .session
             .run(inputs)
             .map_err(|e| Error::internal(format!("onnx runtime error {}: {e}", e.code() as i32)))?;
         let ran = Instant::now();
         let mut result = Vec::with_capacity(spec.outputs.len());
         for output in &spec.outputs {
-            let value = outputs.get(&output.name).ok_or_else(|| {
+            let value = outputs.remove(&output.name).ok_or_else(|| {
                 Error::internal(format!(
                     "model '{}' did not produce output '{}'",
                     spec.name, output.name
