@@ -103,7 +103,7 @@ class Response:
 class Server:
     """One running nereid process and the addresses it reported."""
 
-    def __init__(self, repo, args):
+    def __init__(self, repo, args, env=None):
         binary = nereid_bin()
         if not os.path.exists(binary):
             pytest.fail(
@@ -124,6 +124,7 @@ class Server:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=REPO_ROOT,
+            env=None if env is None else {**os.environ, **env},
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -274,16 +275,17 @@ def grpc_client(server):
 
 @pytest.fixture
 def start_server():
-    """start_server(repo, *extra_args, wait=True, raw_args=None) -> Server.
+    """start_server(repo, *extra_args, wait=True, raw_args=None, env=None) -> Server.
 
     With raw_args the argument list is used as given (CLI tests); otherwise
     base_args(repo, extra_args). wait=False returns before the listeners are up.
+    env: variables added to the server's environment.
     """
     started = []
 
-    def start(repo, *extra, wait=True, raw_args=None):
+    def start(repo, *extra, wait=True, raw_args=None, env=None):
         args = raw_args if raw_args is not None else base_args(repo, extra)
-        srv = Server(repo, args)
+        srv = Server(repo, args, env=env)
         started.append(srv)
         return srv.wait_started() if wait else srv
 

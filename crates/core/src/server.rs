@@ -14,6 +14,7 @@ use crate::stats::ModelStatsSnapshot;
 /// Protocol extensions that really work in this build (listed in server metadata).
 pub const EXTENSIONS: &[&str] = &[
     "system_shared_memory",
+    "cuda_shared_memory",
     "model_repository",
     "model_configuration",
     "binary_tensor_data",

@@ -7,18 +7,21 @@
 //! - [`convert`]: infer request/response conversion and parameter checks.
 //! - [`contents`]: typed tensor `contents` → little-endian bytes.
 //! - [`admin`]: metadata, configuration, statistics, repository.
+//! - [`shm`]: the system and CUDA shared-memory RPCs.
 //! - [`stream`]: the bidirectional `ModelStreamInfer`.
 //! - [`status`]: core error → gRPC status.
 
 pub mod admin;
 pub mod contents;
 pub mod convert;
+pub mod shm;
 pub mod status;
 pub mod stream;
 
 use std::future::Future;
 use std::sync::Arc;
 
+use nereid_core::shm::RegionKind;
 use nereid_core::Server;
 use nereid_proto::health::health_check_response::ServingStatus;
 use nereid_proto::health::health_server::{Health, HealthServer};
@@ -210,74 +213,50 @@ impl GrpcInferenceService for InferenceService {
         &self,
         request: Request<SystemSharedMemoryStatusRequest>,
     ) -> Result<Response<SystemSharedMemoryStatusResponse>, Status> {
-        let name = &request.get_ref().name;
-        let regions = self
-            .server
-            .shm()
-            .system_status((!name.is_empty()).then_some(name.as_str()))
-            .map_err(to_status)?;
-        let regions = regions
-            .into_iter()
-            .map(|r| {
-                let status = system_shared_memory_status_response::RegionStatus {
-                    name: r.name.clone(),
-                    key: r.key,
-                    offset: r.offset,
-                    byte_size: r.byte_size,
-                };
-                (r.name, status)
-            })
-            .collect();
-        Ok(Response::new(SystemSharedMemoryStatusResponse { regions }))
+        reply(shm::system_status(self.server.shm(), request.get_ref()))
     }
 
     async fn system_shared_memory_register(
         &self,
         request: Request<SystemSharedMemoryRegisterRequest>,
     ) -> Result<Response<SystemSharedMemoryRegisterResponse>, Status> {
-        let r = request.get_ref();
-        if r.name.is_empty() {
-            return Err(to_status(nereid_core::Error::invalid_arg(
-                "'region name' is necessary to register system shared memory region",
-            )));
-        }
-        self.server
-            .shm()
-            .register_system(&r.name, &r.key, r.offset, r.byte_size)
-            .map_err(to_status)?;
-        Ok(Response::new(SystemSharedMemoryRegisterResponse {}))
+        let done = shm::system_register(self.server.shm(), request.get_ref());
+        reply(done.map(|()| SystemSharedMemoryRegisterResponse {}))
     }
 
     async fn system_shared_memory_unregister(
         &self,
         request: Request<SystemSharedMemoryUnregisterRequest>,
     ) -> Result<Response<SystemSharedMemoryUnregisterResponse>, Status> {
-        let name = &request.get_ref().name;
-        self.server
-            .shm()
-            .unregister_system((!name.is_empty()).then_some(name.as_str()));
+        shm::unregister(
+            self.server.shm(),
+            RegionKind::System,
+            &request.get_ref().name,
+        );
         Ok(Response::new(SystemSharedMemoryUnregisterResponse {}))
     }
 
     async fn cuda_shared_memory_status(
         &self,
-        _request: Request<CudaSharedMemoryStatusRequest>,
+        request: Request<CudaSharedMemoryStatusRequest>,
     ) -> Result<Response<CudaSharedMemoryStatusResponse>, Status> {
-        Err(cuda_shm_unsupported())
+        reply(shm::cuda_status(self.server.shm(), request.get_ref()))
     }
 
     async fn cuda_shared_memory_register(
         &self,
-        _request: Request<CudaSharedMemoryRegisterRequest>,
+        request: Request<CudaSharedMemoryRegisterRequest>,
     ) -> Result<Response<CudaSharedMemoryRegisterResponse>, Status> {
-        Err(cuda_shm_unsupported())
+        let done = shm::cuda_register(self.server.shm(), request.get_ref());
+        reply(done.map(|()| CudaSharedMemoryRegisterResponse {}))
     }
 
     async fn cuda_shared_memory_unregister(
         &self,
-        _request: Request<CudaSharedMemoryUnregisterRequest>,
+        request: Request<CudaSharedMemoryUnregisterRequest>,
     ) -> Result<Response<CudaSharedMemoryUnregisterResponse>, Status> {
-        Err(cuda_shm_unsupported())
+        shm::unregister(self.server.shm(), RegionKind::Cuda, &request.get_ref().name);
+        Ok(Response::new(CudaSharedMemoryUnregisterResponse {}))
     }
 
     async fn trace_setting(
@@ -298,10 +277,6 @@ impl GrpcInferenceService for InferenceService {
 /// Features that do not exist yet answer UNIMPLEMENTED instead of pretending to work.
 fn unsupported(message: &str) -> Status {
     to_status(nereid_core::Error::unsupported(message))
-}
-
-fn cuda_shm_unsupported() -> Status {
-    unsupported("CUDA shared memory is not supported yet")
 }
 
 /// `grpc.health.v1.Health`: SERVING while the server is ready, for any service name.

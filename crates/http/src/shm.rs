@@ -1,86 +1,167 @@
-//! The system shared-memory extension's endpoints: status, register, unregister.
+//! The shared-memory extensions' endpoints: status, register and unregister, for system
+//! (`/v2/systemsharedmemory`) and CUDA (`/v2/cudasharedmemory`) regions.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::Json;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine;
 use bytes::Bytes;
-use nereid_core::shm::RegionStatus;
-use nereid_core::Error;
+use nereid_core::shm::RegionKind;
+use nereid_core::{Error, Result};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::AppState;
 
-fn status_json(regions: Vec<RegionStatus>) -> Json<Value> {
-    Json(Value::Array(
-        regions
+/// The routes of both extensions.
+pub(crate) fn routes() -> Router<AppState> {
+    let kinds = [
+        ("/v2/systemsharedmemory", RegionKind::System),
+        ("/v2/cudasharedmemory", RegionKind::Cuda),
+    ];
+    let mut router = Router::new();
+    for (prefix, kind) in kinds {
+        router = router
+            .route(
+                &format!("{prefix}/status"),
+                get(move |State(s): State<AppState>| async move { status(&s, kind, None) }),
+            )
+            .route(
+                &format!("{prefix}/region/{{region}}/status"),
+                get(
+                    move |State(s): State<AppState>, Path(name): Path<String>| async move {
+                        status(&s, kind, Some(&name))
+                    },
+                ),
+            )
+            .route(
+                &format!("{prefix}/register"),
+                post(move || async move {
+                    ApiError(Error::invalid_arg(format!(
+                        "'region name' is necessary to register {} shared memory region",
+                        kind_word(kind)
+                    )))
+                }),
+            )
+            .route(
+                &format!("{prefix}/unregister"),
+                post(move |State(s): State<AppState>| async move {
+                    s.server.shm().unregister(kind, None);
+                    StatusCode::OK
+                }),
+            )
+            .route(
+                &format!("{prefix}/region/{{region}}/unregister"),
+                post(
+                    move |State(s): State<AppState>, Path(name): Path<String>| async move {
+                        s.server.shm().unregister(kind, Some(&name));
+                        StatusCode::OK
+                    },
+                ),
+            );
+    }
+    router
+        .route(
+            "/v2/systemsharedmemory/region/{region}/register",
+            post(register_system),
+        )
+        .route(
+            "/v2/cudasharedmemory/region/{region}/register",
+            post(register_cuda),
+        )
+}
+
+fn kind_word(kind: RegionKind) -> &'static str {
+    match kind {
+        RegionKind::System => "system",
+        RegionKind::Cuda => "cuda",
+    }
+}
+
+fn status(s: &AppState, kind: RegionKind, name: Option<&str>) -> ApiResult<Json<Value>> {
+    let shm = s.server.shm();
+    let regions: Vec<Value> = match kind {
+        RegionKind::System => shm
+            .system_status(name)?
             .into_iter()
             .map(|r| json!({"name": r.name, "key": r.key, "offset": r.offset, "byte_size": r.byte_size}))
             .collect(),
-    ))
+        RegionKind::Cuda => shm
+            .cuda_status(name)?
+            .into_iter()
+            .map(|r| json!({"name": r.name, "device_id": r.device_id, "byte_size": r.byte_size}))
+            .collect(),
+    };
+    Ok(Json(Value::Array(regions)))
 }
 
-pub(crate) async fn status_all(State(s): State<AppState>) -> ApiResult<Json<Value>> {
-    Ok(status_json(s.server.shm().system_status(None)?))
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
+    serde_json::from_slice(body)
+        .map_err(|e| Error::invalid_arg(format!("failed to parse the request JSON buffer: {e}")))
 }
 
-pub(crate) async fn status_one(
-    State(s): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
-    Ok(status_json(s.server.shm().system_status(Some(&name))?))
+fn required<T>(value: Option<T>, field: &str) -> Result<T> {
+    value.ok_or_else(|| {
+        Error::invalid_arg(format!(
+            "Shared memory register request has no '{field}' field"
+        ))
+    })
 }
 
 #[derive(Deserialize)]
-struct RegisterBody {
+struct SystemRegister {
     key: Option<String>,
     #[serde(default)]
     offset: u64,
     byte_size: Option<u64>,
 }
 
-pub(crate) async fn register(
+async fn register_system(
     State(s): State<AppState>,
     Path(name): Path<String>,
     body: Bytes,
 ) -> ApiResult<StatusCode> {
-    let request: RegisterBody = serde_json::from_slice(&body).map_err(|e| {
-        ApiError(Error::invalid_arg(format!(
-            "failed to parse the request JSON buffer: {e}"
-        )))
-    })?;
-    let key = request.key.ok_or_else(|| {
-        ApiError(Error::invalid_arg(
-            "Shared memory register request has no 'key' field",
-        ))
-    })?;
-    let byte_size = request.byte_size.ok_or_else(|| {
-        ApiError(Error::invalid_arg(
-            "Shared memory register request has no 'byte_size' field",
-        ))
-    })?;
+    let request: SystemRegister = parse(&body)?;
+    let key = required(request.key, "key")?;
+    let byte_size = required(request.byte_size, "byte_size")?;
     s.server
         .shm()
         .register_system(&name, &key, request.offset, byte_size)?;
     Ok(StatusCode::OK)
 }
 
-pub(crate) async fn register_without_name() -> ApiError {
-    ApiError(Error::invalid_arg(
-        "'region name' is necessary to register system shared memory region",
-    ))
+/// `{"b64": "..."}`, the protocol's way of carrying bytes in JSON.
+#[derive(Deserialize)]
+struct Base64Bytes {
+    b64: String,
 }
 
-pub(crate) async fn unregister_all(State(s): State<AppState>) -> StatusCode {
-    s.server.shm().unregister_system(None);
-    StatusCode::OK
+#[derive(Deserialize)]
+struct CudaRegister {
+    raw_handle: Option<Base64Bytes>,
+    #[serde(default)]
+    device_id: u32,
+    byte_size: Option<u64>,
 }
 
-pub(crate) async fn unregister_one(
+async fn register_cuda(
     State(s): State<AppState>,
     Path(name): Path<String>,
-) -> StatusCode {
-    s.server.shm().unregister_system(Some(&name));
-    StatusCode::OK
+    body: Bytes,
+) -> ApiResult<StatusCode> {
+    let request: CudaRegister = parse(&body)?;
+    let handle = required(request.raw_handle, "raw_handle")?;
+    let byte_size = required(request.byte_size, "byte_size")?;
+    let handle = base64::engine::general_purpose::STANDARD
+        .decode(handle.b64.as_bytes())
+        .map_err(|_| {
+            Error::invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
+        })?;
+    s.server
+        .shm()
+        .register_cuda(&name, &handle, request.device_id, byte_size)?;
+    Ok(StatusCode::OK)
 }

@@ -1,9 +1,10 @@
-//! The shared-memory extension's region registry. Frontends resolve a tensor's
-//! `shared_memory_region/offset/byte_size` here, at the edge, before the request reaches
-//! the core: inputs become zero-copy `Bytes` over the mapping, outputs become
-//! [`OutputTarget`]s the answer is written into. A view holds an `Arc` of its region, so
+//! The shared-memory extension's region registry (system and CUDA regions). Frontends
+//! resolve a tensor's `shared_memory_region/offset/byte_size` here, at the edge, before the
+//! request reaches the core: inputs become zero-copy `Bytes` over a system mapping (or a
+//! host copy of CUDA memory), outputs become [`OutputTarget`]s the answer is written into. A view holds an `Arc` of its region, so
 //! unregistering a region that requests still use defers the unmap until they finish.
 
+mod cuda;
 mod mapping;
 mod params;
 
@@ -13,26 +14,65 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+pub use cuda::LIBRARY_ENV as CUDA_LIBRARY_ENV;
 pub use params::{ShmParams, ShmRef};
 
 use crate::error::{Error, ErrorKind, Result};
+use cuda::DeviceMemory;
 use mapping::Mapping;
 
-/// A registered system shared-memory region.
+/// A registered region: a POSIX shared-memory mapping or a CUDA device allocation.
 #[derive(Debug)]
-pub struct SystemRegion {
-    /// Region name chosen by the client.
-    pub name: String,
-    /// The POSIX shared-memory object's name.
-    pub key: String,
-    /// Offset of the region in the object.
-    pub offset: u64,
-    /// Size of the region.
-    pub byte_size: u64,
-    mapping: Mapping,
+struct Region {
+    name: String,
+    memory: Memory,
 }
 
-/// What a status call reports for one region.
+#[derive(Debug)]
+enum Memory {
+    System {
+        key: String,
+        offset: u64,
+        mapping: Mapping,
+    },
+    Cuda(DeviceMemory),
+}
+
+impl Region {
+    fn len(&self) -> usize {
+        match &self.memory {
+            Memory::System { mapping, .. } => mapping.len(),
+            Memory::Cuda(device) => device.len(),
+        }
+    }
+
+    fn kind(&self) -> RegionKind {
+        match self.memory {
+            Memory::System { .. } => RegionKind::System,
+            Memory::Cuda(_) => RegionKind::Cuda,
+        }
+    }
+}
+
+/// The two kinds of region; each has its own status and unregister calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegionKind {
+    /// POSIX shared memory.
+    System,
+    /// CUDA device memory shared through an IPC handle.
+    Cuda,
+}
+
+impl RegionKind {
+    fn label(self) -> &'static str {
+        match self {
+            RegionKind::System => "system",
+            RegionKind::Cuda => "CUDA",
+        }
+    }
+}
+
+/// What a status call reports for one system region.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegionStatus {
     /// Region name.
@@ -45,11 +85,22 @@ pub struct RegionStatus {
     pub byte_size: u64,
 }
 
-/// All registered regions.
+/// What a status call reports for one CUDA region.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CudaRegionStatus {
+    /// Region name.
+    pub name: String,
+    /// The GPU holding the allocation.
+    pub device_id: u32,
+    /// Size.
+    pub byte_size: u64,
+}
+
+/// All registered regions, system and CUDA, in one name space (as in Triton).
 #[derive(Debug, Default)]
 pub struct ShmRegistry {
     // Held only to look up, insert or remove a region; never across I/O on a mapping.
-    system: Mutex<BTreeMap<String, Arc<SystemRegion>>>,
+    regions: Mutex<BTreeMap<String, Arc<Region>>>,
 }
 
 /// `key` must be a plain POSIX shared-memory name: an optional leading `/` and one path
@@ -77,7 +128,22 @@ fn validate_key(key: &str) -> Result<()> {
     }
 }
 
+fn too_large(name: &str) -> Error {
+    Error::invalid_arg(format!(
+        "offset or byte_size of region '{name}' is too large"
+    ))
+}
+
 impl ShmRegistry {
+    fn insert(&self, region: Region) -> Result<()> {
+        let mut regions = self.regions.lock();
+        if regions.contains_key(&region.name) {
+            return Err(already_registered(&region.name));
+        }
+        regions.insert(region.name.clone(), Arc::new(region));
+        Ok(())
+    }
+
     /// Opens and maps `byte_size` bytes at `offset` of the object `key` as region `name`.
     /// Any offset works (the mapping starts at the page boundary below it).
     pub fn register_system(
@@ -88,75 +154,140 @@ impl ShmRegistry {
         byte_size: u64,
     ) -> Result<()> {
         validate_key(key)?;
-        if self.system.lock().contains_key(name) {
+        if self.regions.lock().contains_key(name) {
             return Err(already_registered(name));
         }
-        let too_large = || {
-            Error::invalid_arg(format!(
-                "offset or byte_size of region '{name}' is too large"
-            ))
-        };
         let mapping = Mapping::open(
             key,
-            usize::try_from(offset).map_err(|_| too_large())?,
-            usize::try_from(byte_size).map_err(|_| too_large())?,
+            usize::try_from(offset).map_err(|_| too_large(name))?,
+            usize::try_from(byte_size).map_err(|_| too_large(name))?,
         )?;
-        let region = Arc::new(SystemRegion {
+        self.insert(Region {
             name: name.to_string(),
-            key: key.to_string(),
-            offset,
-            byte_size,
-            mapping,
-        });
-        let mut regions = self.system.lock();
-        if regions.contains_key(name) {
+            memory: Memory::System {
+                key: key.to_string(),
+                offset,
+                mapping,
+            },
+        })
+    }
+
+    /// Opens another process's CUDA allocation from its 64-byte IPC `handle` on
+    /// `device_id` as region `name`. Fails clearly where CUDA is not available.
+    pub fn register_cuda(
+        &self,
+        name: &str,
+        handle: &[u8],
+        device_id: u32,
+        byte_size: u64,
+    ) -> Result<()> {
+        if handle.len() != cuda::IPC_HANDLE_SIZE {
+            return Err(Error::invalid_arg(
+                "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t",
+            ));
+        }
+        if self.regions.lock().contains_key(name) {
             return Err(already_registered(name));
         }
-        regions.insert(name.to_string(), region);
-        Ok(())
+        let len = usize::try_from(byte_size).map_err(|_| too_large(name))?;
+        let device = DeviceMemory::open(handle, device_id, len).map_err(|e| {
+            Error::new(
+                e.kind(),
+                format!(
+                    "failed to register CUDA shared memory region '{name}': {}",
+                    e.message()
+                ),
+            )
+        })?;
+        self.insert(Region {
+            name: name.to_string(),
+            memory: Memory::Cuda(device),
+        })
     }
 
-    /// Status of one region, or of all when `name` is `None`.
-    pub fn system_status(&self, name: Option<&str>) -> Result<Vec<RegionStatus>> {
-        let regions = self.system.lock();
-        let status = |r: &SystemRegion| RegionStatus {
-            name: r.name.clone(),
-            key: r.key.clone(),
-            offset: r.offset,
-            byte_size: r.byte_size,
+    /// The regions of `kind` named `name` (all when `None`), or Triton's errors for an
+    /// unknown name or a region of the other kind.
+    fn of_kind(&self, kind: RegionKind, name: Option<&str>) -> Result<Vec<Arc<Region>>> {
+        let regions = self.regions.lock();
+        let Some(name) = name else {
+            return Ok(regions
+                .values()
+                .filter(|r| r.kind() == kind)
+                .cloned()
+                .collect());
         };
-        match name {
-            Some(name) => regions.get(name).map(|r| vec![status(r)]).ok_or_else(|| {
-                Error::not_found(format!(
-                    "Unable to find system shared memory region: '{name}'"
-                ))
-            }),
-            None => Ok(regions.values().map(|r| status(r)).collect()),
+        match regions.get(name) {
+            Some(r) if r.kind() == kind => Ok(vec![r.clone()]),
+            Some(r) => Err(Error::invalid_arg(format!(
+                "The region named '{name}' is registered as {} shared memory, not {} shared memory",
+                r.kind().label(),
+                kind.label()
+            ))),
+            None => Err(Error::not_found(format!(
+                "Unable to find {} shared memory region: '{name}'",
+                kind.label()
+            ))),
         }
     }
 
-    /// Unregisters one region (unknown names are fine, as in Triton) or all of them. The
-    /// mapping goes away when the last in-flight request using it is done.
-    pub fn unregister_system(&self, name: Option<&str>) {
-        let mut regions = self.system.lock();
+    /// Status of one system region, or of all when `name` is `None`.
+    pub fn system_status(&self, name: Option<&str>) -> Result<Vec<RegionStatus>> {
+        let regions = self.of_kind(RegionKind::System, name)?;
+        Ok(regions
+            .iter()
+            .filter_map(|r| match &r.memory {
+                Memory::System { key, offset, .. } => Some(RegionStatus {
+                    name: r.name.clone(),
+                    key: key.clone(),
+                    offset: *offset,
+                    byte_size: r.len() as u64,
+                }),
+                Memory::Cuda(_) => None,
+            })
+            .collect())
+    }
+
+    /// Status of one CUDA region, or of all when `name` is `None`.
+    pub fn cuda_status(&self, name: Option<&str>) -> Result<Vec<CudaRegionStatus>> {
+        let regions = self.of_kind(RegionKind::Cuda, name)?;
+        Ok(regions
+            .iter()
+            .filter_map(|r| match &r.memory {
+                Memory::Cuda(device) => Some(CudaRegionStatus {
+                    name: r.name.clone(),
+                    device_id: device.device(),
+                    byte_size: r.len() as u64,
+                }),
+                Memory::System { .. } => None,
+            })
+            .collect())
+    }
+
+    /// Unregisters one region of `kind` (unknown names, and regions of the other kind, are
+    /// left alone without an error, as in Triton) or all regions of `kind`. The memory is
+    /// released when the last in-flight request using it is done.
+    pub fn unregister(&self, kind: RegionKind, name: Option<&str>) {
+        let mut regions = self.regions.lock();
         match name {
             Some(name) => {
-                regions.remove(name);
+                if regions.get(name).is_some_and(|r| r.kind() == kind) {
+                    regions.remove(name);
+                }
             }
-            None => regions.clear(),
+            None => regions.retain(|_, r| r.kind() != kind),
         }
     }
 
-    fn region(&self, name: &str) -> Result<Arc<SystemRegion>> {
-        self.system.lock().get(name).cloned().ok_or_else(|| {
+    fn region(&self, name: &str) -> Result<Arc<Region>> {
+        self.regions.lock().get(name).cloned().ok_or_else(|| {
             Error::not_found(format!("Unable to find shared memory region: '{name}'"))
         })
     }
 
     /// Checks a tensor's window against its region.
-    fn window(&self, shm: &ShmRef) -> Result<(Arc<SystemRegion>, usize, usize)> {
+    fn window(&self, shm: &ShmRef) -> Result<(Arc<Region>, usize, usize)> {
         let region = self.region(&shm.region)?;
-        let size = region.mapping.len() as u64;
+        let size = region.len() as u64;
         if shm.offset >= size {
             return Err(Error::invalid_arg(format!(
                 "Invalid offset for shared memory region: '{}'",
@@ -176,14 +307,18 @@ impl ShmRegistry {
         Ok((region, shm.offset as usize, shm.byte_size as usize))
     }
 
-    /// An input tensor's bytes, read in place from the region (no copy).
+    /// An input tensor's bytes: read in place from a system region (no copy), copied from
+    /// the device for a CUDA region.
     pub fn input(&self, shm: &ShmRef) -> Result<Bytes> {
         let (region, offset, len) = self.window(shm)?;
-        Ok(Bytes::from_owner(RegionSlice {
-            region,
-            offset,
-            len,
-        }))
+        match &region.memory {
+            Memory::Cuda(device) => Ok(Bytes::from(device.read(offset, len)?)),
+            Memory::System { .. } => Ok(Bytes::from_owner(RegionSlice {
+                region,
+                offset,
+                len,
+            })),
+        }
     }
 
     /// Where an output is to be written.
@@ -204,26 +339,28 @@ fn already_registered(name: &str) -> Error {
     )
 }
 
-/// A window of a region that keeps the region mapped while it lives.
+/// A window of a system region that keeps the region mapped while it lives.
 struct RegionSlice {
-    region: Arc<SystemRegion>,
+    region: Arc<Region>,
     offset: usize,
     len: usize,
 }
 
 impl AsRef<[u8]> for RegionSlice {
     fn as_ref(&self) -> &[u8] {
-        self.region
-            .mapping
-            .slice(self.offset, self.len)
-            .expect("the window was checked against the region when it was made")
+        match &self.region.memory {
+            Memory::System { mapping, .. } => mapping
+                .slice(self.offset, self.len)
+                .expect("the window was checked against the region when it was made"),
+            Memory::Cuda(_) => unreachable!("CUDA inputs are copied to the host, not sliced"),
+        }
     }
 }
 
 /// A requested output's place in a region.
 #[derive(Debug, Clone)]
 pub struct OutputTarget {
-    region: Arc<SystemRegion>,
+    region: Arc<Region>,
     offset: usize,
     len: usize,
 }
@@ -231,7 +368,15 @@ pub struct OutputTarget {
 impl OutputTarget {
     /// Writes output `name`'s bytes into the window, or says the window is too small.
     pub fn write(&self, name: &str, data: &[u8]) -> Result<()> {
-        if data.len() > self.len || !self.region.mapping.write_at(self.offset, data) {
+        let fits = data.len() <= self.len
+            && match &self.region.memory {
+                Memory::System { mapping, .. } => mapping.write_at(self.offset, data),
+                Memory::Cuda(device) => {
+                    device.write(self.offset, data)?;
+                    true
+                }
+            };
+        if !fits {
             return Err(Error::invalid_arg(format!(
                 "shared memory size specified with the request for output '{name}' ({} bytes) should be at least {} bytes to hold the results",
                 self.len,

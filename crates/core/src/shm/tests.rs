@@ -119,7 +119,7 @@ fn outputs_are_written_and_unregister_defers_the_unmap() {
         .expect("registers");
     let target = registry.output(&shm("r", 8, 4)).expect("inside");
     let view = registry.input(&shm("r", 8, 4)).expect("inside");
-    registry.unregister_system(Some("r"));
+    registry.unregister(RegionKind::System, Some("r"));
     assert!(registry.system_status(Some("r")).is_err());
     target.write("OUT", &[9, 9, 9, 9]).expect("fits");
     assert_eq!(&view[..], &[9, 9, 9, 9], "still mapped while in use");
@@ -152,4 +152,18 @@ fn parameters_resolve_with_one_message_for_both_frontends() {
         p(Some("r"), None, Some(8)).resolve("T").expect("ok"),
         Some(shm("r", 0, 8))
     );
+}
+
+#[test]
+fn cuda_handle_must_be_64_bytes_and_status_starts_empty() {
+    let registry = ShmRegistry::default();
+    let e = registry
+        .register_cuda("c", &[0; 63], 0, 16)
+        .expect_err("short handle");
+    assert_eq!(
+        e.message(),
+        "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t"
+    );
+    assert!(registry.cuda_status(None).expect("status").is_empty());
+    registry.unregister(RegionKind::Cuda, Some("c"));
 }

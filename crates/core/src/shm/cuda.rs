@@ -1,0 +1,259 @@
+//! CUDA shared memory through the CUDA driver API, loaded at run time so the binary builds
+//! and runs on machines without CUDA. A registered region is a device allocation of another
+//! process opened with `cuIpcOpenMemHandle`; inputs are copied device→host and outputs
+//! host→device (Nereid's backends run on the CPU).
+//!
+//! The library is `libcuda.so.1` (shipped with the NVIDIA driver), or the file named by
+//! `NEREID_CUDA_LIBRARY`.
+#![allow(unsafe_code)]
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::sync::OnceLock;
+
+use libloading::Library;
+
+use crate::error::{Error, Result};
+
+/// Size of `cudaIpcMemHandle_t` / `CUipcMemHandle`.
+pub const IPC_HANDLE_SIZE: usize = 64;
+
+/// Environment variable naming the CUDA driver library to load instead of `libcuda.so.1`.
+pub const LIBRARY_ENV: &str = "NEREID_CUDA_LIBRARY";
+
+type CuResult = c_int;
+type CuDevice = c_int;
+type CuContext = *mut c_void;
+type CuDevicePtr = u64;
+
+/// `CUipcMemHandle`, passed by value as the driver expects.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct IpcHandle {
+    reserved: [u8; IPC_HANDLE_SIZE],
+}
+
+/// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
+const LAZY_ENABLE_PEER_ACCESS: c_uint = 1;
+
+/// The driver entry points Nereid uses.
+struct Driver {
+    // Kept so the function pointers below stay valid.
+    _library: Library,
+    get_error_string: unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult,
+    device_get_count: unsafe extern "C" fn(*mut c_int) -> CuResult,
+    device_get: unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult,
+    primary_ctx_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult,
+    ctx_set_current: unsafe extern "C" fn(CuContext) -> CuResult,
+    ipc_open: unsafe extern "C" fn(*mut CuDevicePtr, IpcHandle, c_uint) -> CuResult,
+    ipc_close: unsafe extern "C" fn(CuDevicePtr) -> CuResult,
+    address_range: unsafe extern "C" fn(*mut CuDevicePtr, *mut usize, CuDevicePtr) -> CuResult,
+    copy_to_host: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
+    copy_to_device: unsafe extern "C" fn(CuDevicePtr, *const c_void, usize) -> CuResult,
+}
+
+/// Looks up `names` in order (versioned symbol first) and returns the first found.
+///
+/// # Safety
+/// `T` must be the function pointer type of the symbol.
+unsafe fn symbol<T: Copy>(library: &Library, names: &[&str]) -> std::result::Result<T, String> {
+    for name in names {
+        // SAFETY: the caller guarantees `T` matches the symbol's signature.
+        if let Ok(found) = unsafe { library.get::<T>(name.as_bytes()) } {
+            return Ok(*found);
+        }
+    }
+    Err(format!("the CUDA driver has no '{}'", names[0]))
+}
+
+impl Driver {
+    fn load() -> std::result::Result<Self, String> {
+        let path = std::env::var(LIBRARY_ENV).unwrap_or_else(|_| "libcuda.so.1".to_string());
+        // SAFETY: loading the CUDA driver runs its initialisers, which have no preconditions.
+        let library = unsafe { Library::new(&path) }.map_err(|e| e.to_string())?;
+        // SAFETY: each type below is the documented signature of the named driver function.
+        let driver = unsafe {
+            Self {
+                get_error_string: symbol(&library, &["cuGetErrorString"])?,
+                device_get_count: symbol(&library, &["cuDeviceGetCount"])?,
+                device_get: symbol(&library, &["cuDeviceGet"])?,
+                primary_ctx_retain: symbol(&library, &["cuDevicePrimaryCtxRetain"])?,
+                ctx_set_current: symbol(&library, &["cuCtxSetCurrent"])?,
+                ipc_open: symbol(&library, &["cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"])?,
+                ipc_close: symbol(&library, &["cuIpcCloseMemHandle"])?,
+                address_range: symbol(
+                    &library,
+                    &["cuMemGetAddressRange_v2", "cuMemGetAddressRange"],
+                )?,
+                copy_to_host: symbol(&library, &["cuMemcpyDtoH_v2", "cuMemcpyDtoH"])?,
+                copy_to_device: symbol(&library, &["cuMemcpyHtoD_v2", "cuMemcpyHtoD"])?,
+                _library: library,
+            }
+        };
+        // SAFETY: cuInit has no preconditions.
+        let init: unsafe extern "C" fn(c_uint) -> CuResult =
+            unsafe { symbol(&driver._library, &["cuInit"])? };
+        // SAFETY: see above.
+        driver
+            .check(unsafe { init(0) })
+            .map_err(|e| format!("cuInit failed: {e}"))?;
+        Ok(driver)
+    }
+
+    /// Turns a driver status into a message.
+    fn check(&self, status: CuResult) -> std::result::Result<(), String> {
+        if status == 0 {
+            return Ok(());
+        }
+        let mut text: *const c_char = std::ptr::null();
+        // SAFETY: `text` is a valid out-pointer; the driver returns a static string or null.
+        let known = unsafe { (self.get_error_string)(status, &mut text) } == 0 && !text.is_null();
+        Err(if known {
+            // SAFETY: non-null strings from cuGetErrorString are static and NUL-terminated.
+            let text = unsafe { CStr::from_ptr(text) }.to_string_lossy();
+            format!("{text} (CUDA error {status})")
+        } else {
+            format!("CUDA error {status}")
+        })
+    }
+
+    /// Makes `device`'s primary context current on this thread.
+    fn use_device(&self, device: u32) -> std::result::Result<(), String> {
+        let mut count: c_int = 0;
+        // SAFETY: `count` is a valid out-pointer.
+        self.check(unsafe { (self.device_get_count)(&mut count) })?;
+        let ordinal = c_int::try_from(device)
+            .ok()
+            .filter(|d| *d < count)
+            .ok_or_else(|| format!("device {device} does not exist (this server sees {count})"))?;
+        let mut handle: CuDevice = 0;
+        let mut context: CuContext = std::ptr::null_mut();
+        // SAFETY: out-pointers are valid; `ordinal` is in range. Retaining the primary
+        // context again is cheap and keeps it alive for the life of the process.
+        unsafe {
+            self.check((self.device_get)(&mut handle, ordinal))?;
+            self.check((self.primary_ctx_retain)(&mut context, handle))?;
+            self.check((self.ctx_set_current)(context))
+        }
+    }
+}
+
+/// The driver, loaded on first use; the error says why CUDA cannot be used.
+fn driver() -> Result<&'static Driver> {
+    static DRIVER: OnceLock<std::result::Result<Driver, String>> = OnceLock::new();
+    DRIVER
+        .get_or_init(Driver::load)
+        .as_ref()
+        .map_err(|why| Error::invalid_arg(format!("CUDA is not available on this server ({why})")))
+}
+
+/// A device allocation of another process, opened from its IPC handle; closed on drop.
+#[derive(Debug)]
+pub(super) struct DeviceMemory {
+    device: u32,
+    ptr: CuDevicePtr,
+    len: usize,
+}
+
+impl DeviceMemory {
+    /// Opens `handle` on `device` and checks that `len` bytes are available from the
+    /// allocation's start. Errors are the reason only; the caller names the region.
+    pub fn open(handle: &[u8], device: u32, len: usize) -> Result<Self> {
+        let driver = driver()?;
+        let handle: [u8; IPC_HANDLE_SIZE] = handle.try_into().map_err(|_| {
+            Error::invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
+        })?;
+        driver.use_device(device).map_err(Error::invalid_arg)?;
+        let mut ptr: CuDevicePtr = 0;
+        // SAFETY: `ptr` is a valid out-pointer and the handle is passed by value.
+        driver
+            .check(unsafe {
+                (driver.ipc_open)(
+                    &mut ptr,
+                    IpcHandle { reserved: handle },
+                    LAZY_ENABLE_PEER_ACCESS,
+                )
+            })
+            .map_err(|e| Error::invalid_arg(format!("unable to open the CUDA IPC handle: {e}")))?;
+        let memory = Self { device, ptr, len };
+        let (mut base, mut size): (CuDevicePtr, usize) = (0, 0);
+        // SAFETY: out-pointers are valid; `ptr` is a live device address.
+        driver
+            .check(unsafe { (driver.address_range)(&mut base, &mut size, ptr) })
+            .map_err(|e| Error::internal(format!("unable to query the CUDA allocation: {e}")))?;
+        let available = (base + size as u64).saturating_sub(ptr);
+        if len as u64 > available {
+            return Err(Error::invalid_arg(format!(
+                "byte_size {len} exceeds the CUDA allocation ({available} bytes)"
+            )));
+        }
+        if len == 0 {
+            return Err(Error::invalid_arg(
+                "a shared memory region must have a non-zero byte_size",
+            ));
+        }
+        Ok(memory)
+    }
+
+    /// The region's size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The device the allocation lives on.
+    pub fn device(&self) -> u32 {
+        self.device
+    }
+
+    fn in_bounds(&self, offset: usize, len: usize) -> bool {
+        offset.checked_add(len).is_some_and(|end| end <= self.len)
+    }
+
+    /// Copies `len` bytes at `offset` to host memory.
+    pub fn read(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
+        if !self.in_bounds(offset, len) {
+            return Err(Error::invalid_arg(
+                "read outside the CUDA shared memory region",
+            ));
+        }
+        let driver = driver()?;
+        driver.use_device(self.device).map_err(Error::internal)?;
+        let mut host = vec![0u8; len];
+        // SAFETY: `host` has `len` writable bytes and `[ptr + offset, +len)` lies inside the
+        // opened allocation (checked against its address range at open and above).
+        driver
+            .check(unsafe {
+                (driver.copy_to_host)(host.as_mut_ptr().cast(), self.ptr + offset as u64, len)
+            })
+            .map_err(|e| Error::internal(format!("CUDA device-to-host copy failed: {e}")))?;
+        Ok(host)
+    }
+
+    /// Copies `data` to the device at `offset`.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        if !self.in_bounds(offset, data.len()) {
+            return Err(Error::invalid_arg(
+                "write outside the CUDA shared memory region",
+            ));
+        }
+        let driver = driver()?;
+        driver.use_device(self.device).map_err(Error::internal)?;
+        // SAFETY: `data` is readable for its length and the destination lies inside the
+        // opened allocation (checked above).
+        driver
+            .check(unsafe {
+                (driver.copy_to_device)(self.ptr + offset as u64, data.as_ptr().cast(), data.len())
+            })
+            .map_err(|e| Error::internal(format!("CUDA host-to-device copy failed: {e}")))
+    }
+}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        if let Ok(driver) = driver() {
+            if driver.use_device(self.device).is_ok() {
+                // SAFETY: `ptr` came from cuIpcOpenMemHandle and is closed exactly once.
+                let _ = unsafe { (driver.ipc_close)(self.ptr) };
+            }
+        }
+    }
+}
