@@ -159,8 +159,9 @@ def main():
                       f"{fmt(num(r, 'p99 latency'))} | {fmt(mib_s)} | {fmt(vs, 2)} |")
     print("\nmemcpy of the same bytes on this machine: " + ", ".join(
         f"{mib} MiB {rate:,.0f}/s" for mib, rate in sorted(memcpy.items())) + ".")
-    print("Each inference moves the input in and the output out, and the server copies the tensor")
-    print("into ONNX Runtime and back, so one inference is at least four times the bytes of one memcpy.\n")
+    print("With shared memory, ONNX Runtime reads the input in place and hands its output buffer")
+    print("back without a copy; the identity model's own copy and the one write into the output")
+    print("region remain, so one inference moves at least twice the bytes of one memcpy.\n")
 
     print("## 5. Start-up\n")
     print("Time from launch to `/v2/health/ready` answering 200, and resident memory then (median of 5).\n")
