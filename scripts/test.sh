@@ -6,6 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
+# The redis cache tests start real redis-server processes (Debian's package).
+if ! command -v redis-server >/dev/null; then
+  echo "test: installing redis-server" >&2
+  apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
+fi
+
 echo "test: cargo test (release)" >&2
 cargo test --release --locked --workspace
 

@@ -3,11 +3,13 @@
 //! - [`config`]: `config.pbtxt` parsing, Triton's defaults and validation.
 //! - [`repository`]: model directories, version policy, load/unload and the model table.
 //! - [`scheduler`]: how requests reach instance worker threads.
+//! - [`cache`]: the response cache (local and Redis).
 //! - [`backend`]: the contract backends implement; [`batch`] gathers and scatters tensors.
 //! - [`server`]: the facade both frontends call.
 
 pub mod backend;
 pub mod batch;
+pub mod cache;
 pub mod config;
 mod datatype;
 pub mod error;

@@ -6,11 +6,13 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
+use crate::cache::key::CacheKey;
+use crate::cache::{Outcome, ResponseCache};
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
-use crate::request::{InferRequest, InferResponse};
+use crate::request::{select_outputs, InferRequest, InferResponse};
 use crate::scheduler::{Job, Reply, Scheduler};
-use crate::stats::{FailureReason, ModelStats};
+use crate::stats::{FailureReason, ModelStats, ModelStatsSnapshot};
 use crate::validate::validate_request;
 
 /// One ready model version.
@@ -18,6 +20,8 @@ pub struct LoadedModel {
     spec: Arc<ModelSpec>,
     stats: Arc<ModelStats>,
     scheduler: Box<dyn Scheduler>,
+    /// The server's response cache, when this model uses it.
+    cache: Option<Arc<ResponseCache>>,
 }
 
 impl LoadedModel {
@@ -26,12 +30,19 @@ impl LoadedModel {
         spec: Arc<ModelSpec>,
         stats: Arc<ModelStats>,
         scheduler: Box<dyn Scheduler>,
+        cache: Option<Arc<ResponseCache>>,
     ) -> Self {
         Self {
             spec,
             stats,
             scheduler,
+            cache,
         }
+    }
+
+    /// Whether requests to this model go through the response cache.
+    pub fn uses_cache(&self) -> bool {
+        self.cache.is_some()
     }
 
     /// The model's spec.
@@ -44,7 +55,14 @@ impl LoadedModel {
         &self.stats
     }
 
-    /// Validates, schedules and awaits one request.
+    /// A reading of the statistics, labelled with the model's name and version.
+    pub fn snapshot(&self) -> ModelStatsSnapshot {
+        let mut snapshot = self.stats.snapshot(&self.spec.name, self.spec.version);
+        snapshot.cache_enabled = self.cache.is_some();
+        snapshot
+    }
+
+    /// Validates one request, then answers it from the response cache or schedules it.
     pub async fn infer(
         &self,
         request: InferRequest,
@@ -53,6 +71,54 @@ impl LoadedModel {
         // Like Triton, a request rejected by validation counts neither as a success nor
         // as a failure of the model.
         let batch_size = validate_request(&self.spec, &request)?;
+        match &self.cache {
+            None => self.schedule(request, batch_size, received_at).await,
+            Some(cache) => {
+                self.infer_cached(cache, request, batch_size, received_at)
+                    .await
+            }
+        }
+    }
+
+    /// The cache stores every output; the request's own selection is applied afterwards,
+    /// so a request for any subset of outputs can be answered from the same entry.
+    async fn infer_cached(
+        &self,
+        cache: &ResponseCache,
+        mut request: InferRequest,
+        batch_size: usize,
+        received_at: Instant,
+    ) -> Result<InferResponse> {
+        let wanted = request.requested_outputs.take();
+        let id = request.id.clone();
+        let key = CacheKey::of(&self.spec.name, self.spec.version, &request);
+        let compute = || async move {
+            let response = self.schedule(request, batch_size, received_at).await?;
+            Ok(Arc::new(response.outputs))
+        };
+        let (outputs, outcome) = cache.get_or_compute(key, compute).await;
+        match outcome {
+            Outcome::Hit { lookup } => self.stats.cache_hit(received_at.elapsed(), lookup),
+            Outcome::Miss { lookup_and_insert } => self.stats.cache_miss(lookup_and_insert),
+            Outcome::Uncached => {}
+        }
+        let outputs = select_outputs((*outputs?).clone(), wanted.as_deref(), &self.spec.name)?;
+        Ok(InferResponse {
+            model_name: self.spec.name.clone(),
+            model_version: self.spec.version,
+            id,
+            parameters: Vec::new(),
+            outputs,
+        })
+    }
+
+    /// Hands one validated request to the scheduler and awaits its answer.
+    async fn schedule(
+        &self,
+        request: InferRequest,
+        batch_size: usize,
+        received_at: Instant,
+    ) -> Result<InferResponse> {
         let span = tracing::debug_span!(
             "infer",
             model = %self.spec.name,

@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use crate::cache::stats::CacheSnapshot;
 use crate::stats::{FailureReason, ModelStatsSnapshot};
 
 struct Family {
@@ -69,15 +70,60 @@ const FAMILIES: &[Family] = &[
     },
 ];
 
-/// Renders the metrics of `models` in the Prometheus text format.
-pub fn render(models: &[ModelStatsSnapshot]) -> String {
+/// Per-model cache families, exported only for models that use the cache (as Triton).
+const CACHE_FAMILIES: &[Family] = &[
+    Family {
+        name: "nv_cache_num_hits_per_model",
+        help: "Number of cache hits per model",
+        kind: "counter",
+        value: |s| s.inference_stats.cache_hit.count,
+    },
+    Family {
+        name: "nv_cache_num_misses_per_model",
+        help: "Number of cache misses per model",
+        kind: "counter",
+        value: |s| s.inference_stats.cache_miss.count,
+    },
+    Family {
+        name: "nv_cache_hit_duration_per_model",
+        help: "Total cache hit duration per model, in microseconds",
+        kind: "counter",
+        value: |s| s.inference_stats.cache_hit.ns / 1000,
+    },
+    Family {
+        name: "nv_cache_miss_duration_per_model",
+        help: "Total cache miss (insert+lookup) duration per model, in microseconds",
+        kind: "counter",
+        value: |s| s.inference_stats.cache_miss.ns / 1000,
+    },
+];
+
+/// Renders the metrics of `models` (and of the local response cache, when there is one)
+/// in the Prometheus text format.
+pub fn render(models: &[ModelStatsSnapshot], cache: Option<&CacheSnapshot>) -> String {
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = write_failures(&mut out, models);
-    for family in FAMILIES {
+    write_families(&mut out, FAMILIES, models.iter());
+    let cached: Vec<&ModelStatsSnapshot> = models.iter().filter(|m| m.cache_enabled).collect();
+    if !cached.is_empty() {
+        write_families(&mut out, CACHE_FAMILIES, cached.into_iter());
+    }
+    if let Some(cache) = cache {
+        let _ = write_cache(&mut out, cache);
+    }
+    out
+}
+
+fn write_families<'a>(
+    out: &mut String,
+    families: &[Family],
+    models: impl Iterator<Item = &'a ModelStatsSnapshot> + Clone,
+) {
+    for family in families {
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
         let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);
-        for s in models {
+        for s in models.clone() {
             let _ = writeln!(
                 out,
                 "{}{{model=\"{}\",version=\"{}\"}} {}",
@@ -88,7 +134,58 @@ pub fn render(models: &[ModelStatsSnapshot]) -> String {
             );
         }
     }
-    out
+}
+
+/// The local cache's gauges, with Triton's names.
+fn write_cache(out: &mut String, c: &CacheSnapshot) -> std::fmt::Result {
+    let gauges: [(&str, &str, String); 8] = [
+        (
+            "nv_cache_num_entries",
+            "Number of responses stored in response cache",
+            c.entries.to_string(),
+        ),
+        (
+            "nv_cache_num_lookups",
+            "Number of cache lookups in response cache",
+            (c.hits + c.misses).to_string(),
+        ),
+        (
+            "nv_cache_num_hits",
+            "Number of cache hits in response cache",
+            c.hits.to_string(),
+        ),
+        (
+            "nv_cache_num_misses",
+            "Number of cache misses in response cache",
+            c.misses.to_string(),
+        ),
+        (
+            "nv_cache_num_evictions",
+            "Number of cache evictions in response cache",
+            c.evictions.to_string(),
+        ),
+        (
+            "nv_cache_util",
+            "Cache utilization [0.0 - 1.0]",
+            c.utilization.to_string(),
+        ),
+        (
+            "nv_cache_lookup_duration",
+            "Total cache lookup duration (hit and miss), in microseconds",
+            c.lookup_us.to_string(),
+        ),
+        (
+            "nv_cache_insertion_duration",
+            "Total cache insertion duration, in microseconds",
+            c.insertion_us.to_string(),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        writeln!(out, "# HELP {name} {help}")?;
+        writeln!(out, "# TYPE {name} gauge")?;
+        writeln!(out, "{name} {value}")?;
+    }
+    Ok(())
 }
 
 fn write_failures(out: &mut String, models: &[ModelStatsSnapshot]) -> std::fmt::Result {
@@ -131,7 +228,7 @@ mod tests {
         };
         s.inference_stats.success.count = 3;
         s.failures[0] = 2;
-        let text = render(&[s]);
+        let text = render(&[s], None);
         assert!(text.contains("nv_inference_request_success{model=\"add_sub\",version=\"1\"} 3\n"));
         assert!(text.contains(
             "nv_inference_request_failure{model=\"add_sub\",reason=\"BACKEND\",version=\"1\"} 2\n"

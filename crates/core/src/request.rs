@@ -4,6 +4,7 @@
 use bytes::Bytes;
 
 use crate::datatype::DataType;
+use crate::error::{Error, Result};
 
 /// A request or response parameter value (the KServe v2 `parameters` map).
 #[derive(Debug, Clone, PartialEq)]
@@ -91,8 +92,32 @@ impl InferRequest {
     }
 }
 
+/// Keeps the `wanted` outputs in the wanted order (all of them, in model order, when
+/// `None`). A wanted output the model did not produce is an internal error: requests are
+/// validated against the model's outputs before they run.
+pub fn select_outputs(
+    mut outputs: Vec<OutputTensor>,
+    wanted: Option<&[String]>,
+    model: &str,
+) -> Result<Vec<OutputTensor>> {
+    let Some(wanted) = wanted else {
+        return Ok(outputs);
+    };
+    let mut selected = Vec::with_capacity(wanted.len());
+    for name in wanted {
+        let index = outputs
+            .iter()
+            .position(|o| &o.name == name)
+            .ok_or_else(|| {
+                Error::internal(format!("model '{model}' did not produce output '{name}'"))
+            })?;
+        selected.push(outputs.swap_remove(index));
+    }
+    Ok(selected)
+}
+
 /// Splits a serialized `BYTES` tensor into its elements, or says where the framing breaks.
-pub fn split_bytes_elements(data: &[u8]) -> Result<Vec<&[u8]>, String> {
+pub fn split_bytes_elements(data: &[u8]) -> std::result::Result<Vec<&[u8]>, String> {
     let mut elements = Vec::new();
     let mut rest = data;
     while !rest.is_empty() {

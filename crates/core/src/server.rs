@@ -196,24 +196,22 @@ impl Server {
                     all
                 }
             };
-            return Ok(models
-                .iter()
-                .map(|m| m.stats().snapshot(&m.spec().name, m.spec().version))
-                .collect());
+            return Ok(models.iter().map(|m| m.snapshot()).collect());
         }
         Ok(self.all_statistics())
     }
 
     /// Prometheus text for the metrics endpoint.
     pub fn metrics_text(&self) -> String {
-        crate::metrics::render(&self.all_statistics())
+        let cache = self.repository.cache().and_then(|c| c.snapshot());
+        crate::metrics::render(&self.all_statistics(), cache.as_ref())
     }
 
     fn all_statistics(&self) -> Vec<ModelStatsSnapshot> {
         self.repository
             .ready_models()
             .iter()
-            .map(|m| m.stats().snapshot(&m.spec().name, m.spec().version))
+            .map(|m| m.snapshot())
             .collect()
     }
 }

@@ -151,6 +151,8 @@ pub struct ModelStatsSnapshot {
     pub failures: [u64; 4],
     /// Requests received but not yet answered.
     pub pending: u64,
+    /// Whether the model uses the response cache (its cache metrics are exported then).
+    pub cache_enabled: bool,
 }
 
 fn duration_ns(d: Duration) -> u64 {
@@ -184,6 +186,18 @@ impl ModelStats {
             .position(|r| *r == reason)
             .expect("ALL lists every reason");
         self.failures[index].fetch_add(1, Relaxed);
+    }
+
+    /// A request was answered from the response cache after `lookup`; it counts as a
+    /// success but not as an inference or execution (as in Triton).
+    pub fn cache_hit(&self, total: Duration, lookup: Duration) {
+        self.success.record(duration_ns(total));
+        self.cache_hit.record(duration_ns(lookup));
+    }
+
+    /// A request missed the cache and its response was stored.
+    pub fn cache_miss(&self, lookup_and_insert: Duration) {
+        self.cache_miss.record(duration_ns(lookup_and_insert));
     }
 
     /// One model execution of `batch_size` batch elements finished.
@@ -231,6 +245,7 @@ impl ModelStats {
             batch_stats: self.batch_stats.lock().values().copied().collect(),
             failures: self.failures.each_ref().map(|f| f.load(Relaxed)),
             pending: u64::try_from(self.pending.load(Relaxed)).unwrap_or(0),
+            cache_enabled: false,
         }
     }
 }

@@ -97,6 +97,7 @@ async fn start(control_mode: ControlMode) -> Harness {
         settings: LoadSettings {
             strict_model_config: true,
             normalize: NormalizeOptions::default(),
+            cache: None,
         },
     };
     let repository = Arc::new(ModelRepository::new(options, backends));

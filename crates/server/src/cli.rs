@@ -2,11 +2,13 @@
 //! `--flag=value` syntax, parsed into a typed [`Config`]. Every problem stops start-up with
 //! a message naming the flag.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::{ArgAction, Parser};
+use nereid_core::cache::CacheSettings;
 use nereid_core::ControlMode;
 
 fn parse_bool(s: &str) -> Result<bool, String> {
@@ -82,6 +84,15 @@ pub struct Cli {
     /// `<backend>,<key>=<value>` (repeatable).
     #[arg(long)]
     pub backend_config: Vec<String>,
+    /// `<cache>,<key>=<value>` (repeatable): the response cache (`local` or `redis`).
+    #[arg(long)]
+    pub cache_config: Vec<String>,
+    /// Deprecated: the same as `--cache-config local,size=N`.
+    #[arg(long)]
+    pub response_cache_byte_size: Option<u64>,
+    /// Accepted for compatibility; Nereid's caches are built in, not loaded from here.
+    #[arg(long)]
+    pub cache_directory: Option<String>,
     /// Server identifier reported in server metadata.
     #[arg(long, default_value = "nereid")]
     pub id: String,
@@ -186,6 +197,63 @@ impl Config {
             .find(|s| s.backend == backend && s.key == key)
             .map(|s| s.value.as_str())
     }
+}
+
+impl Config {
+    /// The response cache's settings from `--cache-config` (or the deprecated
+    /// `--response-cache-byte-size`), with tritonserver's messages for malformed flags.
+    /// Called once logging is up, since it warns.
+    pub fn cache_settings(&self) -> anyhow::Result<Option<CacheSettings>> {
+        if self.cli.cache_directory.is_some() {
+            tracing::warn!("--cache-directory is ignored: nereid's caches are built in");
+        }
+        cache_settings(&self.cli.cache_config, self.cli.response_cache_byte_size)
+    }
+}
+
+fn cache_settings(
+    flags: &[String],
+    deprecated_size: Option<u64>,
+) -> anyhow::Result<Option<CacheSettings>> {
+    let flags = match (flags.is_empty(), deprecated_size) {
+        (false, Some(_)) => bail!(
+            "Incompatible flags --response-cache-byte-size and --cache-config both provided. Please provide one or the other."
+        ),
+        (true, Some(size)) => {
+            tracing::warn!(
+                "--response-cache-byte-size is deprecated; use --cache-config local,size={size}"
+            );
+            vec![format!("local,size={size}")]
+        }
+        (true, None) => return Ok(None),
+        (false, None) => flags.to_vec(),
+    };
+    let mut name: Option<String> = None;
+    let mut values = BTreeMap::new();
+    for flag in &flags {
+        let (cache, setting) = flag.split_once(',').with_context(|| {
+            format!("No cache specified. --cache-config option format is <cache name>,<setting>=<value>. Got {flag}")
+        })?;
+        let (key, value) = setting
+            .split_once('=')
+            .filter(|(k, v)| !cache.is_empty() && !k.is_empty() && !v.is_empty())
+            .with_context(|| {
+                format!(
+                    "--cache-config option format is '<cache name>,<setting>=<value>'. Got {flag}"
+                )
+            })?;
+        if name.as_deref().is_some_and(|n| n != cache) {
+            bail!("found multiple cache configurations, but only a single cache is currently supported");
+        }
+        name = Some(cache.to_string());
+        values.insert(key.to_string(), value.to_string());
+    }
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let settings = CacheSettings::parse(&name, &values, |k| std::env::var(k).ok())
+        .map_err(|e| anyhow::anyhow!("creating server: {e}"))?;
+    Ok(Some(settings))
 }
 
 fn parse_backend_setting(s: &str) -> anyhow::Result<BackendSetting> {

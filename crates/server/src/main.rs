@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use nereid_backend_onnx::{find_library, OnnxBackend, OnnxOptions};
+use nereid_core::cache::{CacheSettings, ResponseCache};
 use nereid_core::config::NormalizeOptions;
 use nereid_core::repository::{BackendRegistry, LoadSettings};
 use nereid_core::server::ServerIdentity;
@@ -94,12 +95,29 @@ async fn bind(
     Ok((listener, local))
 }
 
+/// The response cache `--cache-config` asks for; a Redis cache starts connecting now.
+fn response_cache(config: &Config) -> anyhow::Result<Option<Arc<ResponseCache>>> {
+    let Some(settings) = config.cache_settings()? else {
+        return Ok(None);
+    };
+    let description = match &settings {
+        CacheSettings::Local { size } => format!("local, {size} bytes"),
+        CacheSettings::Redis(redis) => format!("redis at {}", redis.address()),
+    };
+    let cache =
+        ResponseCache::new(settings).map_err(|e| anyhow::anyhow!("creating server: {e}"))?;
+    cache.start();
+    tracing::info!("response cache enabled: {description}");
+    Ok(Some(Arc::new(cache)))
+}
+
 async fn run(config: Config) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     // Listen for signals before the (possibly slow) model loading, so an early SIGTERM is
     // a clean stop rather than the default kill.
     let signal = shutdown::signal_listener()?;
     let registry = backends(&config)?;
+    let cache = response_cache(&config)?;
     let repository = Arc::new(ModelRepository::new(
         RepositoryOptions {
             roots: config.cli.model_repository.clone(),
@@ -109,6 +127,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
                 strict_model_config: config.cli.strict_model_config
                     || config.cli.disable_auto_complete_config,
                 normalize: NormalizeOptions { gpu_count: 0 },
+                cache,
             },
         },
         registry,

@@ -10,6 +10,7 @@ use nereid_proto::inference::{model_config::SchedulingChoice, model_instance_gro
 use super::scan::{list_versions, read_config};
 use super::version_policy::select_versions;
 use crate::backend::{Backend, InstanceConfig, InstanceKind};
+use crate::cache::ResponseCache;
 use crate::config::{normalize_and_validate, ModelConfig, NormalizeOptions};
 use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
@@ -23,12 +24,14 @@ use crate::stats::ModelStats;
 pub type BackendRegistry = HashMap<&'static str, Arc<dyn Backend>>;
 
 /// Settings that apply to every load.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct LoadSettings {
     /// `--strict-model-config`: never auto-complete.
     pub strict_model_config: bool,
     /// Facts for normalization.
     pub normalize: NormalizeOptions,
+    /// The server's response cache (`--cache-config`), for models that enable it.
+    pub cache: Option<Arc<ResponseCache>>,
 }
 
 /// The outcome of loading one model: each selected version, loaded or failed.
@@ -40,7 +43,7 @@ pub type VersionOutcomes = Vec<(i64, Result<Arc<LoadedModel>>)>;
 /// fails each selected version, which then shows as UNAVAILABLE with the reason.
 pub fn load_model(
     backends: &BackendRegistry,
-    settings: LoadSettings,
+    settings: &LoadSettings,
     name: &str,
     dir: &Path,
     override_config: Option<ModelConfig>,
@@ -71,7 +74,7 @@ pub fn load_model(
         .map(|v| {
             let loaded = prepared.clone().and_then(|(backend, config, file_name)| {
                 let file = dir.join(v.to_string()).join(file_name);
-                load_version(backend.as_ref(), config, v, &file)
+                load_version(backend.as_ref(), config, v, &file, settings)
             });
             (v, loaded.map(Arc::new))
         })
@@ -81,7 +84,7 @@ pub fn load_model(
 /// Backend choice, auto-completion, normalization: everything shared by the versions.
 fn prepare(
     backends: &BackendRegistry,
-    settings: LoadSettings,
+    settings: &LoadSettings,
     name: &str,
     dir: &Path,
     newest: i64,
@@ -163,12 +166,44 @@ fn reject_unsupported_scheduling(config: &ModelConfig) -> Result<()> {
     }
 }
 
+/// The cache a model uses: the server's, when the model enables it and can be cached.
+fn model_cache(
+    config: &ModelConfig,
+    settings: &LoadSettings,
+) -> Result<Option<Arc<ResponseCache>>> {
+    if !config.response_cache.as_ref().is_some_and(|c| c.enable) {
+        return Ok(None);
+    }
+    if matches!(
+        config.scheduling_choice,
+        Some(SchedulingChoice::SequenceBatching(_))
+    ) {
+        return Err(Error::invalid_arg(format!(
+            "Response Cache does not currently support model {} with sequence batching scheduler. Please disable the response cache.",
+            config.name
+        )));
+    }
+    if config
+        .model_transaction_policy
+        .as_ref()
+        .is_some_and(|p| p.decoupled)
+    {
+        return Err(Error::invalid_arg(format!(
+            "Response Cache does not currently support model {} with 'decoupled' transaction policy. Please disable the response cache.",
+            config.name
+        )));
+    }
+    Ok(settings.cache.clone())
+}
+
 fn load_version(
     backend: &dyn Backend,
     config: ModelConfig,
     version: i64,
     file: &Path,
+    settings: &LoadSettings,
 ) -> Result<LoadedModel> {
+    let cache = model_cache(&config, settings)?;
     if !file.exists() {
         return Err(Error::invalid_arg(format!(
             "unable to find '{}' for model '{}'",
@@ -219,5 +254,5 @@ fn load_version(
         }
     };
     tracing::info!(model = %spec.name, version, "successfully loaded");
-    Ok(LoadedModel::new(spec, stats, scheduler))
+    Ok(LoadedModel::new(spec, stats, scheduler, cache))
 }

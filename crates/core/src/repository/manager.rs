@@ -113,6 +113,11 @@ impl ModelRepository {
         }
     }
 
+    /// The server's response cache, if it has one.
+    pub fn cache(&self) -> Option<&Arc<crate::cache::ResponseCache>> {
+        self.options.settings.cache.as_ref()
+    }
+
     /// The control mode.
     pub fn control_mode(&self) -> ControlMode {
         self.options.control_mode
@@ -375,7 +380,7 @@ impl ModelRepository {
         let outcome = tokio::task::spawn_blocking(move || {
             load_model(
                 &this.backends,
-                this.options.settings,
+                &this.options.settings,
                 &name_owned,
                 &dir_owned,
                 override_config,

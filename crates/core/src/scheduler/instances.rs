@@ -14,7 +14,7 @@ use crate::backend::{ComputeTiming, InstanceBackend};
 use crate::batch::Batch;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
-use crate::request::{InferResponse, OutputTensor};
+use crate::request::{select_outputs, InferResponse, OutputTensor};
 use crate::stats::{FailureReason, ModelStats};
 
 /// The requests one instance executes together.
@@ -156,23 +156,12 @@ impl Worker {
     }
 
     /// Keeps the requested outputs, in the requested order (all, in model order, if none).
-    fn response(&self, job: &Job, mut outputs: Vec<OutputTensor>) -> Result<InferResponse> {
-        if let Some(wanted) = &job.request.requested_outputs {
-            let mut selected = Vec::with_capacity(wanted.len());
-            for name in wanted {
-                let index = outputs
-                    .iter()
-                    .position(|o| &o.name == name)
-                    .ok_or_else(|| {
-                        Error::internal(format!(
-                            "model '{}' did not produce output '{name}'",
-                            self.spec.name
-                        ))
-                    })?;
-                selected.push(outputs.swap_remove(index));
-            }
-            outputs = selected;
-        }
+    fn response(&self, job: &Job, outputs: Vec<OutputTensor>) -> Result<InferResponse> {
+        let outputs = select_outputs(
+            outputs,
+            job.request.requested_outputs.as_deref(),
+            &self.spec.name,
+        )?;
         Ok(InferResponse {
             model_name: self.spec.name.clone(),
             model_version: self.spec.version,

@@ -1,0 +1,189 @@
+//! The in-process cache (`--cache-config local,size=N`): entries in a hash index whose
+//! buckets hold full keys, least-recently-used eviction, and a byte budget that entries
+//! plus their bookkeeping never exceed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use super::key::CacheKey;
+use super::stats::CacheCounters;
+use super::CachedOutputs;
+use crate::error::{Error, Result};
+
+/// Bookkeeping charged to every entry on top of its key and outputs.
+const ENTRY_OVERHEAD: usize = 128;
+
+/// The smallest budget that can hold a useful entry (Triton's local cache fails to start
+/// below about 1 KiB too).
+pub const MIN_SIZE: usize = 1024;
+
+/// Computes the bucket of a key; replaceable in tests to force collisions.
+pub type KeyHasher = fn(&CacheKey) -> u64;
+
+struct Entry {
+    key: CacheKey,
+    outputs: CachedOutputs,
+    bucket: u64,
+    last_used: u64,
+    cost: usize,
+}
+
+#[derive(Default)]
+struct State {
+    buckets: HashMap<u64, Vec<u64>>,
+    entries: HashMap<u64, Entry>,
+    /// Recency order: last-use tick → entry id.
+    recency: BTreeMap<u64, u64>,
+    used: usize,
+    tick: u64,
+    next_id: u64,
+}
+
+impl State {
+    fn touch(&mut self, id: u64) {
+        self.tick += 1;
+        let tick = self.tick;
+        if let Some(entry) = self.entries.get_mut(&id) {
+            self.recency.remove(&entry.last_used);
+            entry.last_used = tick;
+            self.recency.insert(tick, id);
+        }
+    }
+
+    fn find(&self, bucket: u64, key: &CacheKey) -> Option<u64> {
+        self.buckets
+            .get(&bucket)?
+            .iter()
+            .copied()
+            .find(|id| self.entries.get(id).is_some_and(|e| &e.key == key))
+    }
+
+    fn remove(&mut self, id: u64) {
+        let Some(entry) = self.entries.remove(&id) else {
+            return;
+        };
+        self.recency.remove(&entry.last_used);
+        self.used -= entry.cost;
+        if let Some(ids) = self.buckets.get_mut(&entry.bucket) {
+            ids.retain(|other| *other != id);
+            if ids.is_empty() {
+                self.buckets.remove(&entry.bucket);
+            }
+        }
+    }
+}
+
+/// The local cache.
+pub struct LocalCache {
+    size: usize,
+    hasher: KeyHasher,
+    state: Mutex<State>,
+    counters: Arc<CacheCounters>,
+}
+
+impl LocalCache {
+    /// A cache of `size` bytes.
+    pub fn new(size: usize, counters: Arc<CacheCounters>) -> Result<Self> {
+        Self::with_hasher(size, counters, CacheKey::hash64)
+    }
+
+    /// A cache whose buckets come from `hasher` (tests force collisions with it).
+    pub fn with_hasher(
+        size: usize,
+        counters: Arc<CacheCounters>,
+        hasher: KeyHasher,
+    ) -> Result<Self> {
+        if size < MIN_SIZE {
+            return Err(Error::invalid_arg(format!(
+                "Failed to initialize LocalCache: size {size} is too small; it must be at least {MIN_SIZE} bytes"
+            )));
+        }
+        Ok(Self {
+            size,
+            hasher,
+            state: Mutex::new(State::default()),
+            counters,
+        })
+    }
+
+    /// The outputs stored under `key`, refreshing its recency.
+    pub fn lookup(&self, key: &CacheKey) -> Option<CachedOutputs> {
+        let started = Instant::now();
+        let bucket = (self.hasher)(key);
+        let found = {
+            let mut state = self.state.lock();
+            state.find(bucket, key).and_then(|id| {
+                state.touch(id);
+                state.entries.get(&id).map(|e| e.outputs.clone())
+            })
+        };
+        self.counters.lookup(found.is_some(), started.elapsed());
+        found
+    }
+
+    /// Stores `outputs` under `key`, evicting least-recently-used entries to make room.
+    /// An entry larger than the whole cache is not stored.
+    pub fn insert(&self, key: &CacheKey, outputs: CachedOutputs) -> Result<()> {
+        let started = Instant::now();
+        let cost = ENTRY_OVERHEAD
+            + key.stored_size()
+            + outputs
+                .iter()
+                .map(|o| o.name.len() + 8 * o.shape.len() + o.data.len() + 48)
+                .sum::<usize>();
+        if cost > self.size {
+            return Err(Error::internal(format!(
+                "Requested byte_size: {cost} is greater than total cache size: {}",
+                self.size
+            )));
+        }
+        let bucket = (self.hasher)(key);
+        let stored = key.to_stored();
+        let mut evicted = 0;
+        {
+            let mut state = self.state.lock();
+            if let Some(id) = state.find(bucket, key) {
+                // Another request stored the same answer first; keep it.
+                state.touch(id);
+                return Ok(());
+            }
+            while state.used + cost > self.size {
+                let Some((_, &oldest)) = state.recency.iter().next() else {
+                    break;
+                };
+                state.remove(oldest);
+                evicted += 1;
+            }
+            state.next_id += 1;
+            let id = state.next_id;
+            state.used += cost;
+            state.buckets.entry(bucket).or_default().push(id);
+            state.entries.insert(
+                id,
+                Entry {
+                    key: stored,
+                    outputs,
+                    bucket,
+                    last_used: 0,
+                    cost,
+                },
+            );
+            state.touch(id);
+            self.counters
+                .occupancy(state.entries.len() as u64, state.used as u64);
+        }
+        self.counters.inserted(evicted, started.elapsed());
+        Ok(())
+    }
+
+    /// The byte budget.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+}
+
+#[cfg(test)]
+mod tests;
