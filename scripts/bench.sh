@@ -18,11 +18,12 @@ mkdir -p "$OUT"
 BENCH=target/release/nereid-bench
 WINDOW=${WINDOW:-1500}
 
-start_nereid() { # repo -> sets PID HTTP GRPC
-  local log
+start_nereid() { # repo [extra flags...] -> sets PID HTTP GRPC
+  local log repo=$1
+  shift
   log=$(mktemp)
-  target/release/nereid --model-repository "$1" --http-port 0 --grpc-port 0 --metrics-port 0 \
-    --http-address 127.0.0.1 --grpc-address 127.0.0.1 --metrics-address 127.0.0.1 2>"$log" &
+  target/release/nereid --model-repository "$repo" --http-port 0 --grpc-port 0 --metrics-port 0 \
+    --http-address 127.0.0.1 --grpc-address 127.0.0.1 --metrics-address 127.0.0.1 "$@" 2>"$log" &
   PID=$!
   for _ in $(seq 200); do
     HTTP=$(sed -n 's/.*Started HTTPService at \([0-9.:]*\).*/\1/p' "$log")
@@ -88,6 +89,33 @@ for mib in (4, 64):
     print(f"{mib},{n / (time.perf_counter() - start):.1f}")
 PY
 
+# Response cache: the load generator repeats its inputs, so every request after the first
+# is a hit. add_sub without the cache runs beside it on the same server.
+CACHE_REPO=$(mktemp -d)
+cp -r "$MODELS/add_sub" "$CACHE_REPO/add_sub"
+cp -r "$MODELS/add_sub" "$CACHE_REPO/add_sub_cache"
+sed -i 's/^name: "add_sub"/name: "add_sub_cache"/' "$CACHE_REPO/add_sub_cache/config.pbtxt"
+echo 'response_cache { enable: true }' >>"$CACHE_REPO/add_sub_cache/config.pbtxt"
+REDIS_PORT=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no >/dev/null &
+REDIS_PID=$!
+for cache in local redis; do
+  if [[ $cache == local ]]; then
+    start_nereid "$CACHE_REPO" --cache-config local,size=67108864
+  else
+    start_nereid "$CACHE_REPO" --cache-config redis,host=127.0.0.1 --cache-config "redis,port=$REDIS_PORT"
+  fi
+  for protocol in http grpc; do
+    url=$([[ $protocol == http ]] && echo "$HTTP" || echo "$GRPC")
+    for c in 1 8; do
+      run_bench "cache_${cache}_${protocol}_c$c" add_sub_cache "$url" "$protocol" "$c:$c:1"
+      [[ $cache == local ]] && run_bench "cache_off_${protocol}_c$c" add_sub "$url" "$protocol" "$c:$c:1"
+    done
+  done
+  kill "$PID"; wait "$PID" || true
+done
+kill "$REDIS_PID"; wait "$REDIS_PID" || true
+
 echo "bench: in-process ONNX Runtime" >&2
 BATCHES=1,2,3,4,5,6,7,8,10,12,14,16,20,24,32,48,64
 target/release/examples/ort_inprocess "$MODELS/mlp/1/model.onnx" INPUT 16 "$BATCHES" 2 1 >"$OUT/inprocess_mlp.csv"
@@ -99,6 +127,14 @@ if [[ ${TRITON:-0} == 1 ]]; then
     --http-port 28000 --grpc-port 28001 --metrics-port 28002 --cache-size 0)
   run_bench overhead_triton_http add_sub 127.0.0.1:28000 http 1:1:1
   run_bench overhead_triton_grpc add_sub 127.0.0.1:28001 grpc 1:1:1
+  ../shared/triton/triton-anchor.sh stop "$TPID" >/dev/null
+  echo "bench: Triton 2.51 (local response cache)" >&2
+  TPID=$(../shared/triton/triton-anchor.sh start --model-repository ../shared/triton/models \
+    --http-port 28000 --grpc-port 28001 --metrics-port 28002 --cache-size 67108864)
+  for c in 1 8; do
+    run_bench "cache_triton_http_c$c" add_sub_cache 127.0.0.1:28000 http "$c:$c:1"
+    run_bench "cache_triton_grpc_c$c" add_sub_cache 127.0.0.1:28001 grpc "$c:$c:1"
+  done
   ../shared/triton/triton-anchor.sh stop "$TPID" >/dev/null
 fi
 

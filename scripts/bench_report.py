@@ -163,7 +163,25 @@ def main():
     print("back without a copy; the identity model's own copy and the one write into the output")
     print("region remain, so one inference moves at least twice the bytes of one memcpy.\n")
 
-    print("## 5. Start-up\n")
+    print("## 5. Response cache hits (add_sub, batch 1)\n")
+    print("The load generator repeats its inputs, so after the first request every request to")
+    print("`add_sub_cache` is a hit. `add_sub` without the cache ran on the same server, and Triton")
+    print("2.51 (python backend, its local cache) under the same load when `TRITON=1`.\n")
+    print("| server | cache | protocol | concurrency | infer/s | p50 µs | p99 µs |")
+    print("|---|---|---|---|---|---|---|")
+    setups = (("nereid", "local", "local"), ("nereid", "redis", "redis"), ("nereid", "off", "none (model runs)"),
+              ("Triton 2.51", "triton", "local"))
+    for protocol in ("http", "grpc"):
+        for c in (1, 8):
+            for server, name, text in setups:
+                r = one(out, f"cache_{name}_{protocol}_c{c}")
+                if r is None:
+                    continue
+                print(f"| {server} | {text} | {protocol} | {c} | {fmt(num(r, 'Inferences/Second'))} | "
+                      f"{fmt(num(r, 'p50 latency'))} | {fmt(num(r, 'p99 latency'))} |")
+    print()
+
+    print("## 6. Start-up\n")
     print("Time from launch to `/v2/health/ready` answering 200, and resident memory then (median of 5).\n")
     print("| repository | ms to ready | RSS MiB |")
     print("|---|---|---|")
