@@ -186,7 +186,8 @@ def main():
     print("| repository | ms to ready | RSS MiB |")
     print("|---|---|---|")
     startup = rows(os.path.join(out, "startup.csv"))
-    for label, text in (("examples", "examples/models (17 models, 33 instances)"), ("empty", "empty")):
+    examples = len([d for d in os.listdir("examples/models") if os.path.isdir(os.path.join("examples/models", d))])
+    for label, text in (("examples", f"examples/models ({examples} models)"), ("empty", "empty")):
         runs = [r for r in startup if r["repository"] == label]
         ms = statistics.median(float(r["ms_to_ready"]) for r in runs)
         rss = statistics.median(float(r["rss_kib"]) for r in runs) / 1024

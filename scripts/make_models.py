@@ -21,6 +21,9 @@ Models:
                     backend onnxruntime, one per Triton datatype (BYTES = "string")
   mlp               INPUT [16] -> Dense(32) -> ReLU -> Dense(4) -> OUTPUT [4], FP32,
                     max_batch_size 64, weights from numpy seed 20240607
+  sequence_accumulate  a stateful model for the sequence batcher: a running sum of INPUT
+                    kept in implicit state (ACC_IN/ACC_OUT), reset by START, and the
+                    START/END/READY/CORRID control tensors echoed as outputs
 """
 
 import argparse
@@ -143,6 +146,73 @@ def mlp_graph(name):
     return _model(graph)
 
 
+def sequence_accumulate_graph(name):
+    """A running sum kept in implicit state, plus every control tensor echoed back.
+
+    OUTPUT = ACC_OUT = ACC_IN * (1 - START) + INPUT; START_OUT, END_OUT, READY_OUT and
+    CORRID_OUT are the control tensors as the model received them.
+    """
+    vi = helper.make_tensor_value_info
+    shape = ["batch", 1]
+    one = numpy_helper.from_array(np.ones([1], np.float32), "one")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Sub", ["one", "START"], ["keep"], name="keep"),
+            helper.make_node("Mul", ["ACC_IN", "keep"], ["kept"], name="kept"),
+            helper.make_node("Add", ["kept", "INPUT"], ["OUTPUT"], name="sum"),
+            helper.make_node("Identity", ["OUTPUT"], ["ACC_OUT"], name="state"),
+            helper.make_node("Identity", ["START"], ["START_OUT"], name="start"),
+            helper.make_node("Identity", ["END"], ["END_OUT"], name="end"),
+            helper.make_node("Identity", ["READY"], ["READY_OUT"], name="ready"),
+            helper.make_node("Identity", ["CORRID"], ["CORRID_OUT"], name="corrid"),
+        ],
+        name,
+        [
+            vi("INPUT", TensorProto.FLOAT, shape),
+            vi("ACC_IN", TensorProto.FLOAT, shape),
+            vi("START", TensorProto.FLOAT, shape),
+            vi("END", TensorProto.INT32, shape),
+            vi("READY", TensorProto.BOOL, shape),
+            vi("CORRID", TensorProto.UINT64, shape),
+        ],
+        [
+            vi("OUTPUT", TensorProto.FLOAT, shape),
+            vi("ACC_OUT", TensorProto.FLOAT, shape),
+            vi("START_OUT", TensorProto.FLOAT, shape),
+            vi("END_OUT", TensorProto.INT32, shape),
+            vi("READY_OUT", TensorProto.BOOL, shape),
+            vi("CORRID_OUT", TensorProto.UINT64, shape),
+        ],
+        initializer=[one],
+    )
+    return _model(graph)
+
+
+SEQUENCE_ACCUMULATE_CONFIG = """\
+name: "sequence_accumulate"
+backend: "onnxruntime"
+max_batch_size: 4
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [
+  { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 1 ] },
+  { name: "START_OUT" data_type: TYPE_FP32 dims: [ 1 ] },
+  { name: "END_OUT" data_type: TYPE_INT32 dims: [ 1 ] },
+  { name: "READY_OUT" data_type: TYPE_BOOL dims: [ 1 ] },
+  { name: "CORRID_OUT" data_type: TYPE_UINT64 dims: [ 1 ] }
+]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+sequence_batching {
+  max_sequence_idle_microseconds: 5000000
+  control_input [
+    { name: "START" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 1 ] } ] },
+    { name: "END" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] },
+    { name: "READY" control [ { kind: CONTROL_SEQUENCE_READY bool_false_true: [ false, true ] } ] },
+    { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }
+  ]
+  state [ { input_name: "ACC_IN" output_name: "ACC_OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+}
+"""
+
 ADD_SUB_CONFIG = """\
 name: "add_sub"
 platform: "onnxruntime_onnx"
@@ -185,6 +255,9 @@ def models():
             name, elem_type
         )
     yield "mlp", MLP_CONFIG, mlp_graph("mlp")
+    yield "sequence_accumulate", SEQUENCE_ACCUMULATE_CONFIG, sequence_accumulate_graph(
+        "sequence_accumulate"
+    )
 
 
 def write(out_dir):

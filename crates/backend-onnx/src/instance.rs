@@ -27,7 +27,7 @@ impl OnnxInstance {
         let started = Instant::now();
         // The gathered bytes outlive the run, so ORT can read them in place.
         let mut gathered = Vec::with_capacity(spec.inputs.len());
-        for input in &spec.inputs {
+        for input in spec.inputs.iter().chain(&spec.internal_inputs) {
             if let Some(g) = batch.gather_input(&input.name)? {
                 gathered.push((input, g));
             }
@@ -47,7 +47,7 @@ impl OnnxInstance {
             .map_err(|e| Error::internal(format!("onnx runtime error {}: {e}", e.code() as i32)))?;
         let ran = Instant::now();
         let mut result = Vec::with_capacity(spec.outputs.len());
-        for output in &spec.outputs {
+        for output in spec.outputs.iter().chain(&spec.internal_outputs) {
             let value = outputs.remove(&output.name).ok_or_else(|| {
                 Error::internal(format!(
                     "model '{}' did not produce output '{}'",

@@ -133,6 +133,8 @@ impl LoadedModel {
             received_at,
             enqueued_at: Instant::now(),
             span,
+            padding: false,
+            on_outputs: None,
         };
         self.stats.request_started();
         if let Err(e) = self.scheduler.enqueue(job) {

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use crate::cache::stats::CacheSnapshot;
+use crate::scheduler::sequence::table::Occupancy;
 use crate::stats::{FailureReason, ModelStatsSnapshot};
 
 struct Family {
@@ -112,7 +113,56 @@ pub fn render(models: &[ModelStatsSnapshot], cache: Option<&CacheSnapshot>) -> S
     if let Some(cache) = cache {
         let _ = write_cache(&mut out, cache);
     }
+    let _ = write_sequences(&mut out, models);
     out
+}
+
+/// The sequence batcher's gauges (Nereid's own; Triton exports none).
+fn write_sequences(out: &mut String, models: &[ModelStatsSnapshot]) -> std::fmt::Result {
+    type Gauge = (&'static str, &'static str, fn(&Occupancy) -> u64);
+    let families: [Gauge; 4] = [
+        (
+            "nv_sequence_active",
+            "Sequences started and not yet ended or released",
+            |o| o.active,
+        ),
+        (
+            "nv_sequence_backlog",
+            "Sequences waiting for a free sequence slot",
+            |o| o.backlog,
+        ),
+        (
+            "nv_sequence_slots_used",
+            "Sequence slots held by a sequence",
+            |o| o.slots_used,
+        ),
+        (
+            "nv_sequence_slots_total",
+            "Sequence slots over all instances",
+            |o| o.slots_total,
+        ),
+    ];
+    let with: Vec<(&ModelStatsSnapshot, Occupancy)> = models
+        .iter()
+        .filter_map(|m| m.sequences.map(|o| (m, o)))
+        .collect();
+    if with.is_empty() {
+        return Ok(());
+    }
+    for (name, help, value) in families {
+        writeln!(out, "# HELP {name} {help}")?;
+        writeln!(out, "# TYPE {name} gauge")?;
+        for (m, o) in &with {
+            writeln!(
+                out,
+                "{name}{{model=\"{}\",version=\"{}\"}} {}",
+                escape(&m.name),
+                m.version,
+                value(o)
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn write_families<'a>(

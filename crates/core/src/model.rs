@@ -1,11 +1,14 @@
 //! The immutable description of one loaded model version that schedulers, validation and
 //! frontends read: the normalized configuration plus typed views of its inputs and outputs.
 
+use nereid_proto::inference::model_config::SchedulingChoice;
 use nereid_proto::inference::ModelConfig;
 
 use crate::config::config_to_json;
 use crate::datatype::DataType;
 use crate::error::{Error, Result};
+use crate::scheduler::sequence::controls::Controls;
+use crate::scheduler::sequence::state::state_tensor_specs;
 
 /// A model input or output as the server checks it.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +42,23 @@ pub struct ModelSpec {
     pub inputs: Vec<TensorSpec>,
     /// Outputs in configuration order.
     pub outputs: Vec<TensorSpec>,
+    /// Inputs the server fills and clients never send (sequence controls and state).
+    pub internal_inputs: Vec<TensorSpec>,
+    /// Outputs the server consumes and clients never see (sequence state).
+    pub internal_outputs: Vec<TensorSpec>,
+}
+
+impl TensorSpec {
+    /// A tensor the server provides itself (no ragged batching, never optional).
+    pub fn internal(name: &str, datatype: DataType, dims: Vec<i64>) -> Self {
+        Self {
+            name: name.to_string(),
+            datatype,
+            dims,
+            allow_ragged_batch: false,
+            optional: false,
+        }
+    }
 }
 
 impl ModelSpec {
@@ -81,9 +101,20 @@ impl ModelSpec {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let (internal_inputs, internal_outputs) = match &config.scheduling_choice {
+            Some(SchedulingChoice::SequenceBatching(seq)) => {
+                let controls = Controls::new(seq, &config.name, config.max_batch_size > 0)?;
+                let (mut inputs, outputs) = state_tensor_specs(seq)?;
+                inputs.extend(controls.tensor_specs());
+                (inputs, outputs)
+            }
+            _ => (Vec::new(), Vec::new()),
+        };
         Ok(Self {
             name: config.name.clone(),
             version,
+            internal_inputs,
+            internal_outputs,
             config_json: config_to_json(&config),
             max_batch_size: usize::try_from(config.max_batch_size).unwrap_or(0),
             config,

@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use crate::backend::ComputeTiming;
+use crate::scheduler::sequence::table::Occupancy;
 
 /// Why a request failed, as the `reason` label of `nv_inference_request_failure`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +108,8 @@ pub struct ModelStats {
     pending: AtomicI64,
     // Short critical section once per execution; never held across an await.
     batch_stats: Mutex<BTreeMap<u64, BatchStat>>,
+    /// Slots and sequences, for models with the sequence batcher.
+    sequences: Mutex<Option<Occupancy>>,
 }
 
 /// Inference-level part of [`ModelStatsSnapshot`].
@@ -153,6 +156,8 @@ pub struct ModelStatsSnapshot {
     pub pending: u64,
     /// Whether the model uses the response cache (its cache metrics are exported then).
     pub cache_enabled: bool,
+    /// Sequence batcher occupancy (sequence models only).
+    pub sequences: Option<Occupancy>,
 }
 
 fn duration_ns(d: Duration) -> u64 {
@@ -200,6 +205,11 @@ impl ModelStats {
         self.cache_miss.record(duration_ns(lookup_and_insert));
     }
 
+    /// The sequence batcher's current slot and backlog counts.
+    pub fn set_sequence_occupancy(&self, occupancy: Occupancy) {
+        *self.sequences.lock() = Some(occupancy);
+    }
+
     /// One model execution of `batch_size` batch elements finished.
     pub fn execution_finished(&self, batch_size: usize, timing: ComputeTiming) {
         let batch_size = batch_size as u64;
@@ -245,6 +255,7 @@ impl ModelStats {
             batch_stats: self.batch_stats.lock().values().copied().collect(),
             failures: self.failures.each_ref().map(|f| f.load(Relaxed)),
             pending: u64::try_from(self.pending.load(Relaxed)).unwrap_or(0),
+            sequences: *self.sequences.lock(),
             cache_enabled: false,
         }
     }

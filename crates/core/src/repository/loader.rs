@@ -16,7 +16,8 @@ use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
 use crate::model::ModelSpec;
 use crate::scheduler::{
-    DefaultScheduler, DynamicBatcher, InstancePool, Scheduler, DEFAULT_QUEUE_CAPACITY,
+    DefaultScheduler, DynamicBatcher, InstancePool, Scheduler, SequenceBatcher,
+    DEFAULT_QUEUE_CAPACITY,
 };
 use crate::stats::ModelStats;
 
@@ -154,15 +155,13 @@ fn resolve_backend(
 /// Schedulers that do not exist yet fail the load instead of silently misbehaving.
 fn reject_unsupported_scheduling(config: &ModelConfig) -> Result<()> {
     match &config.scheduling_choice {
-        Some(SchedulingChoice::SequenceBatching(_)) => Err(Error::unsupported(format!(
-            "model '{}' uses sequence_batching, which this version of nereid does not support yet",
-            config.name
-        ))),
         Some(SchedulingChoice::EnsembleScheduling(_)) => Err(Error::unsupported(format!(
             "model '{}' uses ensemble_scheduling, which this version of nereid does not support yet",
             config.name
         ))),
-        Some(SchedulingChoice::DynamicBatching(_)) | None => Ok(()),
+        Some(SchedulingChoice::DynamicBatching(_))
+        | Some(SchedulingChoice::SequenceBatching(_))
+        | None => Ok(()),
     }
 }
 
@@ -247,6 +246,12 @@ fn load_version(
                 count,
             )?)
         }
+        Some(SchedulingChoice::SequenceBatching(_)) => Box::new(SequenceBatcher::start(
+            spec.clone(),
+            stats.clone(),
+            instances,
+            file.parent().and_then(Path::parent),
+        )?),
         _ => {
             let (sender, receiver) = InstancePool::channel(DEFAULT_QUEUE_CAPACITY);
             let pool = InstancePool::start(spec.clone(), stats.clone(), instances, receiver)?;

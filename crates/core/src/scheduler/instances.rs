@@ -103,7 +103,7 @@ impl Worker {
 
     fn execute(&mut self, payload: Payload) {
         let Payload {
-            jobs: payload,
+            jobs: mut payload,
             slot,
         } = payload;
         let started = Instant::now();
@@ -117,16 +117,23 @@ impl Worker {
             let results = self.instance.execute(&batch, &mut timing);
             (results, timing, batch.total_batch_size())
         };
+        // Output hooks (sequence state) run before the slot is released, so that the
+        // next batch of this instance sees the state this one produced.
+        let mut results: Vec<Result<Vec<OutputTensor>>> = results;
+        results.resize_with(payload.len(), || {
+            Err(Error::internal(format!(
+                "backend of model '{}' returned fewer responses than requests",
+                self.spec.name
+            )))
+        });
+        for (job, result) in payload.iter_mut().zip(results.iter_mut()) {
+            if let (Ok(outputs), Some(hook)) = (result, job.on_outputs.take()) {
+                (hook.0)(outputs);
+            }
+        }
         drop(slot);
         self.stats.execution_finished(total_batch, timing);
-        let mut results = results.into_iter();
-        for job in payload {
-            let result = results.next().unwrap_or_else(|| {
-                Err(Error::internal(format!(
-                    "backend of model '{}' returned fewer responses than requests",
-                    self.spec.name
-                )))
-            });
+        for (job, result) in payload.into_iter().zip(results) {
             self.answer(job, result, started, timing);
         }
     }
@@ -138,6 +145,9 @@ impl Worker {
         started: Instant,
         timing: ComputeTiming,
     ) {
+        if job.padding {
+            return;
+        }
         let _entered = job.span.enter();
         let response = result.and_then(|outputs| self.response(&job, outputs));
         match &response {

@@ -1,13 +1,14 @@
 //! Schedulers decide which requests execute together and hand them to instance workers.
 //! The contract is small (enqueue, stop), as in Triton; the choice is made at load time:
-//! the dynamic batcher for models with `dynamic_batching`, otherwise the default
-//! scheduler. Both feed the same [`InstancePool`].
+//! the dynamic batcher for models with `dynamic_batching`, the sequence batcher for
+//! `sequence_batching`, otherwise the default scheduler. All feed [`InstancePool`]s.
 
 mod default;
 mod dynamic;
 mod instances;
 mod intake;
 mod reply;
+pub mod sequence;
 
 use std::time::Instant;
 
@@ -15,9 +16,10 @@ pub use default::{DefaultScheduler, DEFAULT_QUEUE_CAPACITY};
 pub use dynamic::DynamicBatcher;
 pub use instances::{InstancePool, Payload};
 pub use reply::{Reply, ReplyOrder};
+pub use sequence::SequenceBatcher;
 
 use crate::error::Result;
-use crate::request::InferRequest;
+use crate::request::{InferRequest, OutputTensor};
 
 /// A validated request travelling through a scheduler to an instance.
 #[derive(Debug)]
@@ -34,6 +36,24 @@ pub struct Job {
     pub enqueued_at: Instant,
     /// The request's tracing span, so instance-side events are attributed to it.
     pub span: tracing::Span,
+    /// A stand-in the sequence batcher adds for an idle slot: executed, never answered
+    /// and not counted in the statistics.
+    pub padding: bool,
+    /// Runs on the job's outputs before the response is built (the sequence batcher
+    /// takes the state outputs out there).
+    pub on_outputs: Option<OutputHook>,
+}
+
+/// The callback inside an [`OutputHook`].
+pub type OutputCallback = Box<dyn FnOnce(&mut Vec<OutputTensor>) + Send>;
+
+/// A callback on a job's outputs.
+pub struct OutputHook(pub OutputCallback);
+
+impl std::fmt::Debug for OutputHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OutputHook")
+    }
 }
 
 /// What every scheduler offers to the model handle.

@@ -75,6 +75,8 @@ fn job(
         received_at: now,
         enqueued_at: now,
         span: tracing::Span::none(),
+        padding: false,
+        on_outputs: None,
     };
     (job, rx)
 }

@@ -1,0 +1,341 @@
+//! The sequence batcher (`sequence_batching`) for stateful models: every request of a
+//! sequence (same correlation ID) goes to the same instance and slot, in order; the model
+//! gets START/END/READY/CORRID control tensors filled per request; sequences without a
+//! free slot wait in a backlog; idle sequences are released.
+//!
+//! - [`flags`]: correlation IDs and START/END from request parameters.
+//! - [`controls`]: the control tensors.
+//! - [`state`]: implicit state kept per sequence.
+//! - [`table`]: slots, backlog and batch forming (the `direct` and `oldest` strategies).
+//!
+//! Each instance has a dispatcher task that forms its next batch as soon as the previous
+//! one finished (one batch in flight per instance, as in Triton), and a reaper task
+//! releases idle sequences.
+
+pub mod controls;
+pub mod flags;
+pub mod state;
+pub mod table;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender as PayloadSender;
+use nereid_proto::inference::model_sequence_batching::StrategyChoice;
+use nereid_proto::inference::ModelSequenceBatching;
+use parking_lot::Mutex;
+use tokio::sync::{Notify, Semaphore};
+
+use self::controls::Controls;
+use self::flags::SequenceFlags;
+use self::state::States;
+use self::table::{Pending, Round, Strategy, Table};
+use super::{InstancePool, Job, OutputHook, Payload, Reply, Scheduler};
+use crate::backend::InstanceBackend;
+use crate::error::{Error, Result};
+use crate::model::ModelSpec;
+use crate::stats::{FailureReason, ModelStats};
+
+/// How often idle sequences are looked for, at most.
+const REAP_INTERVAL: Duration = Duration::from_millis(50);
+
+struct Shared {
+    spec: Arc<ModelSpec>,
+    stats: Arc<ModelStats>,
+    controls: Controls,
+    states: States,
+    table: Mutex<Table>,
+    wake: Vec<Notify>,
+    stopping: AtomicBool,
+}
+
+/// Handle of a model version's sequence batcher.
+pub struct SequenceBatcher {
+    shared: Arc<Shared>,
+    pools: Vec<InstancePool>,
+}
+
+/// The sequence settings of `spec` (defaults when the config has none).
+fn sequence_config(spec: &ModelSpec) -> ModelSequenceBatching {
+    match &spec.config.scheduling_choice {
+        Some(nereid_proto::inference::model_config::SchedulingChoice::SequenceBatching(s)) => {
+            s.clone()
+        }
+        _ => ModelSequenceBatching::default(),
+    }
+}
+
+impl SequenceBatcher {
+    /// Starts one worker and one dispatcher per instance, and the idle reaper, on the
+    /// current tokio runtime.
+    pub fn start(
+        spec: Arc<ModelSpec>,
+        stats: Arc<ModelStats>,
+        instances: Vec<(String, Box<dyn InstanceBackend>)>,
+        model_dir: Option<&Path>,
+    ) -> Result<Self> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::internal("the sequence batcher needs a tokio runtime to run on"))?;
+        let config = sequence_config(&spec);
+        let controls = Controls::new(&config, &spec.name, spec.max_batch_size > 0)?;
+        let states = States::new(&config, &spec.name, model_dir, spec.max_batch_size > 0)?;
+        let max_batch = spec.max_batch_size.max(1);
+        let (strategy, per_instance) = match &config.strategy_choice {
+            Some(StrategyChoice::Oldest(o)) => {
+                let candidates = usize::try_from(o.max_candidate_sequences)
+                    .ok()
+                    .filter(|c| *c > 0)
+                    .unwrap_or(max_batch);
+                let preferred = o
+                    .preferred_batch_size
+                    .iter()
+                    .filter_map(|s| usize::try_from(*s).ok())
+                    .collect();
+                let strategy = Strategy::Oldest {
+                    preferred_batch_sizes: preferred,
+                    max_queue_delay: Duration::from_micros(o.max_queue_delay_microseconds),
+                };
+                (strategy, candidates)
+            }
+            Some(StrategyChoice::Direct(d)) => {
+                let strategy = Strategy::Direct {
+                    minimum_slot_utilization: d.minimum_slot_utilization,
+                    max_queue_delay: Duration::from_micros(d.max_queue_delay_microseconds),
+                };
+                (strategy, max_batch)
+            }
+            None => {
+                let strategy = Strategy::Direct {
+                    minimum_slot_utilization: 0.0,
+                    max_queue_delay: Duration::ZERO,
+                };
+                (strategy, max_batch)
+            }
+        };
+        let idle = Duration::from_micros(config.max_sequence_idle_microseconds);
+        let count = instances.len().max(1);
+        let table = Table::new(&spec.name, count, per_instance, max_batch, strategy, idle);
+        stats.set_sequence_occupancy(table.occupancy());
+        let shared = Arc::new(Shared {
+            spec: spec.clone(),
+            stats: stats.clone(),
+            controls,
+            states,
+            table: Mutex::new(table),
+            wake: (0..count).map(|_| Notify::new()).collect(),
+            stopping: AtomicBool::new(false),
+        });
+        let mut pools = Vec::with_capacity(count);
+        for (index, instance) in instances.into_iter().enumerate() {
+            // One channel per instance: a sequence's requests must reach its own instance.
+            let (sender, receiver) = InstancePool::channel(1);
+            pools.push(InstancePool::start(
+                spec.clone(),
+                stats.clone(),
+                vec![instance],
+                receiver,
+            )?);
+            runtime.spawn(dispatch(shared.clone(), index, sender));
+        }
+        runtime.spawn(reap(Arc::downgrade(&shared), idle));
+        Ok(Self { shared, pools })
+    }
+}
+
+impl Shared {
+    fn wake_all(&self, instances: impl IntoIterator<Item = usize>) {
+        for i in instances {
+            if let Some(n) = self.wake.get(i) {
+                n.notify_one();
+            }
+        }
+    }
+
+    fn publish_occupancy(&self, table: &Table) {
+        self.stats.set_sequence_occupancy(table.occupancy());
+    }
+
+    /// The job the instance runs for `pending` (its controls and state added), or a
+    /// padding job shaped like `template` for an idle slot.
+    fn job_for(self: &Arc<Self>, entry: Option<Pending>, template: &Job) -> Job {
+        match entry {
+            Some(Pending { mut job, flags }) => {
+                let (state, ticket) = self.states.inputs(Some(&flags));
+                job.request.inputs.extend(state);
+                job.request
+                    .inputs
+                    .extend(self.controls.tensors(Some(&flags)));
+                if let Some(ticket) = ticket {
+                    let shared = self.clone();
+                    job.on_outputs = Some(OutputHook(Box::new(move |outputs| {
+                        shared.states.keep(&ticket, outputs)
+                    })));
+                }
+                job
+            }
+            None => {
+                let mut request = template.request.clone();
+                request.id.clear();
+                request.requested_outputs = None;
+                request
+                    .inputs
+                    .retain(|i| self.spec.inputs.iter().any(|s| s.name == i.name));
+                request.inputs.extend(self.states.inputs(None).0);
+                request.inputs.extend(self.controls.tensors(None));
+                let (sender, _) = tokio::sync::oneshot::channel();
+                Job {
+                    request,
+                    batch_size: 1,
+                    reply: Reply::new(sender),
+                    received_at: Instant::now(),
+                    enqueued_at: Instant::now(),
+                    span: tracing::Span::none(),
+                    padding: true,
+                    on_outputs: None,
+                }
+            }
+        }
+    }
+}
+
+/// Forms and sends `instance`'s batches, one at a time.
+async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<Payload>) {
+    let in_flight = Arc::new(Semaphore::new(1));
+    loop {
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            return;
+        };
+        let entries = loop {
+            let (round, wake) = {
+                let mut table = shared.table.lock();
+                let next = table.next_round(instance, Instant::now());
+                shared.publish_occupancy(&table);
+                next
+            };
+            shared.wake_all(wake);
+            match round {
+                Round::Ready(entries) => break entries,
+                Round::Wait(deadline) => {
+                    if shared.stopping.load(Relaxed) && !shared.table.lock().has_work(instance) {
+                        return;
+                    }
+                    let woken = shared.wake[instance].notified();
+                    match deadline {
+                        Some(at) => {
+                            let _ = tokio::time::timeout_at(at.into(), woken).await;
+                        }
+                        None => woken.await,
+                    }
+                }
+            }
+        };
+        let Some(template) = entries
+            .iter()
+            .flatten()
+            .next()
+            .map(|p| clone_for_padding(&p.job))
+        else {
+            continue;
+        };
+        let jobs: Vec<Job> = entries
+            .into_iter()
+            .map(|e| shared.job_for(e, &template))
+            .collect();
+        if payloads
+            .send(Payload {
+                jobs,
+                slot: Some(permit),
+            })
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// A request-shaped stand-in used to build padding jobs.
+fn clone_for_padding(job: &Job) -> Job {
+    let (sender, _) = tokio::sync::oneshot::channel();
+    Job {
+        request: job.request.clone(),
+        batch_size: 1,
+        reply: Reply::new(sender),
+        received_at: job.received_at,
+        enqueued_at: job.enqueued_at,
+        span: tracing::Span::none(),
+        padding: true,
+        on_outputs: None,
+    }
+}
+
+/// Releases idle sequences until the batcher stops or goes away.
+async fn reap(shared: std::sync::Weak<Shared>, idle: Duration) {
+    let interval = (idle / 4).clamp(Duration::from_millis(1), REAP_INTERVAL);
+    loop {
+        tokio::time::sleep(interval).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        if shared.stopping.load(Relaxed) {
+            return;
+        }
+        let reaped = {
+            let mut table = shared.table.lock();
+            let reaped = table.reap(Instant::now());
+            shared.publish_occupancy(&table);
+            reaped
+        };
+        for id in &reaped.released {
+            shared.states.forget(id);
+        }
+        shared.wake_all(reaped.wake);
+    }
+}
+
+impl Scheduler for SequenceBatcher {
+    fn enqueue(&self, job: Job) -> Result<()> {
+        let shared = &self.shared;
+        if shared.stopping.load(Relaxed) {
+            return Err(Error::unavailable(
+                "Server is stopping, scheduler for model has stopped accepting new inference requests",
+            ));
+        }
+        if shared.spec.max_batch_size > 0 && job.batch_size != 1 {
+            return Err(Error::invalid_arg(format!(
+                "inference request to model '{}' must specify batch-size 1 due to requirements of sequence batcher",
+                shared.spec.name
+            )));
+        }
+        let flags = SequenceFlags::of(&job.request, &shared.spec.name)?;
+        let wake = {
+            let mut table = shared.table.lock();
+            let wake = table.admit(Pending { job, flags }, Instant::now())?;
+            shared.publish_occupancy(&table);
+            wake
+        };
+        shared.wake_all(wake);
+        Ok(())
+    }
+
+    fn stop(&self) {
+        let shared = &self.shared;
+        shared.stopping.store(true, Relaxed);
+        let backlog = shared.table.lock().drain_backlog();
+        for pending in backlog {
+            shared.stats.request_failed(
+                pending.job.received_at.elapsed(),
+                FailureReason::Rejected,
+                true,
+            );
+            pending.job.reply.send(Err(Error::unavailable(
+                "Server is stopping, scheduler for model has stopped accepting new inference requests",
+            )));
+        }
+        shared.wake_all(0..shared.wake.len());
+        for pool in &self.pools {
+            pool.join();
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! Implicit state (`sequence_batching { state [...] }`): tensors the server keeps per
+//! sequence. Each request of a sequence gets the state its previous request produced (the
+//! model's `output_name` output) as input `input_name`; a START, or the first request,
+//! gets the initial state (zeros, or `initial_state`'s data file). Neither tensor is seen
+//! by clients. The stored state is dropped at END or when the sequence is released idle.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use bytes::Bytes;
+use nereid_proto::inference::model_sequence_batching::initial_state::StateData;
+use nereid_proto::inference::ModelSequenceBatching;
+use parking_lot::Mutex;
+
+use super::flags::{SequenceFlags, SequenceId};
+use crate::datatype::DataType;
+use crate::error::{Error, Result};
+use crate::model::TensorSpec;
+use crate::request::{element_count, InputTensor, OutputTensor};
+
+/// One state tensor pair.
+#[derive(Debug, Clone)]
+struct StateTensor {
+    input: String,
+    output: String,
+    datatype: DataType,
+    /// Shape of the initial state (`initial_state.dims`, or `dims` with -1 read as 1).
+    initial_dims: Vec<i64>,
+    initial: Bytes,
+}
+
+/// A sequence's stored state: which START it belongs to, and each tensor's shape and bytes.
+#[derive(Debug, Default)]
+struct Stored {
+    generation: u64,
+    tensors: Option<Vec<(Vec<i64>, Bytes)>>,
+}
+
+/// The state inputs and outputs of `config`, as tensors the backend must feed and read
+/// (clients never see them).
+pub fn state_tensor_specs(
+    config: &ModelSequenceBatching,
+) -> Result<(Vec<TensorSpec>, Vec<TensorSpec>)> {
+    let mut inputs = Vec::new();
+    let mut outputs = Vec::new();
+    for state in &config.state {
+        let datatype = nereid_proto::inference::DataType::try_from(state.data_type)
+            .ok()
+            .and_then(DataType::from_config)
+            .ok_or_else(|| {
+                Error::invalid_arg(format!(
+                    "state '{}' has an unsupported data type",
+                    state.input_name
+                ))
+            })?;
+        inputs.push(TensorSpec::internal(
+            &state.input_name,
+            datatype,
+            state.dims.clone(),
+        ));
+        outputs.push(TensorSpec::internal(
+            &state.output_name,
+            datatype,
+            state.dims.clone(),
+        ));
+    }
+    Ok((inputs, outputs))
+}
+
+/// The state tensors of a model and the state of every live sequence.
+#[derive(Debug, Default)]
+pub struct States {
+    tensors: Vec<StateTensor>,
+    batching: bool,
+    // Held briefly: to hand a state to a request or store what the model returned.
+    stored: Mutex<(u64, HashMap<SequenceId, Stored>)>,
+}
+
+/// Where a request's state goes after execution.
+#[derive(Debug, Clone)]
+pub struct StateTicket {
+    id: SequenceId,
+    generation: u64,
+    end: bool,
+}
+
+impl States {
+    /// Reads and validates the `state` section of model `model` in `model_dir`.
+    pub fn new(
+        config: &ModelSequenceBatching,
+        model: &str,
+        model_dir: Option<&Path>,
+        batching: bool,
+    ) -> Result<Self> {
+        let mut tensors = Vec::with_capacity(config.state.len());
+        for state in &config.state {
+            let datatype = nereid_proto::inference::DataType::try_from(state.data_type)
+                .ok()
+                .and_then(DataType::from_config)
+                .ok_or_else(|| {
+                    Error::invalid_arg(format!(
+                        "state '{}' of model '{model}' has an unsupported data type",
+                        state.input_name
+                    ))
+                })?;
+            let initial = initial_bytes(state, datatype, model_dir)?;
+            let initial_dims = match state.initial_state.first() {
+                Some(i) => i.dims.clone(),
+                None => state.dims.iter().map(|d| (*d).max(1)).collect(),
+            };
+            tensors.push(StateTensor {
+                input: state.input_name.clone(),
+                output: state.output_name.clone(),
+                datatype,
+                initial_dims,
+                initial,
+            });
+        }
+        Ok(Self {
+            tensors,
+            batching,
+            stored: Mutex::default(),
+        })
+    }
+
+    fn initial_shape(&self, t: &StateTensor) -> Vec<i64> {
+        if self.batching {
+            std::iter::once(1)
+                .chain(t.initial_dims.iter().copied())
+                .collect()
+        } else {
+            t.initial_dims.clone()
+        }
+    }
+
+    fn initial(&self) -> Vec<(Vec<i64>, Bytes)> {
+        self.tensors
+            .iter()
+            .map(|t| (self.initial_shape(t), t.initial.clone()))
+            .collect()
+    }
+
+    /// The state inputs of one request and the ticket to store its new state with
+    /// (`None` flags: a padding request, which gets the initial state and stores nothing).
+    pub fn inputs(&self, flags: Option<&SequenceFlags>) -> (Vec<InputTensor>, Option<StateTicket>) {
+        if self.tensors.is_empty() {
+            return (Vec::new(), None);
+        }
+        let (values, ticket) = match flags {
+            None => (self.initial(), None),
+            Some(flags) => {
+                let mut guard = self.stored.lock();
+                let (counter, stored) = &mut *guard;
+                let entry = stored.entry(flags.id.clone()).or_default();
+                let values = if flags.start || entry.tensors.is_none() {
+                    *counter += 1;
+                    entry.generation = *counter;
+                    entry.tensors = None;
+                    self.initial()
+                } else {
+                    // A copy (of reference-counted bytes): if this request fails, the
+                    // sequence keeps its previous state.
+                    entry.tensors.clone().unwrap_or_else(|| self.initial())
+                };
+                let ticket = StateTicket {
+                    id: flags.id.clone(),
+                    generation: entry.generation,
+                    end: flags.end,
+                };
+                (values, Some(ticket))
+            }
+        };
+        let inputs = self
+            .tensors
+            .iter()
+            .zip(values)
+            .map(|(t, (shape, data))| InputTensor {
+                name: t.input.clone(),
+                datatype: t.datatype,
+                shape,
+                data,
+            })
+            .collect();
+        (inputs, ticket)
+    }
+
+    /// Takes the state outputs out of a request's outputs and keeps them for the
+    /// sequence's next request (or drops the state at END).
+    pub fn keep(&self, ticket: &StateTicket, outputs: &mut Vec<OutputTensor>) {
+        let mut values = Vec::with_capacity(self.tensors.len());
+        for t in &self.tensors {
+            if let Some(i) = outputs.iter().position(|o| o.name == t.output) {
+                let o = outputs.remove(i);
+                values.push((o.shape, o.data));
+            }
+        }
+        let mut guard = self.stored.lock();
+        let stored = &mut guard.1;
+        let current = stored
+            .get(&ticket.id)
+            .is_some_and(|s| s.generation == ticket.generation);
+        if !current {
+            return; // a newer START of the same ID owns the state now
+        }
+        if ticket.end || values.len() != self.tensors.len() {
+            stored.remove(&ticket.id);
+        } else if let Some(s) = stored.get_mut(&ticket.id) {
+            s.tensors = Some(values);
+        }
+    }
+
+    /// Drops the state of a sequence released without END.
+    pub fn forget(&self, id: &SequenceId) {
+        self.stored.lock().1.remove(id);
+    }
+}
+
+fn initial_bytes(
+    state: &nereid_proto::inference::model_sequence_batching::State,
+    datatype: DataType,
+    model_dir: Option<&Path>,
+) -> Result<Bytes> {
+    let name = &state.input_name;
+    if state.initial_state.len() > 1 {
+        return Err(Error::invalid_arg(format!(
+            "initial_state field for state input '{name}' must contain exactly one or zero element. Found '{}' elements.",
+            state.initial_state.len()
+        )));
+    }
+    let zeros = |dims: &[i64]| {
+        let count =
+            element_count(&dims.iter().map(|d| (*d).max(1)).collect::<Vec<_>>()).unwrap_or(1);
+        match datatype.element_size() {
+            Some(size) => Bytes::from(vec![0u8; count * size]),
+            // Empty strings: a zero length per element.
+            None => Bytes::from(vec![0u8; count * 4]),
+        }
+    };
+    let Some(initial) = state.initial_state.first() else {
+        return Ok(zeros(&state.dims));
+    };
+    if initial.name.is_empty() {
+        return Err(Error::invalid_arg(format!(
+            "Field 'name' must be set when using initial_state for state input '{name}'."
+        )));
+    }
+    if initial.data_type != state.data_type {
+        return Err(Error::invalid_arg(format!(
+            "The data type used for 'initial_state' field of state '{name}' does not match the state data type."
+        )));
+    }
+    if initial.dims.iter().any(|d| *d < 0) || initial.dims.len() != state.dims.len() {
+        return Err(Error::invalid_arg(format!(
+            "'initial_state' of state '{name}' must have the state's rank and no variable (-1) dimensions"
+        )));
+    }
+    match &initial.state_data {
+        Some(StateData::DataFile(file)) => {
+            let path = model_dir
+                .map(|d| d.join("initial_state").join(file))
+                .ok_or_else(|| {
+                    Error::invalid_arg("initial_state data files need a model directory")
+                })?;
+            let data = std::fs::read(&path).map_err(|e| {
+                Error::invalid_arg(format!(
+                    "unable to read initial_state data file {}: {e}",
+                    path.display()
+                ))
+            })?;
+            let expected = zeros(&initial.dims).len();
+            if data.len() < expected {
+                return Err(Error::invalid_arg(format!(
+                    "initial_state setting expects {expected} bytes, but the data provided from {}only has {} bytes.",
+                    path.display(),
+                    data.len()
+                )));
+            }
+            Ok(Bytes::from(data).slice(..expected))
+        }
+        _ => Ok(zeros(&initial.dims)),
+    }
+}

@@ -1,0 +1,406 @@
+//! The sequence batcher's bookkeeping, free of threads and timers so it can be tested
+//! directly: which sequence owns which slot, the backlog of sequences waiting for a slot,
+//! and which requests make up an instance's next batch.
+//!
+//! Slots are numbered per instance. Free slots are handed out lowest slot number first,
+//! across instances (slot 0 of every instance before slot 1 of any), as in Triton, so new
+//! sequences spread over the instances.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use super::flags::{SequenceFlags, SequenceId};
+use crate::error::{Error, Result};
+use crate::scheduler::Job;
+
+/// A request waiting in a slot or in the backlog.
+#[derive(Debug)]
+pub struct Pending {
+    /// The request.
+    pub job: Job,
+    /// Its sequence fields.
+    pub flags: SequenceFlags,
+}
+
+/// How an instance's batches are formed.
+#[derive(Debug, Clone)]
+pub enum Strategy {
+    /// One request from every active slot, padding the gaps (`direct`).
+    Direct {
+        /// `minimum_slot_utilization`: wait for this share of slots to be ready...
+        minimum_slot_utilization: f32,
+        /// ...or for the oldest request to have waited this long.
+        max_queue_delay: Duration,
+    },
+    /// The oldest ready requests of the candidate sequences (`oldest`).
+    Oldest {
+        /// Batch sizes to run at once.
+        preferred_batch_sizes: Vec<usize>,
+        /// Longest wait for a fuller batch.
+        max_queue_delay: Duration,
+    },
+}
+
+/// What an instance should do next.
+#[derive(Debug)]
+pub enum Round {
+    /// Execute these requests; `None` entries are padding for idle slots (direct).
+    Ready(Vec<Option<Pending>>),
+    /// Nothing to run yet; look again at the deadline or when woken.
+    Wait(Option<Instant>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Slot(usize),
+    Backlog,
+}
+
+#[derive(Debug)]
+struct Active {
+    place: Place,
+    last_seen: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    owner: Option<SequenceId>,
+    queue: VecDeque<Pending>,
+}
+
+#[derive(Debug)]
+struct Backlogged {
+    id: SequenceId,
+    queue: VecDeque<Pending>,
+    /// False once the END request arrived.
+    open: bool,
+}
+
+/// IDs released by the idle timeout, remembered (boundedly) to explain later requests.
+#[derive(Debug, Default)]
+struct Expired {
+    set: HashSet<SequenceId>,
+    order: VecDeque<SequenceId>,
+}
+
+const EXPIRED_MEMORY: usize = 65_536;
+
+impl Expired {
+    fn insert(&mut self, id: SequenceId) {
+        if self.set.insert(id.clone()) {
+            self.order.push_back(id);
+            if self.order.len() > EXPIRED_MEMORY {
+                if let Some(old) = self.order.pop_front() {
+                    self.set.remove(&old);
+                }
+            }
+        }
+    }
+}
+
+/// What [`Table::reap`] did.
+#[derive(Debug, Default)]
+pub struct Reaped {
+    /// Sequences released.
+    pub released: Vec<SequenceId>,
+    /// Instances to wake (a backlogged sequence moved into a freed slot).
+    pub wake: Vec<usize>,
+}
+
+/// Counts for the metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Occupancy {
+    /// Sequences started and not yet ended or released.
+    pub active: u64,
+    /// Sequences waiting for a slot.
+    pub backlog: u64,
+    /// Slots owned by a sequence.
+    pub slots_used: u64,
+    /// All slots.
+    pub slots_total: u64,
+}
+
+/// Slots, backlog and active sequences of one model version.
+#[derive(Debug)]
+pub struct Table {
+    model: String,
+    per_instance: usize,
+    max_batch: usize,
+    strategy: Strategy,
+    idle_timeout: Duration,
+    slots: Vec<Slot>,
+    free: BTreeSet<(usize, usize)>,
+    active: HashMap<SequenceId, Active>,
+    backlog: VecDeque<Backlogged>,
+    expired: Expired,
+}
+
+impl Table {
+    /// `instances` × `per_instance` slots; batches of at most `max_batch` requests.
+    pub fn new(
+        model: &str,
+        instances: usize,
+        per_instance: usize,
+        max_batch: usize,
+        strategy: Strategy,
+        idle_timeout: Duration,
+    ) -> Self {
+        let free = (0..per_instance)
+            .flat_map(|s| (0..instances).map(move |i| (s, i)))
+            .collect();
+        Self {
+            model: model.to_string(),
+            per_instance,
+            max_batch: max_batch.max(1),
+            strategy,
+            idle_timeout,
+            slots: (0..instances * per_instance)
+                .map(|_| Slot::default())
+                .collect(),
+            free,
+            active: HashMap::new(),
+            backlog: VecDeque::new(),
+            expired: Expired::default(),
+        }
+    }
+
+    /// Takes a request in: into its sequence's slot or backlog queue, or a new place for a
+    /// START. Returns the instance to wake, if any.
+    pub fn admit(&mut self, pending: Pending, now: Instant) -> Result<Option<usize>> {
+        let id = pending.flags.id.clone();
+        let place = match self.active.get_mut(&id) {
+            Some(active) => {
+                if pending.flags.start {
+                    tracing::warn!(
+                        "sequence {id} for model '{}' has a conflict. The previous sequence did not end before this sequence start. Previous sequence will be terminated early.",
+                        self.model
+                    );
+                }
+                active.last_seen = now;
+                active.place
+            }
+            None if !pending.flags.start => return Err(self.not_started(&id)),
+            None => {
+                let place = match self.free.pop_first() {
+                    Some((slot, instance)) => {
+                        let index = instance * self.per_instance + slot;
+                        self.slots[index].owner = Some(id.clone());
+                        Place::Slot(index)
+                    }
+                    None => {
+                        self.backlog.push_back(Backlogged {
+                            id: id.clone(),
+                            queue: VecDeque::new(),
+                            open: true,
+                        });
+                        Place::Backlog
+                    }
+                };
+                self.expired.set.remove(&id);
+                self.active.insert(
+                    id.clone(),
+                    Active {
+                        place,
+                        last_seen: now,
+                    },
+                );
+                place
+            }
+        };
+        if pending.flags.end {
+            // Later requests with this ID need a new START.
+            self.active.remove(&id);
+        }
+        match place {
+            Place::Slot(index) => {
+                self.slots[index].queue.push_back(pending);
+                Ok(Some(index / self.per_instance))
+            }
+            Place::Backlog => {
+                let end = pending.flags.end;
+                if let Some(b) = self.backlog.iter_mut().rev().find(|b| b.id == id && b.open) {
+                    b.queue.push_back(pending);
+                    b.open = !end;
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    fn not_started(&self, id: &SequenceId) -> Error {
+        if self.expired.set.contains(id) {
+            return Error::invalid_arg(format!(
+                "inference request for sequence {id} to model '{}' must specify the START flag: the sequence was released after {} µs without a request (max_sequence_idle_microseconds)",
+                self.model,
+                self.idle_timeout.as_micros()
+            ));
+        }
+        Error::invalid_arg(format!(
+            "inference request for sequence {id} to model '{}' must specify the START flag on the first request of the sequence",
+            self.model
+        ))
+    }
+
+    /// Frees slot `index`, handing it to the oldest backlogged sequence if there is one.
+    /// Returns the instance to wake.
+    fn release(&mut self, index: usize) -> Option<usize> {
+        self.slots[index].owner = None;
+        match self.backlog.pop_front() {
+            Some(b) => {
+                if let Some(active) = self.active.get_mut(&b.id) {
+                    active.place = Place::Slot(index);
+                }
+                let slot = &mut self.slots[index];
+                slot.owner = Some(b.id);
+                slot.queue.extend(b.queue);
+                Some(index / self.per_instance)
+            }
+            None => {
+                self.free
+                    .insert((index % self.per_instance, index / self.per_instance));
+                None
+            }
+        }
+    }
+
+    /// Ends sequences without a request for longer than the idle timeout (Triton sends the
+    /// model nothing for them).
+    pub fn reap(&mut self, now: Instant) -> Reaped {
+        let stale: Vec<(SequenceId, Place)> = self
+            .active
+            .iter()
+            .filter(|(_, a)| now.duration_since(a.last_seen) >= self.idle_timeout)
+            .filter(|(_, a)| match a.place {
+                Place::Slot(index) => self.slots[index].queue.is_empty(),
+                Place::Backlog => false,
+            })
+            .map(|(id, a)| (id.clone(), a.place))
+            .collect();
+        let mut reaped = Reaped::default();
+        for (id, place) in stale {
+            tracing::debug!(sequence = %id, model = %self.model, "idle sequence released");
+            self.active.remove(&id);
+            self.expired.insert(id.clone());
+            reaped.released.push(id);
+            if let Place::Slot(index) = place {
+                reaped.wake.extend(self.release(index));
+            }
+        }
+        reaped
+    }
+
+    /// The next batch of `instance`, or how long to wait for one. Also returns the
+    /// instances to wake because a slot freed here went to a backlogged sequence.
+    pub fn next_round(&mut self, instance: usize, now: Instant) -> (Round, Vec<usize>) {
+        let first = instance * self.per_instance;
+        let heads: Vec<usize> = (first..first + self.per_instance)
+            .filter(|&i| !self.slots[i].queue.is_empty())
+            .collect();
+        let Some(&oldest) = heads
+            .iter()
+            .min_by_key(|&&i| self.slots[i].queue[0].job.enqueued_at)
+        else {
+            return (Round::Wait(None), Vec::new());
+        };
+        let waited_since = self.slots[oldest].queue[0].job.enqueued_at;
+        let (chosen, pad) = match &self.strategy {
+            Strategy::Direct {
+                minimum_slot_utilization,
+                max_queue_delay,
+            } => {
+                let ready = heads.len() as f32 / self.max_batch as f32;
+                let deadline = waited_since + *max_queue_delay;
+                if *minimum_slot_utilization > 0.0
+                    && ready < *minimum_slot_utilization
+                    && now < deadline
+                {
+                    return (Round::Wait(Some(deadline)), Vec::new());
+                }
+                (heads, true)
+            }
+            Strategy::Oldest {
+                preferred_batch_sizes,
+                max_queue_delay,
+            } => {
+                let mut by_age = heads;
+                by_age.sort_by_key(|&i| self.slots[i].queue[0].job.enqueued_at);
+                by_age.truncate(self.max_batch);
+                let deadline = waited_since + *max_queue_delay;
+                let full = by_age.len() == self.max_batch
+                    || preferred_batch_sizes.contains(&by_age.len())
+                    || max_queue_delay.is_zero();
+                if !full && now < deadline {
+                    return (Round::Wait(Some(deadline)), Vec::new());
+                }
+                (by_age, false)
+            }
+        };
+        self.take(first, chosen, pad)
+    }
+
+    /// Pops the head of each chosen slot (requests whose input shapes differ from the
+    /// first chosen one wait for a later round), padding gaps below the highest active
+    /// slot when `pad`.
+    fn take(&mut self, first: usize, chosen: Vec<usize>, pad: bool) -> (Round, Vec<usize>) {
+        let shapes = |p: &Pending| -> Vec<Vec<i64>> {
+            p.job
+                .request
+                .inputs
+                .iter()
+                .map(|i| i.shape.clone())
+                .collect()
+        };
+        let reference = chosen.first().map(|&i| shapes(&self.slots[i].queue[0]));
+        let chosen: Vec<usize> = chosen
+            .into_iter()
+            .filter(|&i| Some(shapes(&self.slots[i].queue[0])) == reference)
+            .collect();
+        let mut wake = Vec::new();
+        let mut popped = Vec::with_capacity(chosen.len());
+        for &index in &chosen {
+            let Some(pending) = self.slots[index].queue.pop_front() else {
+                continue;
+            };
+            if pending.flags.end {
+                wake.extend(self.release(index));
+            }
+            popped.push((index, pending));
+        }
+        let entries = if pad {
+            let last = chosen.iter().max().copied().unwrap_or(first);
+            let mut by_slot: HashMap<usize, Pending> = popped.into_iter().collect();
+            (first..=last).map(|i| by_slot.remove(&i)).collect()
+        } else {
+            popped.into_iter().map(|(_, p)| Some(p)).collect()
+        };
+        (Round::Ready(entries), wake)
+    }
+
+    /// Whether `instance` has requests queued in its slots.
+    pub fn has_work(&self, instance: usize) -> bool {
+        let first = instance * self.per_instance;
+        self.slots[first..first + self.per_instance]
+            .iter()
+            .any(|s| !s.queue.is_empty())
+    }
+
+    /// Removes every backlogged request (at shutdown).
+    pub fn drain_backlog(&mut self) -> Vec<Pending> {
+        let drained: Vec<Pending> = self.backlog.drain(..).flat_map(|b| b.queue).collect();
+        self.active.retain(|_, a| a.place != Place::Backlog);
+        drained
+    }
+
+    /// Counts for the metrics.
+    pub fn occupancy(&self) -> Occupancy {
+        Occupancy {
+            active: self.active.len() as u64,
+            backlog: self.backlog.len() as u64,
+            slots_used: self.slots.iter().filter(|s| s.owner.is_some()).count() as u64,
+            slots_total: self.slots.len() as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,162 @@
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::request::InferRequest;
+use crate::scheduler::Reply;
+
+fn pending(id: u64, start: bool, end: bool, at: Instant) -> Pending {
+    let (sender, _) = tokio::sync::oneshot::channel();
+    Pending {
+        job: Job {
+            request: InferRequest::default(),
+            batch_size: 1,
+            reply: Reply::new(sender),
+            received_at: at,
+            enqueued_at: at,
+            span: tracing::Span::none(),
+            padding: false,
+            on_outputs: None,
+        },
+        flags: SequenceFlags {
+            id: SequenceId::Number(id),
+            start,
+            end,
+        },
+    }
+}
+
+fn direct() -> Strategy {
+    Strategy::Direct {
+        minimum_slot_utilization: 0.0,
+        max_queue_delay: Duration::ZERO,
+    }
+}
+
+fn ids(round: Round) -> Vec<Option<u64>> {
+    let Round::Ready(entries) = round else {
+        panic!("expected a batch");
+    };
+    entries
+        .into_iter()
+        .map(|e| {
+            e.map(|p| match p.flags.id {
+                SequenceId::Number(n) => n,
+                SequenceId::Text(_) => 0,
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn new_sequences_spread_over_instances_then_wait_in_the_backlog() {
+    let now = Instant::now();
+    let mut t = Table::new("m", 2, 2, 2, direct(), Duration::from_secs(1));
+    // Slot 0 of each instance first, then slot 1.
+    assert_eq!(
+        t.admit(pending(1, true, false, now), now).expect("1"),
+        Some(0)
+    );
+    assert_eq!(
+        t.admit(pending(2, true, false, now), now).expect("2"),
+        Some(1)
+    );
+    assert_eq!(
+        t.admit(pending(3, true, false, now), now).expect("3"),
+        Some(0)
+    );
+    assert_eq!(
+        t.admit(pending(4, true, false, now), now).expect("4"),
+        Some(1)
+    );
+    // No slot left: backlog.
+    assert_eq!(t.admit(pending(5, true, false, now), now).expect("5"), None);
+    assert_eq!(t.occupancy().backlog, 1);
+    // Instance 0 runs sequences 1 and 3 together.
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(1), Some(3)]);
+    // Sequence 3 ends: its slot goes to the backlogged sequence 5 on instance 0.
+    t.admit(pending(3, false, true, now), now).expect("end");
+    let (round, wake) = t.next_round(0, now);
+    assert_eq!(ids(round), vec![None, Some(3)], "slot 0 idle: padding");
+    assert_eq!(wake, vec![0]);
+    assert_eq!(ids(t.next_round(0, now).0), vec![None, Some(5)]);
+    assert_eq!(t.occupancy().backlog, 0);
+}
+
+#[test]
+fn direct_rounds_stop_at_the_highest_active_slot() {
+    let now = Instant::now();
+    let mut t = Table::new("m", 1, 4, 4, direct(), Duration::from_secs(1));
+    for id in 1..=3 {
+        t.admit(pending(id, true, false, now), now).expect("start");
+    }
+    let _ = t.next_round(0, now);
+    t.admit(pending(1, false, false, now), now).expect("next");
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(1)]);
+    t.admit(pending(2, false, false, now), now).expect("next");
+    assert_eq!(ids(t.next_round(0, now).0), vec![None, Some(2)]);
+    assert!(matches!(t.next_round(0, now).0, Round::Wait(None)));
+}
+
+#[test]
+fn unknown_ended_and_expired_sequences_need_start() {
+    let now = Instant::now();
+    let mut t = Table::new("m", 1, 1, 1, direct(), Duration::from_millis(10));
+    let e = t
+        .admit(pending(7, false, false, now), now)
+        .expect_err("never started");
+    assert_eq!(
+        e.message(),
+        "inference request for sequence 7 to model 'm' must specify the START flag on the first request of the sequence"
+    );
+    t.admit(pending(8, true, true, now), now)
+        .expect("one-request sequence");
+    assert!(
+        t.admit(pending(8, false, false, now), now).is_err(),
+        "ended"
+    );
+    let _ = t.next_round(0, now);
+    t.admit(pending(9, true, false, now), now).expect("start");
+    let _ = t.next_round(0, now);
+    assert!(t.reap(now + Duration::from_millis(5)).released.is_empty());
+    assert_eq!(t.occupancy().active, 1);
+    t.reap(now + Duration::from_millis(20));
+    assert_eq!(t.occupancy().active, 0);
+    assert_eq!(t.occupancy().slots_used, 0);
+    let e = t
+        .admit(pending(9, false, false, now), now)
+        .expect_err("expired");
+    assert!(
+        e.message()
+            .contains("was released after 10000 µs without a request"),
+        "{}",
+        e.message()
+    );
+}
+
+#[test]
+fn oldest_takes_the_oldest_ready_requests_and_waits_for_a_preferred_size() {
+    let now = Instant::now();
+    let strategy = Strategy::Oldest {
+        preferred_batch_sizes: vec![2],
+        max_queue_delay: Duration::from_millis(100),
+    };
+    let mut t = Table::new("m", 1, 3, 2, strategy, Duration::from_secs(1));
+    t.admit(pending(1, true, false, now + Duration::from_millis(2)), now)
+        .expect("1");
+    let (round, _) = t.next_round(0, now);
+    assert!(
+        matches!(round, Round::Wait(Some(_))),
+        "one of preferred two: wait"
+    );
+    t.admit(pending(2, true, false, now + Duration::from_millis(1)), now)
+        .expect("2");
+    t.admit(pending(3, true, false, now), now).expect("3");
+    // Batch of two, oldest first, no padding.
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(3), Some(2)]);
+    // The remaining one runs once the delay has passed.
+    assert!(matches!(t.next_round(0, now).0, Round::Wait(Some(_))));
+    assert_eq!(
+        ids(t.next_round(0, now + Duration::from_millis(200)).0),
+        vec![Some(1)]
+    );
+}
