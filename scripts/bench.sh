@@ -116,6 +116,32 @@ for cache in local redis; do
 done
 kill "$REDIS_PID"; wait "$REDIS_PID" || true
 
+# Sequences: 64 and 512 concurrent sequences of 50 steps on sequence_accumulate, with the
+# direct and the oldest strategy (two instances, batches of up to 32). Resident memory
+# before and after the 512-sequence run gives a rough state cost per sequence.
+SEQ_REPO=$(mktemp -d)
+for strategy in direct oldest; do
+  dir="$SEQ_REPO/seq_$strategy"
+  cp -r examples/models/sequence_accumulate "$dir"
+  sed -i -e "s/^name: .*/name: \"seq_$strategy\"/" -e 's/max_batch_size: 4/max_batch_size: 32/' \
+    -e 's/count: 1/count: 2/' "$dir/config.pbtxt"
+  if [[ $strategy == oldest ]]; then
+    sed -i 's/^  max_sequence_idle_microseconds: .*/&\n  oldest { max_candidate_sequences: 256 preferred_batch_size: [ 32 ] max_queue_delay_microseconds: 1000 }/' \
+      "$dir/config.pbtxt"
+  fi
+done
+start_nereid "$SEQ_REPO"
+echo "strategy,sequences,rss_before_kib,rss_after_kib" >"$OUT/sequence_memory.csv"
+for strategy in direct oldest; do
+  for c in 64 512; do
+    before=$(awk '/VmRSS/ {print $2}' "/proc/$PID/status")
+    run_bench "sequence_${strategy}_c$c" "seq_$strategy" "$GRPC" grpc "$c:$c:1" --sequence-length 50
+    after=$(awk '/VmRSS/ {print $2}' "/proc/$PID/status")
+    echo "$strategy,$c,$before,$after" >>"$OUT/sequence_memory.csv"
+  done
+done
+kill "$PID"; wait "$PID" || true
+
 echo "bench: in-process ONNX Runtime" >&2
 BATCHES=1,2,3,4,5,6,7,8,10,12,14,16,20,24,32,48,64
 target/release/examples/ort_inprocess "$MODELS/mlp/1/model.onnx" INPUT 16 "$BATCHES" 2 1 >"$OUT/inprocess_mlp.csv"

@@ -181,7 +181,35 @@ def main():
                       f"{fmt(num(r, 'p50 latency'))} | {fmt(num(r, 'p99 latency'))} |")
     print()
 
-    print("## 6. Start-up\n")
+    print("## 6. Sequences (sequence_accumulate, 50 steps per sequence, gRPC)\n")
+    print("`nereid-bench --sequence-length 50`: each worker runs sequences of 50 requests under its")
+    print("own correlation ID, so concurrency N keeps N sequences live. Two instances, batches of up")
+    print("to 32: `direct` has 64 slots (more sequences wait in the backlog), `oldest` has 512")
+    print("candidate sequences and batches the oldest ready requests.\n")
+    print("| strategy | live sequences | steps/s | p50 µs per step | p99 µs per step | avg server batch |")
+    print("|---|---|---|---|---|---|")
+    for strategy in ("direct", "oldest"):
+        for c in (64, 512):
+            r = one(out, f"sequence_{strategy}_c{c}")
+            if r is None:
+                continue
+            print(f"| {strategy} | {c} | {fmt(num(r, 'Inferences/Second'))} | {fmt(num(r, 'p50 latency'))} | "
+                  f"{fmt(num(r, 'p99 latency'))} | {fmt(num(r, 'Server Avg Batch Size'), 1)} |")
+    print("\nWith 512 sequences and `direct`, 448 sequences wait in the backlog at any time: the p99")
+    print("is the START of a backlogged sequence waiting for a running one to send its END.")
+    print("`oldest` keeps all 512 as candidates and cycles through them in batches of 32.")
+    memory_path = os.path.join(out, "sequence_memory.csv")
+    if os.path.exists(memory_path):
+        print("\nResident memory of the server before and after each run (the state itself is one")
+        print("FP32 per sequence; what shows here is the bookkeeping and allocator behaviour):\n")
+        print("| strategy | live sequences | RSS before MiB | RSS after MiB |")
+        print("|---|---|---|---|")
+        for r in rows(memory_path):
+            print(f"| {r['strategy']} | {r['sequences']} | {float(r['rss_before_kib']) / 1024:.1f} | "
+                  f"{float(r['rss_after_kib']) / 1024:.1f} |")
+    print()
+
+    print("## 7. Start-up\n")
     print("Time from launch to `/v2/health/ready` answering 200, and resident memory then (median of 5).\n")
     print("| repository | ms to ready | RSS MiB |")
     print("|---|---|---|")

@@ -57,6 +57,12 @@ pub struct Args {
     #[arg(long = "output-shared-memory-size")]
     pub output_shared_memory_size: Option<u64>,
 
+    /// Sequence mode, for models with the sequence batcher: each worker sends sequences of
+    /// this many requests (START on the first, END on the last) under its own correlation
+    /// ID, so concurrency N keeps N sequences live. Closed loop only.
+    #[arg(long = "sequence-length", conflicts_with_all = ["request_rate_range", "shared_memory"])]
+    pub sequence_length: Option<usize>,
+
     /// Seed of the random input data and of Poisson arrival times.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

@@ -20,14 +20,39 @@ use anyhow::Context as _;
 use clap::Parser as _;
 
 use crate::cli::{Args, Protocol, SharedMemory};
-use crate::client::{Client, InferRequest, InputTensor, Target};
+use crate::client::{Client, InferRequest, InputTensor, SequenceStep, Target};
 use crate::data::Prng;
 use crate::load::threads::ClientThreads;
 use crate::load::{
-    open::OpenLoop, Load, PreparedRequest, ShmSource, SourceFactory, StaticSource, StepConfig,
+    open::OpenLoop, Load, PreparedRequest, SequenceSource, ShmSource, SourceFactory,
+    StaticSource, StepConfig,
 };
 use crate::report::{Progress, Report, StepReport};
 use crate::shm::ShmRegions;
+
+/// For each of `workers` correlation IDs (1, 2, ...), the START, middle and END requests
+/// of a sequence of `length` requests (a one-request sequence is START and END at once).
+fn sequence_requests(
+    control: &Client,
+    request: &InferRequest,
+    workers: usize,
+    length: usize,
+    batch_size: u64,
+) -> Vec<[PreparedRequest; 3]> {
+    (1..=workers as u64)
+        .map(|id| {
+            let step = |start: bool, end: bool| {
+                let mut r = request.clone();
+                r.sequence = Some(SequenceStep { id, start, end });
+                PreparedRequest {
+                    wire: control.encode(&r),
+                    batch_size,
+                }
+            };
+            [step(true, false), step(false, false), step(length <= 1, true)]
+        })
+        .collect()
+}
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -84,6 +109,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .collect(),
         outputs: info.outputs.iter().map(|o| o.name.clone()).collect(),
         shm: None,
+        sequence: None,
     };
     let batch_size = u64::from(args.batch_size);
 
@@ -113,6 +139,24 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
 
     let (sources, regions): (SourceFactory, Option<ShmRegions>) = match args.shared_memory {
+        SharedMemory::None if args.sequence_length.is_some() => {
+            let length = args.sequence_length.unwrap_or(1);
+            let workers = loads
+                .iter()
+                .map(|l| match l {
+                    Load::Concurrency(n) => *n,
+                    Load::Rate(_) => 1,
+                })
+                .max()
+                .unwrap_or(1);
+            (
+                SequenceSource::factory(
+                    sequence_requests(&control, &request, workers, length, batch_size),
+                    length,
+                ),
+                None,
+            )
+        }
         SharedMemory::None => (
             StaticSource::factory(PreparedRequest {
                 wire: control.encode(&request),

@@ -23,7 +23,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::Streaming;
 
 use super::h2::{grpc_frame, H2Channel, UnaryConn};
-use super::{Conn, InferError, InferRequest, Target};
+use super::{Conn, InferError, InferRequest, SequenceStep, Target};
 use crate::metadata::{ModelInfo, TensorMeta};
 use crate::shm::ShmRef;
 use crate::stats::{Duration64, ServerStats};
@@ -186,6 +186,27 @@ impl GrpcControl {
     }
 }
 
+/// The request parameters of a sequence step.
+fn sequence_parameters(step: SequenceStep) -> HashMap<String, InferParameter> {
+    let param = |choice| InferParameter {
+        parameter_choice: Some(choice),
+    };
+    HashMap::from([
+        (
+            "sequence_id".to_string(),
+            param(ParameterChoice::Int64Param(step.id as i64)),
+        ),
+        (
+            "sequence_start".to_string(),
+            param(ParameterChoice::BoolParam(step.start)),
+        ),
+        (
+            "sequence_end".to_string(),
+            param(ParameterChoice::BoolParam(step.end)),
+        ),
+    ])
+}
+
 /// Encodes a request for `model` (`version`): see [`GrpcControl::build`].
 fn encode(model: &str, version: &str, request: &InferRequest) -> GrpcRequest {
     let shm = request.shm.as_ref();
@@ -224,6 +245,10 @@ fn encode(model: &str, version: &str, request: &InferRequest) -> GrpcRequest {
             Some(_) => Vec::new(),
             None => request.inputs.iter().map(|i| i.data.clone()).collect(),
         },
+        parameters: request
+            .sequence
+            .map(sequence_parameters)
+            .unwrap_or_default(),
         ..Default::default()
     };
     let frame = grpc_frame(&prost::Message::encode_to_vec(&message));
@@ -444,6 +469,11 @@ mod tests {
             }],
             outputs: vec!["OUTPUT0".into()],
             shm,
+            sequence: Some(SequenceStep {
+                id: 9,
+                start: false,
+                end: true,
+            }),
         }
     }
 
@@ -464,6 +494,14 @@ mod tests {
         );
         assert!(r.message.inputs[0].parameters.is_empty());
         assert!(r.message.outputs.is_empty());
+        assert_eq!(
+            param(&r.message.parameters, "sequence_id"),
+            ParameterChoice::Int64Param(9)
+        );
+        assert_eq!(
+            param(&r.message.parameters, "sequence_end"),
+            ParameterChoice::BoolParam(true)
+        );
     }
 
     #[test]

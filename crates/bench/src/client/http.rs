@@ -33,6 +33,8 @@ pub struct HttpBody {
 
 #[derive(Serialize)]
 struct JsonRequest<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameters: Option<serde_json::Value>,
     inputs: Vec<JsonInput<'a>>,
     outputs: Vec<JsonOutput<'a>>,
 }
@@ -67,6 +69,13 @@ impl HttpBody {
     pub fn build(request: &InferRequest) -> Self {
         let shm = request.shm.as_ref();
         let header = JsonRequest {
+            parameters: request.sequence.map(|s| {
+                serde_json::json!({
+                    "sequence_id": s.id,
+                    "sequence_start": s.start,
+                    "sequence_end": s.end,
+                })
+            }),
             inputs: request
                 .inputs
                 .iter()
@@ -428,6 +437,7 @@ impl HttpControl {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::SequenceStep;
     use crate::client::InputTensor;
     use crate::data::DataType;
 
@@ -450,6 +460,11 @@ mod tests {
             ],
             outputs: vec!["OUTPUT0".into()],
             shm: None,
+            sequence: Some(SequenceStep {
+                id: 7,
+                start: true,
+                end: false,
+            }),
         };
         let body = HttpBody::build(&request);
         let json_len: usize = body
@@ -464,6 +479,7 @@ mod tests {
         assert_eq!(
             header,
             serde_json::json!({
+                "parameters": {"sequence_id": 7, "sequence_start": true, "sequence_end": false},
                 "inputs": [
                     {"name": "INPUT0", "shape": [1, 2], "datatype": "FP32",
                      "parameters": {"binary_data_size": 8}},
@@ -496,6 +512,7 @@ mod tests {
                     byte_size: 32,
                 }],
             }),
+            sequence: None,
         };
         let body = HttpBody::build(&request);
         assert_eq!(

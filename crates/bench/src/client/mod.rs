@@ -56,6 +56,19 @@ pub struct InferRequest {
     /// With `--shared-memory system`: where the inputs are and where the outputs go; the
     /// encoded request then carries no tensor data.
     pub shm: Option<ShmPlacement>,
+    /// In sequence mode: the request's correlation ID and flags.
+    pub sequence: Option<SequenceStep>,
+}
+
+/// A request's place in a sequence (`sequence_id`, `sequence_start`, `sequence_end`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SequenceStep {
+    /// Correlation ID.
+    pub id: u64,
+    /// First request.
+    pub start: bool,
+    /// Last request.
+    pub end: bool,
 }
 
 /// A request encoded for one protocol.

@@ -95,6 +95,49 @@ impl RequestSource for ShmSource {
     }
 }
 
+/// Sequences: worker `i` sends the START request, then middle requests, then the END
+/// request, all under its own correlation ID, and starts over (a new sequence under the
+/// same ID, which the END made free).
+pub struct SequenceSource {
+    /// The worker's START, middle and END requests.
+    steps: [Arc<PreparedRequest>; 3],
+    length: usize,
+    position: usize,
+}
+
+impl SequenceSource {
+    /// A factory handing worker `i` the `i`-th set of (START, middle, END) requests.
+    pub fn factory(requests: Vec<[PreparedRequest; 3]>, length: usize) -> SourceFactory {
+        assert!(!requests.is_empty(), "a sequence source needs requests");
+        let requests: Arc<[[Arc<PreparedRequest>; 3]]> = requests
+            .into_iter()
+            .map(|steps| steps.map(Arc::new))
+            .collect();
+        Arc::new(move |i| {
+            Box::new(SequenceSource {
+                steps: requests[i % requests.len()].clone(),
+                length: length.max(1),
+                position: 0,
+            })
+        })
+    }
+}
+
+impl RequestSource for SequenceSource {
+    fn next_request(&mut self) -> Arc<PreparedRequest> {
+        let step = self.position;
+        self.position = (self.position + 1) % self.length;
+        let index = if step + 1 == self.length {
+            2 // END (a one-request sequence: START and END together, built as END)
+        } else if step == 0 {
+            0
+        } else {
+            1
+        };
+        self.steps[index].clone()
+    }
+}
+
 /// How a worker waits after a failed connection before trying again, so that a server
 /// that went away is not hammered in a tight loop.
 pub const RECONNECT_BACKOFF: Duration = Duration::from_millis(10);
