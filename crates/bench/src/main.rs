@@ -24,8 +24,8 @@ use crate::client::{Client, InferRequest, InputTensor, SequenceStep, Target};
 use crate::data::Prng;
 use crate::load::threads::ClientThreads;
 use crate::load::{
-    open::OpenLoop, Load, PreparedRequest, SequenceSource, ShmSource, SourceFactory,
-    StaticSource, StepConfig,
+    open::OpenLoop, Load, PreparedRequest, SequenceSource, ShmSource, SourceFactory, StaticSource,
+    StepConfig,
 };
 use crate::report::{Progress, Report, StepReport};
 use crate::shm::ShmRegions;
@@ -49,7 +49,11 @@ fn sequence_requests(
                     batch_size,
                 }
             };
-            [step(true, false), step(false, false), step(length <= 1, true)]
+            [
+                step(true, false),
+                step(false, false),
+                step(length <= 1, true),
+            ]
         })
         .collect()
 }

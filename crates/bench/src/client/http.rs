@@ -437,8 +437,8 @@ impl HttpControl {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::SequenceStep;
     use crate::client::InputTensor;
+    use crate::client::SequenceStep;
     use crate::data::DataType;
 
     #[test]
