@@ -257,3 +257,18 @@ def test_metadata_hides_controls_and_state(server):
     meta = server.http_client().get_model_metadata(MODEL)
     assert [i["name"] for i in meta["inputs"]] == ["INPUT"]
     assert "ACC_OUT" not in [o["name"] for o in meta["outputs"]]
+
+
+def test_backlogged_sequence_expires_with_its_request_timeout(seq_server, error_of):
+    srv = seq_server(config(max_batch=1))
+    client = srv.http_client()
+    send(client, 6101, 1.0, start=True)
+    inp = httpclient.InferInput("INPUT", [1, 1], "FP32")
+    inp.set_data_from_numpy(np.array([[1.0]], np.float32))
+    started = time.monotonic()
+    e = error_of(client.infer, MODEL, [inp], sequence_id=6102, sequence_start=True, timeout=100000)
+    assert e.message() == "timeout of the corresponding sequence has been expired"
+    assert time.monotonic() - started < 5
+    assert gauge(srv, "nv_sequence_backlog") == 0
+    # The sequence holding the slot is unaffected.
+    assert send(client, 6101, 1.0, end=True)["sum"] == 2.0

@@ -90,6 +90,15 @@ impl InferRequest {
             .iter()
             .find_map(|(k, v)| (k == name).then_some(v))
     }
+
+    /// The parameter `name` as a non-negative integer, if it is one.
+    pub fn u64_parameter(&self, name: &str) -> Option<u64> {
+        match self.parameter(name)? {
+            ParamValue::Int(i) => u64::try_from(*i).ok(),
+            ParamValue::Uint(u) => Some(*u),
+            _ => None,
+        }
+    }
 }
 
 /// Keeps the `wanted` outputs in the wanted order (all of them, in model order, when

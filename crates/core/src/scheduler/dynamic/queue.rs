@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use nereid_proto::inference::model_queue_policy::TimeoutAction;
 use nereid_proto::inference::{ModelDynamicBatching, ModelQueuePolicy};
 
-use crate::request::ParamValue;
 use crate::scheduler::Job;
 
 /// A level's queue policy, resolved from the configuration.
@@ -81,14 +80,6 @@ pub struct PriorityQueues {
     default_level: usize,
 }
 
-fn u64_param(job: &Job, name: &str) -> Option<u64> {
-    match job.request.parameter(name)? {
-        ParamValue::Int(i) => u64::try_from(*i).ok(),
-        ParamValue::Uint(u) => Some(*u),
-        _ => None,
-    }
-}
-
 impl PriorityQueues {
     /// Queues for the batching settings `config`.
     pub fn new(config: &ModelDynamicBatching) -> Self {
@@ -129,7 +120,7 @@ impl PriorityQueues {
     /// Queues `job` at its priority (0 or out of range means the default level, as in
     /// Triton); a full level (`max_queue_size`) hands it back.
     pub fn push(&mut self, job: Job) -> Result<(), Box<Job>> {
-        let index = match u64_param(&job, "priority") {
+        let index = match job.request.u64_parameter("priority") {
             Some(p) if p >= 1 && (p as usize) <= self.levels.len() => p as usize - 1,
             _ => self.default_level,
         };
@@ -139,7 +130,7 @@ impl PriorityQueues {
         }
         let deadline = level
             .policy
-            .timeout(u64_param(&job, "timeout"))
+            .timeout(job.request.u64_parameter("timeout"))
             .map(|t| job.enqueued_at + t);
         level.ready.push_back(Queued { job, deadline });
         Ok(())

@@ -290,6 +290,16 @@ async fn reap(shared: std::sync::Weak<Shared>, idle: Duration) {
         for id in &reaped.released {
             shared.states.forget(id);
         }
+        for pending in reaped.timed_out {
+            shared.stats.request_failed(
+                pending.job.received_at.elapsed(),
+                FailureReason::Rejected,
+                true,
+            );
+            pending.job.reply.send(Err(Error::unavailable(
+                "timeout of the corresponding sequence has been expired",
+            )));
+        }
         shared.wake_all(reaped.wake);
     }
 }

@@ -103,6 +103,8 @@ impl Expired {
 pub struct Reaped {
     /// Sequences released.
     pub released: Vec<SequenceId>,
+    /// Requests of backlogged sequences whose `timeout` expired before they got a slot.
+    pub timed_out: Vec<Pending>,
     /// Instances to wake (a backlogged sequence moved into a freed slot).
     pub wake: Vec<usize>,
 }
@@ -277,6 +279,7 @@ impl Table {
             .map(|(id, a)| (id.clone(), a.place))
             .collect();
         let mut reaped = Reaped::default();
+        self.expire_backlog(now, &mut reaped);
         for (id, place) in stale {
             tracing::debug!(sequence = %id, model = %self.model, "idle sequence released");
             self.active.remove(&id);
@@ -287,6 +290,31 @@ impl Table {
             }
         }
         reaped
+    }
+
+    /// Drops backlogged sequences with a request whose `timeout` (µs) has passed, as
+    /// Triton does: the whole backlogged sequence fails.
+    fn expire_backlog(&mut self, now: Instant, reaped: &mut Reaped) {
+        let late = |p: &Pending| {
+            p.job
+                .request
+                .u64_parameter("timeout")
+                .filter(|t| *t > 0)
+                .is_some_and(|t| now >= p.job.enqueued_at + Duration::from_micros(t))
+        };
+        let mut kept = VecDeque::with_capacity(self.backlog.len());
+        for b in self.backlog.drain(..) {
+            if b.queue.iter().any(late) {
+                if b.open {
+                    self.active.remove(&b.id);
+                }
+                reaped.released.push(b.id);
+                reaped.timed_out.extend(b.queue);
+            } else {
+                kept.push_back(b);
+            }
+        }
+        self.backlog = kept;
     }
 
     /// The next batch of `instance`, or how long to wait for one. Also returns the

@@ -160,3 +160,21 @@ fn oldest_takes_the_oldest_ready_requests_and_waits_for_a_preferred_size() {
         vec![Some(1)]
     );
 }
+
+#[test]
+fn backlogged_sequences_expire_with_their_request_timeout() {
+    let now = Instant::now();
+    let mut t = Table::new("m", 1, 1, 1, direct(), Duration::from_secs(60));
+    t.admit(pending(1, true, false, now), now).expect("slot");
+    let mut late = pending(2, true, false, now);
+    late.job.request.parameters = vec![(
+        "timeout".to_string(),
+        crate::request::ParamValue::Int(1_000),
+    )];
+    assert_eq!(t.admit(late, now).expect("backlog"), None);
+    assert!(t.reap(now).timed_out.is_empty());
+    let reaped = t.reap(now + Duration::from_millis(2));
+    assert_eq!(reaped.timed_out.len(), 1);
+    assert_eq!(t.occupancy().backlog, 0);
+    assert!(t.admit(pending(2, false, false, now), now).is_err(), "gone");
+}
