@@ -272,3 +272,77 @@ def test_backlogged_sequence_expires_with_its_request_timeout(seq_server, error_
     assert gauge(srv, "nv_sequence_backlog") == 0
     # The sequence holding the slot is unaffected.
     assert send(client, 6101, 1.0, end=True)["sum"] == 2.0
+
+
+def test_many_sequences_through_few_slots_each_get_their_own_sums(seq_server):
+    # 2 slots, 8 concurrent sequences of 12 steps: most wait in the backlog at first.
+    srv = seq_server(config(max_batch=2))
+    errors, sums = [], {}
+
+    def run(seq):
+        try:
+            with srv.grpc_client() as c:
+                got = [send(c, seq, float(seq), start=True)["sum"]]
+                for step in range(1, 12):
+                    got.append(send(c, seq, float(step), end=step == 11)["sum"])
+                sums[seq] = got
+        except Exception as e:  # reported below, with the sequence
+            errors.append((seq, e))
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in range(11, 19)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    for seq, got in sums.items():
+        expected = np.cumsum([float(seq)] + [float(s) for s in range(1, 12)]).tolist()
+        assert got == expected, seq
+    assert len(sums) == 8
+
+
+def test_initial_state_from_a_data_file(make_repo, start_server):
+    text = BASE_CONFIG.replace(
+        'dims: [ 1 ] } ]\n}',
+        'dims: [ 1 ]\n    initial_state: [ { name: "hundred" data_type: TYPE_FP32 dims: [ 1 ] data_file: "hundred.bin" } ] } ]\n}',
+    )
+    assert "hundred.bin" in text
+    # The model zeroes its state itself when START is 1; with START always 0 the
+    # server's initial state is what the first request sees.
+    text = text.replace("fp32_false_true: [ 0, 1 ]", "fp32_false_true: [ 0, 0 ]")
+    repo = make_repo([MODEL], {MODEL: text})
+    os.makedirs(os.path.join(repo, MODEL, "initial_state"))
+    with open(os.path.join(repo, MODEL, "initial_state", "hundred.bin"), "wb") as f:
+        f.write(np.array([100.0], np.float32).tobytes())
+    srv = start_server(repo)
+    client = srv.http_client()
+    assert send(client, 12001, 1.0, start=True)["sum"] == 101.0
+    assert send(client, 12001, 1.0)["sum"] == 102.0
+    # START resets to the initial state, not to zero.
+    assert send(client, 12001, 5.0, start=True, end=True)["sum"] == 105.0
+
+
+@pytest.mark.parametrize(
+    "state, message",
+    [
+        ('initial_state: [ { name: "a" data_type: TYPE_FP32 dims: [ 1 ] zero_data: true }, '
+         '{ name: "b" data_type: TYPE_FP32 dims: [ 1 ] zero_data: true } ]',
+         "initial_state field for state input 'ACC_IN' must contain exactly one or zero element. Found '2' elements."),
+        ('initial_state: [ { data_type: TYPE_FP32 dims: [ 1 ] zero_data: true } ]',
+         "Field 'name' must be set when using initial_state for state input 'ACC_IN'."),
+        ('initial_state: [ { name: "a" data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } ]',
+         "The data type used for 'initial_state' field of state 'ACC_IN' does not match the state data type."),
+        ('initial_state: [ { name: "a" data_type: TYPE_FP32 dims: [ 1 ] data_file: "short.bin" } ]',
+         "initial_state setting expects 4 bytes, but the data provided from"),
+    ],
+)
+def test_initial_state_validation(make_repo, start_server, state, message):
+    text = BASE_CONFIG.replace('dims: [ 1 ] } ]\n}', f'dims: [ 1 ]\n    {state} }} ]\n}}')
+    repo = make_repo([MODEL], {MODEL: text})
+    os.makedirs(os.path.join(repo, MODEL, "initial_state"))
+    with open(os.path.join(repo, MODEL, "initial_state", "short.bin"), "wb") as f:
+        f.write(b"\0\0")
+    srv = start_server(repo, "--exit-on-error=false")
+    index = srv.http_client().get_model_repository_index()
+    assert index[0]["state"] == "UNAVAILABLE"
+    assert message in index[0]["reason"], index[0]["reason"]

@@ -15,6 +15,10 @@ use crate::scheduler::{Job, Reply, Scheduler};
 use crate::stats::{FailureReason, ModelStats, ModelStatsSnapshot};
 use crate::validate::validate_request;
 
+/// The answer to a submitted request, still to come.
+pub type Answer =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<InferResponse>> + Send>>;
+
 /// One ready model version.
 pub struct LoadedModel {
     spec: Arc<ModelSpec>,
@@ -62,21 +66,25 @@ impl LoadedModel {
         snapshot
     }
 
-    /// Validates one request, then answers it from the response cache or schedules it.
-    pub async fn infer(
-        &self,
-        request: InferRequest,
-        received_at: Instant,
-    ) -> Result<InferResponse> {
+    /// Admits one request now (validation, and the scheduler's queue unless the model
+    /// uses the response cache) and returns the future of its answer. Requests submitted
+    /// one after another are queued in that order, which a gRPC stream of sequence
+    /// requests relies on.
+    pub fn submit(self: Arc<Self>, request: InferRequest, received_at: Instant) -> Answer {
         // Like Triton, a request rejected by validation counts neither as a success nor
         // as a failure of the model.
-        let batch_size = validate_request(&self.spec, &request)?;
-        match &self.cache {
-            None => self.schedule(request, batch_size, received_at).await,
-            Some(cache) => {
-                self.infer_cached(cache, request, batch_size, received_at)
-                    .await
-            }
+        let batch_size = match validate_request(&self.spec, &request) {
+            Ok(size) => size,
+            Err(e) => return Box::pin(std::future::ready(Err(e))),
+        };
+        if self.cache.is_some() {
+            return Box::pin(
+                async move { self.infer_cached(request, batch_size, received_at).await },
+            );
+        }
+        match self.enqueue(request, batch_size, received_at) {
+            Ok(answer) => Box::pin(async move { self.answer(answer).await }),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
         }
     }
 
@@ -84,11 +92,13 @@ impl LoadedModel {
     /// so a request for any subset of outputs can be answered from the same entry.
     async fn infer_cached(
         &self,
-        cache: &ResponseCache,
         mut request: InferRequest,
         batch_size: usize,
         received_at: Instant,
     ) -> Result<InferResponse> {
+        let Some(cache) = &self.cache else {
+            return self.schedule(request, batch_size, received_at).await;
+        };
         let wanted = request.requested_outputs.take();
         let id = request.id.clone();
         let key = CacheKey::of(&self.spec.name, self.spec.version, &request);
@@ -119,6 +129,17 @@ impl LoadedModel {
         batch_size: usize,
         received_at: Instant,
     ) -> Result<InferResponse> {
+        let answer = self.enqueue(request, batch_size, received_at)?;
+        self.answer(answer).await
+    }
+
+    /// Queues one validated request; the receiver gets its answer.
+    fn enqueue(
+        &self,
+        request: InferRequest,
+        batch_size: usize,
+        received_at: Instant,
+    ) -> Result<oneshot::Receiver<Result<InferResponse>>> {
         let span = tracing::debug_span!(
             "infer",
             model = %self.spec.name,
@@ -142,6 +163,14 @@ impl LoadedModel {
                 .request_failed(received_at.elapsed(), FailureReason::Rejected, true);
             return Err(e);
         }
+        Ok(answer)
+    }
+
+    /// Awaits a queued request's answer.
+    async fn answer(
+        &self,
+        answer: oneshot::Receiver<Result<InferResponse>>,
+    ) -> Result<InferResponse> {
         answer.await.unwrap_or_else(|_| {
             Err(Error::internal(format!(
                 "model '{}' stopped before answering the request",

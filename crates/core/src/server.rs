@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use crate::datatype::DataType;
 use crate::error::{Error, Result};
+use crate::loaded::Answer;
 use crate::model::ModelSpec;
 use crate::repository::{ModelRepository, ModelState};
 use crate::request::{InferRequest, InferResponse};
@@ -161,11 +162,21 @@ impl Server {
 
     /// Runs one inference request.
     pub async fn infer(&self, request: InferRequest) -> Result<InferResponse> {
+        self.submit(request).await
+    }
+
+    /// Admits one inference request now and returns the future of its answer: requests
+    /// submitted one after another are queued in that order (gRPC streams need this for
+    /// sequences).
+    pub fn submit(&self, request: InferRequest) -> Answer {
         let received_at = Instant::now();
-        let model = self
+        match self
             .repository
-            .get(&request.model_name, request.model_version)?;
-        model.infer(request, received_at).await
+            .get(&request.model_name, request.model_version)
+        {
+            Ok(model) => model.submit(request, received_at),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
     }
 
     /// Statistics of one model (all its ready versions, or one) or of every model.

@@ -1,6 +1,8 @@
-//! `ModelStreamInfer`: a bidirectional stream of requests and responses. Every request is
-//! answered by its own task, so responses may come back in a different order; a failed
-//! request is answered in-stream with `error_message` and the stream stays open.
+//! `ModelStreamInfer`: a bidirectional stream of requests and responses. Requests are
+//! admitted in stream order (so a sequence's requests reach the sequence batcher in the
+//! order they were sent), then each is awaited by its own task, so responses of different
+//! requests may come back in a different order; a failed request is answered in-stream
+//! with `error_message` and the stream stays open.
 //!
 //! Backpressure: a slot in the bounded outgoing channel is reserved *before* the next
 //! request is read, so requests in flight plus responses not yet sent never exceed
@@ -51,10 +53,9 @@ async fn read_requests(
         };
         match next {
             Ok(Some(request)) => {
-                let server = server.clone();
+                let pending = submit(&server, request);
                 tokio::spawn(async move {
-                    let message = answer(&server, request).await;
-                    permit.send(Ok(message));
+                    permit.send(Ok(pending.await));
                 });
             }
             Ok(None) => return,
@@ -66,21 +67,36 @@ async fn read_requests(
     }
 }
 
-/// One request's answer: the response, or the error with the request's identity.
-async fn answer(server: &Server, request: ModelInferRequest) -> ModelStreamInferResponse {
+/// Admits one request now and returns the future of its stream message: the response,
+/// or the error with the request's identity.
+fn submit(
+    server: &Server,
+    request: ModelInferRequest,
+) -> impl std::future::Future<Output = ModelStreamInferResponse> + Send + 'static {
     let echo = ModelInferResponse {
         model_name: request.model_name.clone(),
         model_version: request.model_version.clone(),
         id: request.id.clone(),
         ..Default::default()
     };
-    let result = match convert::decode_request(request, server.shm()) {
-        Ok((request, targets)) => server
-            .infer(request)
-            .await
-            .and_then(|response| convert::encode_response(response, &targets)),
-        Err(e) => Err(e),
-    };
+    let admitted = convert::decode_request(request, server.shm())
+        .map(|(request, targets)| (server.submit(request), targets));
+    async move {
+        let result = match admitted {
+            Ok((answer, targets)) => answer
+                .await
+                .and_then(|response| convert::encode_response(response, &targets)),
+            Err(e) => Err(e),
+        };
+        message(result, echo)
+    }
+}
+
+/// The stream message for one request's result.
+fn message(
+    result: nereid_core::Result<ModelInferResponse>,
+    echo: ModelInferResponse,
+) -> ModelStreamInferResponse {
     match result {
         Ok(response) => ModelStreamInferResponse {
             error_message: String::new(),
