@@ -50,7 +50,15 @@ def test_server_metadata(server, http_client, grpc_client):
     assert isinstance(meta["extensions"], list)
     assert all(isinstance(e, str) for e in meta["extensions"])
     # Extensions this suite exercises must be advertised.
-    for ext in ("binary_tensor_data", "model_configuration", "model_repository", "statistics"):
+    for ext in (
+        "binary_tensor_data",
+        "model_configuration",
+        "model_repository",
+        "statistics",
+        "system_shared_memory",
+        "cuda_shared_memory",
+        "sequence",
+    ):
         assert ext in meta["extensions"]
     assert server.request("GET", "/v2").json() == meta
 

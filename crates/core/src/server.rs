@@ -21,6 +21,7 @@ pub const EXTENSIONS: &[&str] = &[
     "binary_tensor_data",
     "parameters",
     "statistics",
+    "sequence",
 ];
 
 /// Server identity, for server metadata.

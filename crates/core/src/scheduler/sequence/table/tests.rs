@@ -178,3 +178,22 @@ fn backlogged_sequences_expire_with_their_request_timeout() {
     assert_eq!(t.occupancy().backlog, 0);
     assert!(t.admit(pending(2, false, false, now), now).is_err(), "gone");
 }
+
+#[test]
+fn direct_waits_for_minimum_slot_utilization_or_the_delay() {
+    let now = Instant::now();
+    let strategy = Strategy::Direct {
+        minimum_slot_utilization: 0.5,
+        max_queue_delay: Duration::from_millis(10),
+    };
+    let mut t = Table::new("m", 1, 4, 4, strategy, Duration::from_secs(1));
+    t.admit(pending(1, true, false, now), now).expect("1");
+    // One of four slots ready (0.25 < 0.5): wait until the delay has passed.
+    assert!(matches!(t.next_round(0, now).0, Round::Wait(Some(_))));
+    t.admit(pending(2, true, false, now), now).expect("2");
+    // Two of four (0.5): run now.
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(1), Some(2)]);
+    t.admit(pending(1, false, false, now), now).expect("again");
+    let later = now + Duration::from_millis(20);
+    assert_eq!(ids(t.next_round(0, later).0), vec![Some(1)]);
+}
