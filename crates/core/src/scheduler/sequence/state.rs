@@ -36,6 +36,21 @@ struct Stored {
     tensors: Option<Vec<(Vec<i64>, Bytes)>>,
 }
 
+/// The protocol datatype of a state tensor.
+fn state_datatype(
+    state: &nereid_proto::inference::model_sequence_batching::State,
+) -> Result<DataType> {
+    nereid_proto::inference::DataType::try_from(state.data_type)
+        .ok()
+        .and_then(DataType::from_config)
+        .ok_or_else(|| {
+            Error::invalid_arg(format!(
+                "state '{}' has an unsupported data type",
+                state.input_name
+            ))
+        })
+}
+
 /// The state inputs and outputs of `config`, as tensors the backend must feed and read
 /// (clients never see them).
 pub fn state_tensor_specs(
@@ -44,15 +59,7 @@ pub fn state_tensor_specs(
     let mut inputs = Vec::new();
     let mut outputs = Vec::new();
     for state in &config.state {
-        let datatype = nereid_proto::inference::DataType::try_from(state.data_type)
-            .ok()
-            .and_then(DataType::from_config)
-            .ok_or_else(|| {
-                Error::invalid_arg(format!(
-                    "state '{}' has an unsupported data type",
-                    state.input_name
-                ))
-            })?;
+        let datatype = state_datatype(state)?;
         inputs.push(TensorSpec::internal(
             &state.input_name,
             datatype,
@@ -94,15 +101,8 @@ impl States {
     ) -> Result<Self> {
         let mut tensors = Vec::with_capacity(config.state.len());
         for state in &config.state {
-            let datatype = nereid_proto::inference::DataType::try_from(state.data_type)
-                .ok()
-                .and_then(DataType::from_config)
-                .ok_or_else(|| {
-                    Error::invalid_arg(format!(
-                        "state '{}' of model '{model}' has an unsupported data type",
-                        state.input_name
-                    ))
-                })?;
+            let datatype = state_datatype(state)
+                .map_err(|e| Error::invalid_arg(format!("model '{model}': {}", e.message())))?;
             let initial = initial_bytes(state, datatype, model_dir)?;
             let initial_dims = match state.initial_state.first() {
                 Some(i) => i.dims.clone(),
