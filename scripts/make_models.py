@@ -146,6 +146,15 @@ def mlp_graph(name):
     return _model(graph)
 
 
+# The control tensors of sequence_accumulate and their ONNX types.
+SEQUENCE_CONTROLS = [
+    ("START", TensorProto.FLOAT),
+    ("END", TensorProto.INT32),
+    ("READY", TensorProto.BOOL),
+    ("CORRID", TensorProto.UINT64),
+]
+
+
 def sequence_accumulate_graph(name):
     """A running sum kept in implicit state, plus every control tensor echoed back.
 
@@ -155,34 +164,22 @@ def sequence_accumulate_graph(name):
     vi = helper.make_tensor_value_info
     shape = ["batch", 1]
     one = numpy_helper.from_array(np.ones([1], np.float32), "one")
+    echoes = [
+        helper.make_node("Identity", [c], [c + "_OUT"], name=c.lower()) for c, _ in SEQUENCE_CONTROLS
+    ]
     graph = helper.make_graph(
         [
             helper.make_node("Sub", ["one", "START"], ["keep"], name="keep"),
             helper.make_node("Mul", ["ACC_IN", "keep"], ["kept"], name="kept"),
             helper.make_node("Add", ["kept", "INPUT"], ["OUTPUT"], name="sum"),
             helper.make_node("Identity", ["OUTPUT"], ["ACC_OUT"], name="state"),
-            helper.make_node("Identity", ["START"], ["START_OUT"], name="start"),
-            helper.make_node("Identity", ["END"], ["END_OUT"], name="end"),
-            helper.make_node("Identity", ["READY"], ["READY_OUT"], name="ready"),
-            helper.make_node("Identity", ["CORRID"], ["CORRID_OUT"], name="corrid"),
+            *echoes,
         ],
         name,
-        [
-            vi("INPUT", TensorProto.FLOAT, shape),
-            vi("ACC_IN", TensorProto.FLOAT, shape),
-            vi("START", TensorProto.FLOAT, shape),
-            vi("END", TensorProto.INT32, shape),
-            vi("READY", TensorProto.BOOL, shape),
-            vi("CORRID", TensorProto.UINT64, shape),
-        ],
-        [
-            vi("OUTPUT", TensorProto.FLOAT, shape),
-            vi("ACC_OUT", TensorProto.FLOAT, shape),
-            vi("START_OUT", TensorProto.FLOAT, shape),
-            vi("END_OUT", TensorProto.INT32, shape),
-            vi("READY_OUT", TensorProto.BOOL, shape),
-            vi("CORRID_OUT", TensorProto.UINT64, shape),
-        ],
+        [vi("INPUT", TensorProto.FLOAT, shape), vi("ACC_IN", TensorProto.FLOAT, shape)]
+        + [vi(c, t, shape) for c, t in SEQUENCE_CONTROLS],
+        [vi("OUTPUT", TensorProto.FLOAT, shape), vi("ACC_OUT", TensorProto.FLOAT, shape)]
+        + [vi(c + "_OUT", t, shape) for c, t in SEQUENCE_CONTROLS],
         initializer=[one],
     )
     return _model(graph)

@@ -114,8 +114,8 @@ def test_any_changed_input_byte_misses(cached_server):
     changed.view(np.uint8)[0, 0] ^= 1  # one bit of one byte
     result = infer(client, a=changed)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), changed + B)
-    # Same bytes as a two-row batch of half-width... not possible for add_sub; a
-    # different batch shape with different bytes must miss too.
+    # A two-row batch is another key too (same bytes with another shape: see
+    # test_same_bytes_other_shape_misses).
     infer(client, a=np.vstack([A, A]), b=np.vstack([B, B]))
     assert cache_stats(client) == {"hit": 0, "miss": 3, "success": 3, "exec": 3, "inferences": 4}
 
@@ -318,19 +318,22 @@ def free_port():
 
 
 class Redis:
-    """A redis-server process on a fixed port, so it can be stopped and restarted."""
+    """A redis-server process on a fixed port, so it can be stopped and restarted;
+    with `password`, clients must authenticate."""
 
-    def __init__(self):
+    def __init__(self, password=None):
         binary = shutil.which("redis-server")
         assert binary, "redis-server is needed (apt-get install redis-server; scripts/test.sh does it)"
         self.binary = binary
         self.port = free_port()
+        self.password = password
         self.proc = None
         self.start()
 
     def start(self):
+        auth = ["--requirepass", self.password] if self.password else []
         self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", *auth],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -339,7 +342,8 @@ class Redis:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")
-                    return s.recv(16).startswith(b"+PONG")
+                    # With a password, Redis answers PING with NOAUTH: still up.
+                    return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))
             except OSError:
                 return False
 
@@ -360,6 +364,13 @@ def redis():
     server.stop()
 
 
+@pytest.fixture
+def redis_with_password():
+    server = Redis(password="s3cret pw")  # a space: the URL must encode it
+    yield server
+    server.stop()
+
+
 def wait_until_cached(client):
     """Until the background connection is up, requests miss without storing."""
     wait_for(lambda: (infer(client), cache_stats(client)["miss"])[1] >= 1, what="a stored entry")
@@ -373,6 +384,38 @@ def test_redis_entries_are_shared_between_servers(redis, make_repo, start_server
     result = infer(second.grpc_client())
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), A + B)
     assert cache_stats(second.http_client()) == {"hit": 1, "miss": 0, "success": 1, "exec": 0, "inferences": 0}
+
+
+def test_redis_credentials_database_and_pool(redis_with_password, make_repo, start_server):
+    redis = redis_with_password
+    srv = start_server(
+        make_repo([], {"add_sub": CACHED}), *redis.flags(),
+        "--cache-config", f"redis,password={redis.password}",
+        "--cache-config", "redis,db=3",
+        "--cache-config", "redis,pool_size=2",
+    )
+    client = srv.http_client()
+    wait_until_cached(client)
+    infer(client)
+    assert cache_stats(client)["hit"] >= 1
+    # The entry lives in database 3, named by the key's hash.
+    keys = subprocess.run(
+        ["redis-cli", "-p", str(redis.port), "-a", redis.password, "--no-auth-warning", "-n", "3", "KEYS", "nereid:*"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    assert len(keys) == 1 and len(keys[0]) == len("nereid:") + 32, keys
+
+
+def test_redis_wrong_password_serves_uncached(redis_with_password, make_repo, start_server):
+    srv = start_server(
+        make_repo([], {"add_sub": CACHED}), *redis_with_password.flags(),
+        "--cache-config", "redis,password=wrong",
+    )
+    client = srv.http_client()
+    for _ in range(3):
+        np.testing.assert_array_equal(infer(client).as_numpy("OUTPUT0"), A + B)
+    assert cache_stats(client)["exec"] == 3
+    wait_for(lambda: "redis cache" in srv.log(), what="the connection error in the log")
 
 
 def test_redis_down_and_back(redis, make_repo, start_server):

@@ -695,31 +695,24 @@ def test_http_raw_register_errors(server, regions):
     assert_http_serving(server)
 
 
+def incomplete_parameter_cases(region):
+    """(INPUT0 parameters, the error) for incomplete shared-memory parameters. Triton's
+    HTTP front end answers "Invalid offset + byte size ..." for the first and treats the
+    others as "no data"; Nereid gives gRPC's explicit text on both (deliberate
+    difference)."""
+    return [
+        ({"shared_memory_region": region}, BYTE_SIZE_REQUIRED),
+        ({"shared_memory_byte_size": 16}, REGION_REQUIRED),
+        ({"shared_memory_offset": 0}, REGION_REQUIRED),
+    ]
+
+
 def test_http_raw_infer_parameter_errors(server, http_client, regions):
     r = regions("r", 32)
     r.write(0, A, B)
     http_client.register_system_shared_memory(r.name, r.key, 32)
     good = {"shared_memory_region": r.name, "shared_memory_byte_size": 16, "shared_memory_offset": 16}
-    cases = [
-        # Triton's HTTP front end has no check of its own here and answers
-        # "Invalid offset + byte size ..."; Nereid gives gRPC's explicit text
-        # on both (deliberate difference).
-        (
-            {"shared_memory_region": r.name},
-            BYTE_SIZE_REQUIRED,
-        ),
-        # Triton's HTTP treats these as "no data" ("... But no field is set");
-        # Nereid again gives gRPC's text (deliberate difference).
-        (
-            {"shared_memory_byte_size": 16},
-            REGION_REQUIRED,
-        ),
-        (
-            {"shared_memory_offset": 0},
-            REGION_REQUIRED,
-        ),
-    ]
-    for params, message in cases:
+    for params, message in incomplete_parameter_cases(r.name):
         assert_http_error(server.request("POST", INFER, raw_body(params, good)), 400, message)
         assert_http_serving(server)
 
@@ -780,23 +773,9 @@ def test_grpc_raw_infer_parameter_errors(server, http_client, regions):
     http_client.register_system_shared_memory(r.name, r.key, 32)
     good0 = {"shared_memory_region": r.name, "shared_memory_byte_size": 16}
     good1 = {"shared_memory_region": r.name, "shared_memory_byte_size": 16, "shared_memory_offset": 16}
-    cases = [
-        (
-            {"shared_memory_region": r.name},
-            BYTE_SIZE_REQUIRED,
-        ),
-        (
-            {"shared_memory_byte_size": 16},
-            REGION_REQUIRED,
-        ),
-        (
-            {"shared_memory_offset": 0},
-            REGION_REQUIRED,
-        ),
-    ]
     with grpc.insecure_channel(server.grpc_url) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-        for params, message in cases:
+        for params, message in incomplete_parameter_cases(r.name):
             with pytest.raises(grpc.RpcError) as info:
                 stub.ModelInfer(grpc_shm_request(params, good1), timeout=20)
             assert (info.value.code(), info.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)

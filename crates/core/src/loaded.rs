@@ -77,10 +77,11 @@ impl LoadedModel {
             Ok(size) => size,
             Err(e) => return Box::pin(std::future::ready(Err(e))),
         };
-        if self.cache.is_some() {
-            return Box::pin(
-                async move { self.infer_cached(request, batch_size, received_at).await },
-            );
+        if let Some(cache) = self.cache.clone() {
+            return Box::pin(async move {
+                self.infer_cached(&cache, request, batch_size, received_at)
+                    .await
+            });
         }
         match self.enqueue(request, batch_size, received_at) {
             Ok(answer) => Box::pin(async move { self.answer(answer).await }),
@@ -92,13 +93,11 @@ impl LoadedModel {
     /// so a request for any subset of outputs can be answered from the same entry.
     async fn infer_cached(
         &self,
+        cache: &ResponseCache,
         mut request: InferRequest,
         batch_size: usize,
         received_at: Instant,
     ) -> Result<InferResponse> {
-        let Some(cache) = &self.cache else {
-            return self.schedule(request, batch_size, received_at).await;
-        };
         let wanted = request.requested_outputs.take();
         let id = request.id.clone();
         let key = CacheKey::of(&self.spec.name, self.spec.version, &request);

@@ -9,11 +9,9 @@ fn optional(name: &str) -> Option<&str> {
     (!name.is_empty()).then_some(name)
 }
 
-fn require_name(name: &str, kind: &str) -> Result<()> {
+fn require_name(name: &str, kind: RegionKind) -> Result<()> {
     if name.is_empty() {
-        return Err(Error::invalid_arg(format!(
-            "'region name' is necessary to register {kind} shared memory region"
-        )));
+        return Err(kind.name_required());
     }
     Ok(())
 }
@@ -41,7 +39,7 @@ pub fn system_status(
 
 /// `SystemSharedMemoryRegister`.
 pub fn system_register(shm: &ShmRegistry, r: &SystemSharedMemoryRegisterRequest) -> Result<()> {
-    require_name(&r.name, "system")?;
+    require_name(&r.name, RegionKind::System)?;
     shm.register_system(&r.name, &r.key, r.offset, r.byte_size)
 }
 
@@ -67,7 +65,7 @@ pub fn cuda_status(
 
 /// `CudaSharedMemoryRegister`.
 pub fn cuda_register(shm: &ShmRegistry, r: &CudaSharedMemoryRegisterRequest) -> Result<()> {
-    require_name(&r.name, "cuda")?;
+    require_name(&r.name, RegionKind::Cuda)?;
     let device = u32::try_from(r.device_id)
         .map_err(|_| Error::invalid_arg(format!("invalid CUDA device id {}", r.device_id)))?;
     shm.register_cuda(&r.name, &r.raw_handle, device, r.byte_size)

@@ -39,12 +39,7 @@ pub(crate) fn routes() -> Router<AppState> {
             )
             .route(
                 &format!("{prefix}/register"),
-                post(move || async move {
-                    ApiError(Error::invalid_arg(format!(
-                        "'region name' is necessary to register {} shared memory region",
-                        kind_word(kind)
-                    )))
-                }),
+                post(move || async move { ApiError(kind.name_required()) }),
             )
             .route(
                 &format!("{prefix}/unregister"),
@@ -72,13 +67,6 @@ pub(crate) fn routes() -> Router<AppState> {
             "/v2/cudasharedmemory/region/{region}/register",
             post(register_cuda),
         )
-}
-
-fn kind_word(kind: RegionKind) -> &'static str {
-    match kind {
-        RegionKind::System => "system",
-        RegionKind::Cuda => "cuda",
-    }
 }
 
 fn status(s: &AppState, kind: RegionKind, name: Option<&str>) -> ApiResult<Json<Value>> {

@@ -56,6 +56,8 @@ CUresult cuDevicePrimaryCtxRetain(void **context, int device) {
     return OK;
 }
 
+CUresult cuDevicePrimaryCtxRelease_v2(int device) { (void)device; return OK; }
+
 CUresult cuCtxSetCurrent(void *context) { (void)context; return OK; }
 
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *ptr, CUipcMemHandle handle, unsigned flags) {

@@ -4,7 +4,7 @@
 
 use parking_lot::RwLock;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// A queue sender that `close` drops.
 pub struct Intake<S> {
@@ -24,9 +24,7 @@ impl<S> Intake<S> {
     pub fn send_with(&self, send: impl FnOnce(&S) -> Result<()>) -> Result<()> {
         match self.sender.read().as_ref() {
             Some(sender) => send(sender),
-            None => Err(Error::unavailable(
-                "Server is stopping, scheduler for model has stopped accepting new inference requests",
-            )),
+            None => Err(super::stopping_error()),
         }
     }
 

@@ -56,6 +56,13 @@ impl std::fmt::Debug for OutputHook {
     }
 }
 
+/// Triton's answer to a request that reaches a scheduler after shutdown began.
+pub fn stopping_error() -> crate::error::Error {
+    crate::error::Error::unavailable(
+        "Server is stopping, scheduler for model has stopped accepting new inference requests",
+    )
+}
+
 /// What every scheduler offers to the model handle.
 pub trait Scheduler: Send + Sync {
     /// Queues `job`, or refuses it at once (full queue, stopping) with the error to return;

@@ -43,6 +43,7 @@ struct Driver {
     device_get_count: unsafe extern "C" fn(*mut c_int) -> CuResult,
     device_get: unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult,
     primary_ctx_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult,
+    primary_ctx_release: unsafe extern "C" fn(CuDevice) -> CuResult,
     ctx_set_current: unsafe extern "C" fn(CuContext) -> CuResult,
     ipc_open: unsafe extern "C" fn(*mut CuDevicePtr, IpcHandle, c_uint) -> CuResult,
     ipc_close: unsafe extern "C" fn(CuDevicePtr) -> CuResult,
@@ -77,6 +78,10 @@ impl Driver {
                 device_get_count: symbol(&library, &["cuDeviceGetCount"])?,
                 device_get: symbol(&library, &["cuDeviceGet"])?,
                 primary_ctx_retain: symbol(&library, &["cuDevicePrimaryCtxRetain"])?,
+                primary_ctx_release: symbol(
+                    &library,
+                    &["cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"],
+                )?,
                 ctx_set_current: symbol(&library, &["cuCtxSetCurrent"])?,
                 ipc_open: symbol(&library, &["cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"])?,
                 ipc_close: symbol(&library, &["cuIpcCloseMemHandle"])?,
@@ -116,8 +121,9 @@ impl Driver {
         })
     }
 
-    /// Makes `device`'s primary context current on this thread.
-    fn use_device(&self, device: u32) -> std::result::Result<(), String> {
+    /// Retains `device`'s primary context (released by [`DeviceMemory`]'s drop) and makes
+    /// it current on this thread.
+    fn retain_device(&'static self, device: u32) -> std::result::Result<Retained, String> {
         let mut count: c_int = 0;
         // SAFETY: `count` is a valid out-pointer.
         self.check(unsafe { (self.device_get_count)(&mut count) })?;
@@ -127,13 +133,18 @@ impl Driver {
             .ok_or_else(|| format!("device {device} does not exist (this server sees {count})"))?;
         let mut handle: CuDevice = 0;
         let mut context: CuContext = std::ptr::null_mut();
-        // SAFETY: out-pointers are valid; `ordinal` is in range. Retaining the primary
-        // context again is cheap and keeps it alive for the life of the process.
+        // SAFETY: out-pointers are valid; `ordinal` is in range.
         unsafe {
             self.check((self.device_get)(&mut handle, ordinal))?;
             self.check((self.primary_ctx_retain)(&mut context, handle))?;
-            self.check((self.ctx_set_current)(context))
         }
+        let retained = Retained {
+            driver: self,
+            handle,
+            context: context as usize,
+        };
+        retained.make_current()?;
+        Ok(retained)
     }
 }
 
@@ -146,12 +157,15 @@ fn driver() -> Result<&'static Driver> {
         .map_err(|why| Error::invalid_arg(format!("CUDA is not available on this server ({why})")))
 }
 
-/// A device allocation of another process, opened from its IPC handle; closed on drop.
+/// A device allocation of another process, opened from its IPC handle; closed (and its
+/// device's primary context released) on drop.
 #[derive(Debug)]
 pub(super) struct DeviceMemory {
     device: u32,
     ptr: CuDevicePtr,
     len: usize,
+    // Dropped after `Drop::drop` has closed the handle.
+    context: Retained,
 }
 
 impl DeviceMemory {
@@ -162,7 +176,7 @@ impl DeviceMemory {
         let handle: [u8; IPC_HANDLE_SIZE] = handle.try_into().map_err(|_| {
             Error::invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
         })?;
-        driver.use_device(device).map_err(Error::invalid_arg)?;
+        let context = driver.retain_device(device).map_err(Error::invalid_arg)?;
         let mut ptr: CuDevicePtr = 0;
         // SAFETY: `ptr` is a valid out-pointer and the handle is passed by value.
         driver
@@ -174,7 +188,13 @@ impl DeviceMemory {
                 )
             })
             .map_err(|e| Error::invalid_arg(format!("unable to open the CUDA IPC handle: {e}")))?;
-        let memory = Self { device, ptr, len };
+        // From here on, dropping `memory` closes the handle and releases the context.
+        let memory = Self {
+            device,
+            ptr,
+            len,
+            context,
+        };
         let (mut base, mut size): (CuDevicePtr, usize) = (0, 0);
         // SAFETY: out-pointers are valid; `ptr` is a live device address.
         driver
@@ -215,8 +235,8 @@ impl DeviceMemory {
                 "read outside the CUDA shared memory region",
             ));
         }
-        let driver = driver()?;
-        driver.use_device(self.device).map_err(Error::internal)?;
+        let driver = self.context.driver;
+        self.context.make_current().map_err(Error::internal)?;
         let mut host = vec![0u8; len];
         // SAFETY: `host` has `len` writable bytes and `[ptr + offset, +len)` lies inside the
         // opened allocation (checked against its address range at open and above).
@@ -235,8 +255,8 @@ impl DeviceMemory {
                 "write outside the CUDA shared memory region",
             ));
         }
-        let driver = driver()?;
-        driver.use_device(self.device).map_err(Error::internal)?;
+        let driver = self.context.driver;
+        self.context.make_current().map_err(Error::internal)?;
         // SAFETY: `data` is readable for its length and the destination lies inside the
         // opened allocation (checked above).
         driver
@@ -249,11 +269,40 @@ impl DeviceMemory {
 
 impl Drop for DeviceMemory {
     fn drop(&mut self) {
-        if let Ok(driver) = driver() {
-            if driver.use_device(self.device).is_ok() {
-                // SAFETY: `ptr` came from cuIpcOpenMemHandle and is closed exactly once.
-                let _ = unsafe { (driver.ipc_close)(self.ptr) };
-            }
+        if self.context.make_current().is_ok() {
+            // SAFETY: `ptr` came from cuIpcOpenMemHandle and is closed exactly once.
+            let _ = unsafe { (self.context.driver.ipc_close)(self.ptr) };
         }
+    }
+}
+
+/// A device's retained primary context, released on drop (also when opening a region
+/// fails), so each region holds exactly one reference.
+struct Retained {
+    driver: &'static Driver,
+    handle: CuDevice,
+    /// The context's address (contexts may be made current on any thread).
+    context: usize,
+}
+
+impl Retained {
+    /// Makes the context current on this thread (copies run on whichever thread asks).
+    fn make_current(&self) -> std::result::Result<(), String> {
+        // SAFETY: the context is a primary context retained by this value.
+        self.driver
+            .check(unsafe { (self.driver.ctx_set_current)(self.context as CuContext) })
+    }
+}
+
+impl std::fmt::Debug for Retained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Retained(device handle {})", self.handle)
+    }
+}
+
+impl Drop for Retained {
+    fn drop(&mut self) {
+        // SAFETY: the context of `handle` was retained once for this value.
+        let _ = unsafe { (self.driver.primary_ctx_release)(self.handle) };
     }
 }

@@ -70,6 +70,17 @@ impl RegionKind {
             RegionKind::Cuda => "CUDA",
         }
     }
+
+    /// Triton's error for a register call without a region name (both frontends).
+    pub fn name_required(self) -> Error {
+        let kind = match self {
+            RegionKind::System => "system",
+            RegionKind::Cuda => "cuda",
+        };
+        Error::invalid_arg(format!(
+            "'region name' is necessary to register {kind} shared memory region"
+        ))
+    }
 }
 
 /// What a status call reports for one system region.

@@ -32,10 +32,11 @@ use self::controls::Controls;
 use self::flags::SequenceFlags;
 use self::state::States;
 use self::table::{Pending, Round, Strategy, Table};
-use super::{InstancePool, Job, OutputHook, Payload, Reply, Scheduler};
+use super::{stopping_error, InstancePool, Job, OutputHook, Payload, Reply, Scheduler};
 use crate::backend::InstanceBackend;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
+use crate::request::InferRequest;
 use crate::stats::{FailureReason, ModelStats};
 
 /// How often idle sequences are looked for, at most.
@@ -153,49 +154,72 @@ impl Shared {
         }
     }
 
-    fn publish_occupancy(&self, table: &Table) {
+    /// Runs `change` on the table and publishes the new occupancy for the metrics.
+    fn update<T>(&self, change: impl FnOnce(&mut Table) -> T) -> T {
+        let mut table = self.table.lock();
+        let result = change(&mut table);
         self.stats.set_sequence_occupancy(table.occupancy());
+        result
     }
 
-    /// The job the instance runs for `pending` (its controls and state added), or a
-    /// padding job shaped like `template` for an idle slot.
-    fn job_for(self: &Arc<Self>, entry: Option<Pending>, template: &Job) -> Job {
-        match entry {
-            Some(Pending { mut job, flags }) => {
-                let (state, ticket) = self.states.inputs(Some(&flags));
-                job.request.inputs.extend(state);
-                job.request
-                    .inputs
-                    .extend(self.controls.tensors(Some(&flags)));
-                if let Some(ticket) = ticket {
-                    let shared = self.clone();
-                    job.on_outputs = Some(OutputHook(Box::new(move |outputs| {
-                        shared.states.keep(&ticket, outputs)
-                    })));
-                }
-                job
-            }
-            None => {
-                let mut request = template.request.clone();
-                request.id.clear();
-                request.requested_outputs = None;
-                request
-                    .inputs
-                    .retain(|i| self.spec.inputs.iter().any(|s| s.name == i.name));
-                request.inputs.extend(self.states.inputs(None).0);
-                request.inputs.extend(self.controls.tensors(None));
-                let (sender, _) = tokio::sync::oneshot::channel();
-                Job {
-                    request,
-                    batch_size: 1,
-                    reply: Reply::new(sender),
-                    received_at: Instant::now(),
-                    enqueued_at: Instant::now(),
-                    span: tracing::Span::none(),
-                    padding: true,
-                    on_outputs: None,
-                }
-            }
+    /// Answers a request that will not run with `error` (a failure of the model).
+    fn reject(&self, pending: Pending, error: Error) {
+        self.stats.request_failed(
+            pending.job.received_at.elapsed(),
+            FailureReason::Rejected,
+            true,
+        );
+        pending.job.reply.send(Err(error));
+    }
+
+    /// What a padding request starts from: `request`'s client inputs (padding keeps the
+    /// batch's shapes), no ID, every output.
+    fn padding_base(&self, request: &InferRequest) -> InferRequest {
+        InferRequest {
+            inputs: request
+                .inputs
+                .iter()
+                .filter(|i| self.spec.input(&i.name).is_some())
+                .cloned()
+                .collect(),
+            requested_outputs: None,
+            id: String::new(),
+            ..request.clone()
+        }
+    }
+
+    /// The job the instance runs for `pending`: its controls and state added.
+    fn job_for(self: &Arc<Self>, Pending { mut job, flags }: Pending) -> Job {
+        let (state, ticket) = self.states.inputs(Some(&flags));
+        job.request.inputs.extend(state);
+        job.request
+            .inputs
+            .extend(self.controls.tensors(Some(&flags)));
+        if let Some(ticket) = ticket {
+            let shared = self.clone();
+            job.on_outputs = Some(OutputHook(Box::new(move |outputs| {
+                shared.states.keep(&ticket, outputs)
+            })));
+        }
+        job
+    }
+
+    /// A padding job for an idle slot: `base`'s inputs, the initial state, READY false.
+    fn padding_job(&self, base: &InferRequest) -> Job {
+        let mut request = base.clone();
+        request.inputs.extend(self.states.inputs(None).0);
+        request.inputs.extend(self.controls.tensors(None));
+        let (sender, _) = tokio::sync::oneshot::channel();
+        let now = Instant::now();
+        Job {
+            request,
+            batch_size: 1,
+            reply: Reply::new(sender),
+            received_at: now,
+            enqueued_at: now,
+            span: tracing::Span::none(),
+            padding: true,
+            on_outputs: None,
         }
     }
 }
@@ -208,12 +232,7 @@ async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<
             return;
         };
         let entries = loop {
-            let (round, wake) = {
-                let mut table = shared.table.lock();
-                let next = table.next_round(instance, Instant::now());
-                shared.publish_occupancy(&table);
-                next
-            };
+            let (round, wake) = shared.update(|t| t.next_round(instance, Instant::now()));
             shared.wake_all(wake);
             match round {
                 Round::Ready(entries) => break entries,
@@ -231,18 +250,23 @@ async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<
                 }
             }
         };
-        let Some(template) = entries
+        // Padding copies the first real request's inputs; built only when a slot is idle.
+        let base = entries
             .iter()
+            .any(Option::is_none)
+            .then(|| entries.iter().flatten().next())
             .flatten()
-            .next()
-            .map(|p| clone_for_padding(&p.job))
-        else {
-            continue;
-        };
+            .map(|p| shared.padding_base(&p.job.request));
         let jobs: Vec<Job> = entries
             .into_iter()
-            .map(|e| shared.job_for(e, &template))
+            .filter_map(|e| match e {
+                Some(pending) => Some(shared.job_for(pending)),
+                None => base.as_ref().map(|b| shared.padding_job(b)),
+            })
             .collect();
+        if jobs.is_empty() {
+            continue;
+        }
         if payloads
             .send(Payload {
                 jobs,
@@ -252,21 +276,6 @@ async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<
         {
             return;
         }
-    }
-}
-
-/// A request-shaped stand-in used to build padding jobs.
-fn clone_for_padding(job: &Job) -> Job {
-    let (sender, _) = tokio::sync::oneshot::channel();
-    Job {
-        request: job.request.clone(),
-        batch_size: 1,
-        reply: Reply::new(sender),
-        received_at: job.received_at,
-        enqueued_at: job.enqueued_at,
-        span: tracing::Span::none(),
-        padding: true,
-        on_outputs: None,
     }
 }
 
@@ -281,24 +290,15 @@ async fn reap(shared: std::sync::Weak<Shared>, idle: Duration) {
         if shared.stopping.load(Relaxed) {
             return;
         }
-        let reaped = {
-            let mut table = shared.table.lock();
-            let reaped = table.reap(Instant::now());
-            shared.publish_occupancy(&table);
-            reaped
-        };
+        let reaped = shared.update(|t| t.reap(Instant::now()));
         for id in &reaped.released {
             shared.states.forget(id);
         }
         for pending in reaped.timed_out {
-            shared.stats.request_failed(
-                pending.job.received_at.elapsed(),
-                FailureReason::Rejected,
-                true,
+            shared.reject(
+                pending,
+                Error::unavailable("timeout of the corresponding sequence has been expired"),
             );
-            pending.job.reply.send(Err(Error::unavailable(
-                "timeout of the corresponding sequence has been expired",
-            )));
         }
         shared.wake_all(reaped.wake);
     }
@@ -308,9 +308,7 @@ impl Scheduler for SequenceBatcher {
     fn enqueue(&self, job: Job) -> Result<()> {
         let shared = &self.shared;
         if shared.stopping.load(Relaxed) {
-            return Err(Error::unavailable(
-                "Server is stopping, scheduler for model has stopped accepting new inference requests",
-            ));
+            return Err(stopping_error());
         }
         if shared.spec.max_batch_size > 0 && job.batch_size != 1 {
             return Err(Error::invalid_arg(format!(
@@ -319,12 +317,7 @@ impl Scheduler for SequenceBatcher {
             )));
         }
         let flags = SequenceFlags::of(&job.request, &shared.spec.name)?;
-        let wake = {
-            let mut table = shared.table.lock();
-            let wake = table.admit(Pending { job, flags }, Instant::now())?;
-            shared.publish_occupancy(&table);
-            wake
-        };
+        let wake = shared.update(|t| t.admit(Pending { job, flags }, Instant::now()))?;
         shared.wake_all(wake);
         Ok(())
     }
@@ -332,16 +325,8 @@ impl Scheduler for SequenceBatcher {
     fn stop(&self) {
         let shared = &self.shared;
         shared.stopping.store(true, Relaxed);
-        let backlog = shared.table.lock().drain_backlog();
-        for pending in backlog {
-            shared.stats.request_failed(
-                pending.job.received_at.elapsed(),
-                FailureReason::Rejected,
-                true,
-            );
-            pending.job.reply.send(Err(Error::unavailable(
-                "Server is stopping, scheduler for model has stopped accepting new inference requests",
-            )));
+        for pending in shared.update(Table::drain_backlog) {
+            shared.reject(pending, stopping_error());
         }
         shared.wake_all(0..shared.wake.len());
         for pool in &self.pools {
