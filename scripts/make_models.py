@@ -4,9 +4,9 @@
 Usage: scripts/make_models.py [OUTPUT_DIR]   (default: examples/models, relative
 to the repository root)
 
-Every model gets `<name>/config.pbtxt` and `<name>/1/model.onnx`, except
-`add_sub_noconfig`, which has no config.pbtxt on purpose: the server must
-auto-complete its configuration from the ONNX graph.
+Every model gets `<name>/config.pbtxt` and `<name>/1/model.onnx` (accumulate_fp32:
+`1/accumulate_fp32.onnx`), except `add_sub_noconfig`, which has no config.pbtxt on
+purpose: the server must auto-complete its configuration from the ONNX graph.
 
 The output is deterministic: running the script twice gives byte-identical
 files (no timestamps, fixed weights from a fixed seed, fixed ONNX opset and IR
@@ -24,6 +24,13 @@ Models:
   sequence_accumulate  a stateful model for the sequence batcher: a running sum of INPUT
                     kept in implicit state (ACC_IN/ACC_OUT), reset by START, and the
                     START/END/READY/CORRID control tensors echoed as outputs
+  accumulate_fp32   the stateful backend's example (backend "stateful"), like the
+                    original's: Input/Output FP32 [4, -1, 5] batched along the middle
+                    dimension, state Accumulate_In/Accumulate_Out [batch, 5] named by
+                    state_pairs, ResetSequence (bool) driven by START; the new state is
+                    the old one (zero at a start) plus Input summed over its 4 rows, and
+                    Output = Input + new state. Its file is accumulate_fp32.onnx
+                    (parameter onnx_file_name), as in the original.
 """
 
 import argparse
@@ -185,6 +192,72 @@ def sequence_accumulate_graph(name):
     return _model(graph)
 
 
+def accumulate_fp32_graph(name):
+    """The stateful backend's accumulate model (opset 17, so ReduceSum takes its axes
+    as an input)."""
+    vi = helper.make_tensor_value_info
+    zeros = numpy_helper.from_array(np.zeros([5], np.float32), "zeros")
+    axis0 = numpy_helper.from_array(np.array([0], np.int64), "axis0")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Where", ["ResetSequence", "zeros", "Accumulate_In"], ["previous"], name="reset"),
+            helper.make_node("ReduceSum", ["Input", "axis0"], ["step"], keepdims=0, name="reduce"),
+            helper.make_node("Add", ["previous", "step"], ["Accumulate_Out"], name="accumulate"),
+            helper.make_node("Add", ["Input", "Accumulate_Out"], ["Output"], name="output"),
+        ],
+        name,
+        [
+            vi("Input", TensorProto.FLOAT, [4, "batch", 5]),
+            vi("Accumulate_In", TensorProto.FLOAT, ["batch", 5]),
+            vi("ResetSequence", TensorProto.BOOL, ["batch", 1]),
+        ],
+        [
+            vi("Output", TensorProto.FLOAT, [4, "batch", 5]),
+            vi("Accumulate_Out", TensorProto.FLOAT, ["batch", 5]),
+        ],
+        initializer=[zeros, axis0],
+    )
+    return _model(graph)
+
+
+# The original example's config, with CPU instances (the original uses KIND_GPU and
+# TensorRT) and without its debug-only error_inject_rate.
+ACCUMULATE_FP32_CONFIG = """\
+name: "accumulate_fp32"
+backend: "stateful"
+max_batch_size: 16
+sequence_batching {
+  max_sequence_idle_microseconds: 100000000
+  oldest { max_candidate_sequences: 1280 max_queue_delay_microseconds: 2000 }
+  control_input [
+    { name: "ResetSequence" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] },
+    { name: "EndSequence" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] },
+    { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }
+  ]
+}
+input [ { name: "Input" data_type: TYPE_FP32 dims: [ 4, -1, 5 ] } ]
+output [ { name: "Output" data_type: TYPE_FP32 dims: [ 4, -1, 5 ] } ]
+instance_group [ { count: 2 kind: KIND_CPU } ]
+parameters [
+  { key: "onnx_file_name" value: { string_value: "accumulate_fp32.onnx" } },
+  { key: "state_pairs" value: { string_value: "<<<Accumulate_In, Accumulate_Out>>>" } },
+  { key: "ort_ep" value: { string_value: "cpu" } },
+  { key: "compute_precision" value: { string_value: "fp32" } },
+  { key: "store_states_as_fp16" value: { string_value: "0" } },
+  { key: "max_candidate_sequence_use_ratio" value: { string_value: "0.9" } },
+  { key: "infer_end_requests" value: { string_value: "0" } },
+  { key: "initial_buffer_size" value: { string_value: "512" } },
+  { key: "subsequent_buffer_size" value: { string_value: "100" } },
+  { key: "buffer_alloc_threshold" value: { string_value: "32" } },
+  { key: "buffer_dealloc_threshold" value: { string_value: "200" } },
+  { key: "logging_level" value: { string_value: "INFO" } },
+  { key: "metric_logging_frequency_seconds" value: { string_value: "0" } }
+]
+"""
+
+# Models whose file is not model.onnx.
+MODEL_FILES = {"accumulate_fp32": "accumulate_fp32.onnx"}
+
 SEQUENCE_ACCUMULATE_CONFIG = """\
 name: "sequence_accumulate"
 backend: "onnxruntime"
@@ -255,6 +328,7 @@ def models():
     yield "sequence_accumulate", SEQUENCE_ACCUMULATE_CONFIG, sequence_accumulate_graph(
         "sequence_accumulate"
     )
+    yield "accumulate_fp32", ACCUMULATE_FP32_CONFIG, accumulate_fp32_graph("accumulate_fp32")
 
 
 def write(out_dir):
@@ -269,7 +343,8 @@ def write(out_dir):
         if config is not None:
             with open(os.path.join(model_dir, "config.pbtxt"), "w", newline="\n") as f:
                 f.write(config)
-        with open(os.path.join(model_dir, "1", "model.onnx"), "wb") as f:
+        file_name = MODEL_FILES.get(name, "model.onnx")
+        with open(os.path.join(model_dir, "1", file_name), "wb") as f:
             f.write(model.SerializeToString(deterministic=True))
         print(f"wrote {model_dir}")
 

@@ -7,22 +7,27 @@ use ort::session::Session;
 use ort::value::ValueType;
 
 use nereid_core::config::ModelConfig;
-use nereid_core::{Error, Result};
+use nereid_core::{DataType, Error, Result};
 use nereid_proto::inference::model_config::SchedulingChoice;
 use nereid_proto::inference::{ModelDynamicBatching, ModelInput, ModelOutput};
 
 use crate::convert::protocol_type;
 
-struct ModelTensor {
-    name: String,
-    data_type: i32,
-    dims: Vec<i64>,
+/// A tensor of an ONNX model as the server sees it.
+#[derive(Debug, Clone)]
+pub struct ModelTensor {
+    /// Its name.
+    pub name: String,
+    /// Its element type.
+    pub datatype: DataType,
+    /// Its dimensions, -1 where variable.
+    pub dims: Vec<i64>,
 }
 
 /// Fills `config` from `session`'s model.
 pub fn complete(config: &mut ModelConfig, session: &Session, default_max_batch: i32) -> Result<()> {
-    let inputs = tensors(config, session.inputs())?;
-    let outputs = tensors(config, session.outputs())?;
+    let inputs = tensors(&config.name, session.inputs())?;
+    let outputs = tensors(&config.name, session.outputs())?;
     let fill_io = config.input.is_empty() || config.output.is_empty();
     let all_batched = inputs
         .iter()
@@ -46,7 +51,7 @@ pub fn complete(config: &mut ModelConfig, session: &Session, default_max_batch: 
             .iter()
             .map(|t| ModelInput {
                 name: t.name.clone(),
-                data_type: t.data_type,
+                data_type: t.datatype.to_config() as i32,
                 dims: dims(t),
                 ..Default::default()
             })
@@ -57,7 +62,7 @@ pub fn complete(config: &mut ModelConfig, session: &Session, default_max_batch: 
             .iter()
             .map(|t| ModelOutput {
                 name: t.name.clone(),
-                data_type: t.data_type,
+                data_type: t.datatype.to_config() as i32,
                 dims: dims(t),
                 ..Default::default()
             })
@@ -66,27 +71,26 @@ pub fn complete(config: &mut ModelConfig, session: &Session, default_max_batch: 
     Ok(())
 }
 
-fn tensors(config: &ModelConfig, outlets: &[ort::value::Outlet]) -> Result<Vec<ModelTensor>> {
+/// The tensors of `outlets` (a session's inputs or outputs) of model `model`.
+pub fn tensors(model: &str, outlets: &[ort::value::Outlet]) -> Result<Vec<ModelTensor>> {
     outlets
         .iter()
         .map(|outlet| match outlet.dtype() {
             ValueType::Tensor { ty, shape, .. } => {
-                let data_type = protocol_type(*ty).ok_or_else(|| {
+                let datatype = protocol_type(*ty).ok_or_else(|| {
                     Error::invalid_arg(format!(
-                        "model '{}': tensor '{}' has ONNX type {ty:?}, which has no Triton equivalent",
-                        config.name,
+                        "model '{model}': tensor '{}' has ONNX type {ty:?}, which has no Triton equivalent",
                         outlet.name()
                     ))
                 })?;
                 Ok(ModelTensor {
                     name: outlet.name().to_string(),
-                    data_type: data_type.to_config() as i32,
+                    datatype,
                     dims: shape.iter().map(|&d| if d < 0 { -1 } else { d }).collect(),
                 })
             }
             other => Err(Error::invalid_arg(format!(
-                "model '{}': '{}' is a {other:?}, but only tensors are supported",
-                config.name,
+                "model '{model}': '{}' is a {other:?}, but only tensors are supported",
                 outlet.name()
             ))),
         })

@@ -10,6 +10,7 @@ mod convert;
 mod instance;
 mod library;
 mod session_options;
+mod stateful;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -20,39 +21,38 @@ use nereid_core::model::ModelSpec;
 use nereid_core::{Error, Result};
 
 pub use library::find_library;
+pub use stateful::StatefulBackend;
 
-/// Backend-wide settings (`--backend-config=onnxruntime,<key>=<value>`).
-#[derive(Debug, Clone)]
-pub struct OnnxOptions {
-    /// The `libonnxruntime.so` to load.
-    pub library_path: PathBuf,
-    /// `max_batch_size` that auto-completion gives a model whose inputs and outputs all
-    /// have a variable first dimension (Triton's `default-max-batch-size`, 4).
-    pub default_max_batch_size: i32,
-}
-
-/// The ONNX Runtime backend; one per server.
-pub struct OnnxBackend {
+/// ONNX Runtime itself: the shared library and the one process-wide environment that
+/// every ORT-based backend ([`OnnxBackend`], [`StatefulBackend`]) shares, so that they
+/// can live side by side in one server (the original stateful backend could not).
+pub struct OrtRuntime {
+    library_path: PathBuf,
     // Created on first use, so a server without ONNX models never loads the library.
     environment: OnceLock<Result<Arc<ort::environment::Environment>>>,
-    options: OnnxOptions,
 }
 
-impl OnnxBackend {
-    /// A backend that will load ONNX Runtime from `options.library_path` when the first
+impl OrtRuntime {
+    /// A runtime that will load `library_path` (a `libonnxruntime.so`) when the first
     /// ONNX model is loaded.
-    pub fn new(options: OnnxOptions) -> Self {
-        Self {
+    pub fn new(library_path: PathBuf) -> Arc<Self> {
+        Arc::new(Self {
+            library_path,
             environment: OnceLock::new(),
-            options,
-        }
+        })
     }
 
-    /// The process-wide ORT environment, loading the library the first time.
-    fn environment(&self) -> Result<Arc<ort::environment::Environment>> {
+    /// The library this runtime loads.
+    pub fn library_path(&self) -> &Path {
+        &self.library_path
+    }
+
+    /// The process-wide ORT environment, loading the library the first time. It lives as
+    /// long as the server, so models can be unloaded and loaded again.
+    pub fn environment(&self) -> Result<Arc<ort::environment::Environment>> {
         self.environment
             .get_or_init(|| {
-                let path = &self.options.library_path;
+                let path = &self.library_path;
                 let builder = ort::init_from(path).map_err(|e| {
                     Error::internal(format!(
                         "unable to load ONNX Runtime from {}: {e}",
@@ -71,6 +71,25 @@ impl OnnxBackend {
     }
 }
 
+/// The ONNX Runtime backend; one per server.
+pub struct OnnxBackend {
+    runtime: Arc<OrtRuntime>,
+    /// `max_batch_size` that auto-completion gives a model whose inputs and outputs all
+    /// have a variable first dimension (Triton's `default-max-batch-size`, 4).
+    default_max_batch_size: i32,
+}
+
+impl OnnxBackend {
+    /// The backend over `runtime`; `default_max_batch_size` as Triton's
+    /// `--backend-config=onnxruntime,default-max-batch-size`.
+    pub fn new(runtime: Arc<OrtRuntime>, default_max_batch_size: i32) -> Self {
+        Self {
+            runtime,
+            default_max_batch_size,
+        }
+    }
+}
+
 impl Backend for OnnxBackend {
     fn name(&self) -> &'static str {
         "onnxruntime"
@@ -81,13 +100,14 @@ impl Backend for OnnxBackend {
     }
 
     fn autocomplete(&self, config: &mut ModelConfig, model_file: &Path) -> Result<()> {
-        let session = session_options::build_session(&*self.environment()?, config, model_file)?;
-        autocomplete::complete(config, &session, self.options.default_max_batch_size)
+        let session =
+            session_options::build_session(&*self.runtime.environment()?, config, model_file)?;
+        autocomplete::complete(config, &session, self.default_max_batch_size)
     }
 
     fn load_model(&self, spec: Arc<ModelSpec>, model_file: &Path) -> Result<Box<dyn ModelBackend>> {
         Ok(Box::new(OnnxModel {
-            environment: self.environment()?,
+            environment: self.runtime.environment()?,
             spec,
             model_file: model_file.to_path_buf(),
         }))

@@ -4,17 +4,29 @@
 
 use std::path::Path;
 
+use ort::ep::ExecutionProviderDispatch;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session;
 
 use nereid_core::config::ModelConfig;
 use nereid_core::{Error, Result};
 
-/// Builds a session for `model_file` configured from `config`.
+/// Builds a session for `model_file` configured from `config`, on the CPU.
 pub fn build_session(
     environment: &ort::environment::Environment,
     config: &ModelConfig,
     model_file: &Path,
+) -> Result<Session> {
+    build_session_on(environment, config, model_file, &[])
+}
+
+/// Builds a session for `model_file` configured from `config`, registering `providers`
+/// (each must succeed) ahead of the CPU.
+pub fn build_session_on(
+    environment: &ort::environment::Environment,
+    config: &ModelConfig,
+    model_file: &Path,
+    providers: &[ExecutionProviderDispatch],
 ) -> Result<Session> {
     let fail = |what: &str, e: String| {
         Error::invalid_arg(format!(
@@ -39,6 +51,11 @@ pub fn build_session(
         builder = builder
             .with_parallel_execution(mode == 1)
             .map_err(|e| fail("execution_mode", e.to_string()))?;
+    }
+    if !providers.is_empty() {
+        builder = builder
+            .with_execution_providers(providers)
+            .map_err(|e| fail("execution provider", e.to_string()))?;
     }
     builder = builder
         .with_optimization_level(optimization_level(config))

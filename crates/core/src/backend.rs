@@ -11,6 +11,7 @@ use crate::batch::Batch;
 use crate::error::Result;
 use crate::model::ModelSpec;
 use crate::request::OutputTensor;
+use crate::scheduler::sequence::flags::SequenceId;
 
 /// Where an instance runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +56,23 @@ pub trait Backend: Send + Sync {
     /// backends do unless `--strict-model-config` is given.
     fn autocomplete(&self, config: &mut ModelConfig, model_file: &Path) -> Result<()>;
 
+    /// Whether a model that names neither backend nor platform goes to this backend when
+    /// its default model file is present (Triton's auto-detection). Backends that need
+    /// settings of their own (the stateful backend) are only used when named.
+    fn detected_by_file(&self) -> bool {
+        true
+    }
+
+    /// The model file of a version directory: the config's `default_model_filename`, or
+    /// this backend's default. Backends with their own file parameter override it.
+    fn model_filename(&self, config: &ModelConfig) -> String {
+        if config.default_model_filename.is_empty() {
+            self.default_model_filename().to_string()
+        } else {
+            config.default_model_filename.clone()
+        }
+    }
+
     /// Loads one model version.
     fn load_model(&self, spec: Arc<ModelSpec>, model_file: &Path) -> Result<Box<dyn ModelBackend>>;
 }
@@ -65,6 +83,32 @@ pub trait ModelBackend: Send + Sync {
     fn create_instance(&self, instance: &InstanceConfig) -> Result<Box<dyn InstanceBackend>>;
 }
 
+/// Memory a backend holds for sequence state, as the metrics report it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateUsage {
+    /// State buffers allocated (the initial one plus any grown lazily).
+    pub buffers: u64,
+    /// Bytes those buffers hold.
+    pub bytes: u64,
+    /// Sequences whose state is stored.
+    pub sequences: u64,
+    /// Sequences the allocated buffers can hold.
+    pub capacity: u64,
+}
+
+impl std::ops::Add for StateUsage {
+    type Output = Self;
+
+    fn add(self, other: Self) -> Self {
+        Self {
+            buffers: self.buffers + other.buffers,
+            bytes: self.bytes + other.bytes,
+            sequences: self.sequences + other.sequences,
+            capacity: self.capacity + other.capacity,
+        }
+    }
+}
+
 /// One model instance, owned by one worker thread (so it need not be `Sync`).
 pub trait InstanceBackend: Send {
     /// Executes a batch and answers each request of it separately, in batch order.
@@ -73,4 +117,20 @@ pub trait InstanceBackend: Send {
         batch: &Batch<'_>,
         timing: &mut ComputeTiming,
     ) -> Vec<Result<Vec<OutputTensor>>>;
+
+    /// For a backend that keeps each sequence's state itself: how many sequences this
+    /// instance can hold. The sequence batcher then gives the instance no more slots
+    /// and refuses new sequences beyond them at once, instead of queueing them.
+    fn sequence_capacity(&self) -> Option<usize> {
+        None
+    }
+
+    /// Sequences the sequence batcher released without an END (idle timeout); a backend
+    /// that keeps state drops theirs. Called before the instance's next execution.
+    fn release_sequences(&mut self, _ids: &[SequenceId]) {}
+
+    /// The state memory this instance holds, for backends that keep sequence state.
+    fn state_usage(&self) -> Option<StateUsage> {
+        None
+    }
 }

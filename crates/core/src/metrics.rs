@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use crate::backend::StateUsage;
 use crate::cache::stats::CacheSnapshot;
 use crate::scheduler::sequence::table::Occupancy;
 use crate::stats::{FailureReason, ModelStatsSnapshot};
@@ -113,38 +114,72 @@ pub fn render(models: &[ModelStatsSnapshot], cache: Option<&CacheSnapshot>) -> S
     if let Some(cache) = cache {
         let _ = write_cache(&mut out, cache);
     }
-    let _ = write_sequences(&mut out, models);
+    let _ = write_gauges(&mut out, &SEQUENCE_GAUGES, models, |m| m.sequences);
+    let _ = write_gauges(&mut out, &STATE_GAUGES, models, |m| m.state_usage);
     out
 }
 
+/// One gauge family read from a per-model value of type `T`.
+type Gauge<T> = (&'static str, &'static str, fn(&T) -> u64);
+
 /// The sequence batcher's gauges (Nereid's own; Triton exports none).
-fn write_sequences(out: &mut String, models: &[ModelStatsSnapshot]) -> std::fmt::Result {
-    type Gauge = (&'static str, &'static str, fn(&Occupancy) -> u64);
-    let families: [Gauge; 4] = [
-        (
-            "nv_sequence_active",
-            "Sequences started and not yet ended or released",
-            |o| o.active,
-        ),
-        (
-            "nv_sequence_backlog",
-            "Sequences waiting for a free sequence slot",
-            |o| o.backlog,
-        ),
-        (
-            "nv_sequence_slots_used",
-            "Sequence slots held by a sequence",
-            |o| o.slots_used,
-        ),
-        (
-            "nv_sequence_slots_total",
-            "Sequence slots over all instances",
-            |o| o.slots_total,
-        ),
-    ];
-    let with: Vec<(&ModelStatsSnapshot, Occupancy)> = models
+const SEQUENCE_GAUGES: [Gauge<Occupancy>; 4] = [
+    (
+        "nv_sequence_active",
+        "Sequences started and not yet ended or released",
+        |o| o.active,
+    ),
+    (
+        "nv_sequence_backlog",
+        "Sequences waiting for a free sequence slot",
+        |o| o.backlog,
+    ),
+    (
+        "nv_sequence_slots_used",
+        "Sequence slots held by a sequence",
+        |o| o.slots_used,
+    ),
+    (
+        "nv_sequence_slots_total",
+        "Sequence slots over all instances",
+        |o| o.slots_total,
+    ),
+];
+
+/// The stateful backend's state memory, summed over instances (Nereid's own).
+const STATE_GAUGES: [Gauge<StateUsage>; 4] = [
+    (
+        "nv_stateful_state_buffers",
+        "State buffers allocated (initial plus lazily grown)",
+        |u| u.buffers,
+    ),
+    (
+        "nv_stateful_state_bytes",
+        "Bytes of sequence state buffers allocated",
+        |u| u.bytes,
+    ),
+    (
+        "nv_stateful_sequences",
+        "Sequences whose state the backend stores",
+        |u| u.sequences,
+    ),
+    (
+        "nv_stateful_sequence_capacity",
+        "Sequences the allocated state buffers can hold",
+        |u| u.capacity,
+    ),
+];
+
+/// Writes `families` for the models that have a `T` (skipped entirely when none has).
+fn write_gauges<T: Copy>(
+    out: &mut String,
+    families: &[Gauge<T>],
+    models: &[ModelStatsSnapshot],
+    value_of: fn(&ModelStatsSnapshot) -> Option<T>,
+) -> std::fmt::Result {
+    let with: Vec<(&ModelStatsSnapshot, T)> = models
         .iter()
-        .filter_map(|m| m.sequences.map(|o| (m, o)))
+        .filter_map(|m| value_of(m).map(|v| (m, v)))
         .collect();
     if with.is_empty() {
         return Ok(());
@@ -152,13 +187,13 @@ fn write_sequences(out: &mut String, models: &[ModelStatsSnapshot]) -> std::fmt:
     for (name, help, value) in families {
         writeln!(out, "# HELP {name} {help}")?;
         writeln!(out, "# TYPE {name} gauge")?;
-        for (m, o) in &with {
+        for (m, v) in &with {
             writeln!(
                 out,
                 "{name}{{model=\"{}\",version=\"{}\"}} {}",
                 escape(&m.name),
                 m.version,
-                value(o)
+                value(v)
             )?;
         }
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use crate::backend::ComputeTiming;
+use crate::backend::{ComputeTiming, StateUsage};
 use crate::scheduler::sequence::table::Occupancy;
 
 /// Why a request failed, as the `reason` label of `nv_inference_request_failure`.
@@ -110,6 +110,9 @@ pub struct ModelStats {
     batch_stats: Mutex<BTreeMap<u64, BatchStat>>,
     /// Slots and sequences, for models with the sequence batcher.
     sequences: Mutex<Option<Occupancy>>,
+    /// State memory per instance, for backends that keep sequence state; written by the
+    /// instance workers after each execution.
+    state_usage: Mutex<BTreeMap<String, StateUsage>>,
 }
 
 /// Inference-level part of [`ModelStatsSnapshot`].
@@ -158,6 +161,8 @@ pub struct ModelStatsSnapshot {
     pub cache_enabled: bool,
     /// Sequence batcher occupancy (sequence models only).
     pub sequences: Option<Occupancy>,
+    /// State memory summed over the instances (backends that keep sequence state only).
+    pub state_usage: Option<StateUsage>,
 }
 
 fn duration_ns(d: Duration) -> u64 {
@@ -210,6 +215,17 @@ impl ModelStats {
         *self.sequences.lock() = Some(occupancy);
     }
 
+    /// Instance `instance`'s current state memory.
+    pub fn set_state_usage(&self, instance: &str, usage: StateUsage) {
+        let mut all = self.state_usage.lock();
+        match all.get_mut(instance) {
+            Some(stored) => *stored = usage,
+            None => {
+                all.insert(instance.to_string(), usage);
+            }
+        }
+    }
+
     /// One model execution of `batch_size` batch elements finished.
     pub fn execution_finished(&self, batch_size: usize, timing: ComputeTiming) {
         let batch_size = batch_size as u64;
@@ -256,6 +272,12 @@ impl ModelStats {
             failures: self.failures.each_ref().map(|f| f.load(Relaxed)),
             pending: u64::try_from(self.pending.load(Relaxed)).unwrap_or(0),
             sequences: *self.sequences.lock(),
+            state_usage: self
+                .state_usage
+                .lock()
+                .values()
+                .copied()
+                .reduce(|a, b| a + b),
             cache_enabled: false,
         }
     }

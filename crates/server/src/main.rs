@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use nereid_backend_onnx::{find_library, OnnxBackend, OnnxOptions};
+use nereid_backend_onnx::{find_library, OnnxBackend, OrtRuntime, StatefulBackend};
 use nereid_core::cache::{CacheSettings, ResponseCache};
 use nereid_core::config::NormalizeOptions;
 use nereid_core::repository::{BackendRegistry, LoadSettings};
@@ -70,11 +70,10 @@ fn backends(config: &Config) -> anyhow::Result<BackendRegistry> {
         };
     match find_library(explicit.as_deref()) {
         Some(library_path) => {
-            let backend = OnnxBackend::new(OnnxOptions {
-                library_path,
-                default_max_batch_size,
-            });
-            registry.insert("onnxruntime", Arc::new(backend));
+            let runtime = OrtRuntime::new(library_path);
+            let onnx = OnnxBackend::new(runtime.clone(), default_max_batch_size);
+            registry.insert("onnxruntime", Arc::new(onnx));
+            registry.insert("stateful", Arc::new(StatefulBackend::new(runtime)));
         }
         None => tracing::error!(
             "ONNX Runtime library not found: set ORT_DYLIB_PATH, pass --backend-config=onnxruntime,library-path=<libonnxruntime.so>, or install the onnxruntime wheel into ./.venv; ONNX models will fail to load"

@@ -92,13 +92,7 @@ fn prepare(
     mut config: ModelConfig,
 ) -> Result<(Arc<dyn Backend>, ModelConfig, String)> {
     let backend = resolve_backend(backends, &mut config, name, &dir.join(newest.to_string()))?;
-    let filename = |config: &ModelConfig| {
-        if config.default_model_filename.is_empty() {
-            backend.default_model_filename().to_string()
-        } else {
-            config.default_model_filename.clone()
-        }
-    };
+    let filename = |config: &ModelConfig| backend.model_filename(config);
     if !settings.strict_model_config {
         let file = dir.join(newest.to_string()).join(filename(&config));
         if file.exists() {
@@ -131,10 +125,9 @@ fn resolve_backend(
         config.backend = "onnxruntime".into();
     }
     if config.backend.is_empty() && config.platform.is_empty() {
-        if let Some(b) = backends
-            .values()
-            .find(|b| newest_version_dir.join(b.default_model_filename()).exists())
-        {
+        if let Some(b) = backends.values().find(|b| {
+            b.detected_by_file() && newest_version_dir.join(b.default_model_filename()).exists()
+        }) {
             config.backend = b.name().to_string();
         }
     }

@@ -15,6 +15,7 @@ use crate::batch::Batch;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::request::{select_outputs, InferResponse, OutputTensor};
+use crate::scheduler::sequence::flags::SequenceId;
 use crate::stats::{FailureReason, ModelStats};
 
 /// The requests one instance executes together.
@@ -25,6 +26,9 @@ pub struct Payload {
     /// The instance slot the scheduler reserved for this payload; dropping it (when the
     /// execution ends) lets the scheduler cut the next batch.
     pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Sequences the sequence batcher released since this instance's last payload; the
+    /// backend drops their state before executing `jobs` (which may be empty).
+    pub released: Vec<SequenceId>,
 }
 
 impl Payload {
@@ -33,6 +37,7 @@ impl Payload {
         Self {
             jobs: vec![job],
             slot: None,
+            released: Vec::new(),
         }
     }
 }
@@ -58,6 +63,7 @@ impl InstancePool {
                 stats: stats.clone(),
                 instance,
                 payloads: payloads.clone(),
+                name: name.clone(),
             };
             let handle = std::thread::Builder::new()
                 .name(name.clone())
@@ -92,12 +98,27 @@ struct Worker {
     stats: Arc<ModelStats>,
     instance: Box<dyn InstanceBackend>,
     payloads: Receiver<Payload>,
+    name: String,
 }
 
 impl Worker {
     fn run(mut self) {
+        self.publish_state_usage();
         while let Ok(payload) = self.payloads.recv() {
-            self.execute(payload);
+            if !payload.released.is_empty() {
+                self.instance.release_sequences(&payload.released);
+            }
+            if !payload.jobs.is_empty() {
+                self.execute(payload);
+            }
+            self.publish_state_usage();
+        }
+    }
+
+    /// Hands the backend's state memory to the statistics (backends that keep state).
+    fn publish_state_usage(&self) {
+        if let Some(usage) = self.instance.state_usage() {
+            self.stats.set_state_usage(&self.name, usage);
         }
     }
 
@@ -105,6 +126,7 @@ impl Worker {
         let Payload {
             jobs: mut payload,
             slot,
+            ..
         } = payload;
         let started = Instant::now();
         let (results, timing, total_batch) = {

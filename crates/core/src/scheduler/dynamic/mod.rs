@@ -206,6 +206,7 @@ impl BatcherTask {
         let payload = Payload {
             jobs,
             slot: Some(slot),
+            released: Vec::new(),
         };
         // The channel has room for one payload per instance and a payload is only sent
         // with a free slot, so this never blocks; it fails only if the workers are gone.

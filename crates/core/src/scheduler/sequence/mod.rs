@@ -117,7 +117,22 @@ impl SequenceBatcher {
         };
         let idle = Duration::from_micros(config.max_sequence_idle_microseconds);
         let count = instances.len().max(1);
-        let table = Table::new(&spec.name, count, per_instance, max_batch, strategy, idle);
+        // A backend that keeps state itself bounds the slots by what it can hold.
+        let capacity = instances
+            .iter()
+            .filter_map(|(_, i)| i.sequence_capacity())
+            .min();
+        let per_instance = capacity.unwrap_or(per_instance);
+        if per_instance == 0 {
+            return Err(Error::invalid_arg(format!(
+                "model '{}' can hold no sequence state: raise max_candidate_sequences",
+                spec.name
+            )));
+        }
+        let mut table = Table::new(&spec.name, count, per_instance, max_batch, strategy, idle);
+        if capacity.is_some() {
+            table = table.with_backend_state();
+        }
         stats.set_sequence_occupancy(table.occupancy());
         let shared = Arc::new(Shared {
             spec: spec.clone(),
@@ -231,11 +246,15 @@ async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<
         let Ok(permit) = in_flight.clone().acquire_owned().await else {
             return;
         };
-        let entries = loop {
-            let (round, wake) = shared.update(|t| t.next_round(instance, Instant::now()));
+        let (entries, released) = loop {
+            let (round, wake, released) = shared.update(|t| {
+                let (round, wake) = t.next_round(instance, Instant::now());
+                (round, wake, t.take_releases(instance))
+            });
             shared.wake_all(wake);
             match round {
-                Round::Ready(entries) => break entries,
+                Round::Ready(entries) => break (entries, released),
+                Round::Wait(_) if !released.is_empty() => break (Vec::new(), released),
                 Round::Wait(deadline) => {
                     if shared.stopping.load(Relaxed) && !shared.table.lock().has_work(instance) {
                         return;
@@ -264,13 +283,14 @@ async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<
                 None => base.as_ref().map(|b| shared.padding_job(b)),
             })
             .collect();
-        if jobs.is_empty() {
+        if jobs.is_empty() && released.is_empty() {
             continue;
         }
         if payloads
             .send(Payload {
                 jobs,
                 slot: Some(permit),
+                released,
             })
             .is_err()
         {

@@ -135,6 +135,10 @@ pub struct Table {
     active: HashMap<SequenceId, Active>,
     backlog: VecDeque<Backlogged>,
     expired: Expired,
+    /// Set when the backend keeps each sequence's state itself (its capacity is the slot
+    /// count): a START finding no free slot is refused instead of backlogged, and idle
+    /// releases are queued per instance for the backend, see [`Table::take_releases`].
+    backend_state: Option<Vec<Vec<SequenceId>>>,
 }
 
 impl Table {
@@ -163,7 +167,26 @@ impl Table {
             active: HashMap::new(),
             backlog: VecDeque::new(),
             expired: Expired::default(),
+            backend_state: None,
         }
+    }
+
+    /// The table of a model whose backend keeps sequence state (see `backend_state`).
+    pub fn with_backend_state(mut self) -> Self {
+        self.backend_state = Some(vec![
+            Vec::new();
+            self.slots.len() / self.per_instance.max(1)
+        ]);
+        self
+    }
+
+    /// Sequences released idle from `instance` since the last call, for its backend.
+    pub fn take_releases(&mut self, instance: usize) -> Vec<SequenceId> {
+        self.backend_state
+            .as_mut()
+            .and_then(|r| r.get_mut(instance))
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Takes a request in: into its sequence's slot or backlog queue, or a new place for a
@@ -189,6 +212,7 @@ impl Table {
                         self.slots[index].owner = Some(id.clone());
                         Place::Slot(index)
                     }
+                    None if self.backend_state.is_some() => return Err(self.full()),
                     None => {
                         self.backlog.push_back(Backlogged {
                             id: id.clone(),
@@ -227,6 +251,14 @@ impl Table {
                 Ok(None)
             }
         }
+    }
+
+    /// The refusal of a new sequence when every slot is taken and the backend keeps state.
+    fn full(&self) -> Error {
+        Error::unavailable(format!(
+            "Too many simultaneous connections: model '{}' holds the state of {} sequences per instance (max_candidate_sequences × max_candidate_sequence_use_ratio), all in use; retry when a sequence ends",
+            self.model, self.per_instance
+        ))
     }
 
     fn not_started(&self, id: &SequenceId) -> Error {
@@ -284,10 +316,19 @@ impl Table {
             tracing::debug!(sequence = %id, model = %self.model, "idle sequence released");
             self.active.remove(&id);
             self.expired.insert(id.clone());
-            reaped.released.push(id);
             if let Place::Slot(index) = place {
+                let instance = index / self.per_instance;
+                if let Some(queue) = self
+                    .backend_state
+                    .as_mut()
+                    .and_then(|r| r.get_mut(instance))
+                {
+                    queue.push(id.clone());
+                    reaped.wake.push(instance);
+                }
                 reaped.wake.extend(self.release(index));
             }
+            reaped.released.push(id);
         }
         reaped
     }

@@ -1,0 +1,367 @@
+//! What a stateful model is, checked once at load against its ONNX graph: how each client
+//! tensor and each state tensor is batched, and the boolean reset input driven by the
+//! sequence START. Instances share one plan.
+
+use nereid_core::model::ModelSpec;
+use nereid_core::{DataType, Error, Result};
+use nereid_proto::inference::model_config::SchedulingChoice;
+use nereid_proto::inference::model_sequence_batching::control::Kind as ControlKind;
+use nereid_proto::inference::model_sequence_batching::StrategyChoice;
+
+use super::layout::{BatchAxis, Codec};
+use super::params::{Capacity, StatefulParams};
+use crate::autocomplete::ModelTensor;
+
+/// A client-visible input or output.
+#[derive(Debug, Clone)]
+pub struct ClientTensor {
+    /// Its name.
+    pub name: String,
+    /// Its element type.
+    pub datatype: DataType,
+    /// The configured dims with -1 at the batch axis (Triton's batch dimension not
+    /// included).
+    pub dims: Vec<i64>,
+    /// Position of the batch axis in the client's shape (after Triton's batch dimension).
+    pub client_axis: usize,
+    /// The batch axis in bytes.
+    pub axis: BatchAxis,
+    /// Whether the ONNX tensor has an extra leading batch dimension the config leaves to
+    /// `max_batch_size` (no -1 in the dims).
+    pub leading_batch: bool,
+}
+
+impl ClientTensor {
+    /// The ONNX shape for a batch of `rows`.
+    pub fn onnx_shape(&self, rows: usize) -> Vec<i64> {
+        let mut shape = Vec::with_capacity(self.dims.len() + 1);
+        if self.leading_batch {
+            shape.push(rows as i64);
+        }
+        shape.extend(
+            self.dims
+                .iter()
+                .map(|&d| if d < 0 { rows as i64 } else { d }),
+        );
+        shape
+    }
+
+    /// The shape a client sees for one request with `rows` on the batch axis (1, or 0
+    /// for an END answered without running the model).
+    pub fn client_shape(&self, rows: i64, triton_batch: bool) -> Vec<i64> {
+        let mut shape = Vec::with_capacity(self.dims.len() + 1);
+        if self.leading_batch {
+            // Triton's batch dimension is the batch axis itself.
+            shape.push(rows);
+        } else if triton_batch {
+            shape.push(1);
+        }
+        shape.extend(self.dims.iter().map(|&d| if d < 0 { rows } else { d }));
+        shape
+    }
+}
+
+/// One state pair, as stored.
+#[derive(Debug, Clone)]
+pub struct StateTensor {
+    /// The ONNX input fed with the stored state.
+    pub input: String,
+    /// The ONNX output that replaces it.
+    pub output: String,
+    /// Its element type in the model.
+    pub datatype: DataType,
+    /// ONNX dims, -1 at the batch axis.
+    pub dims: Vec<i64>,
+    /// The batch axis in bytes.
+    pub axis: BatchAxis,
+    /// How it is stored.
+    pub codec: Codec,
+}
+
+impl StateTensor {
+    /// ONNX shape for `rows` sequences.
+    pub fn shape(&self, rows: usize) -> Vec<i64> {
+        self.dims
+            .iter()
+            .map(|&d| if d < 0 { rows as i64 } else { d })
+            .collect()
+    }
+
+    /// Bytes one sequence's state takes in store.
+    pub fn stored_bytes(&self) -> usize {
+        self.codec.stored_len(self.axis.row_bytes())
+    }
+}
+
+/// The boolean input reset at a sequence start (the START control's tensor name).
+#[derive(Debug, Clone)]
+pub struct ResetInput {
+    /// Its name.
+    pub name: String,
+    /// ONNX dims after the leading batch dimension.
+    pub trailing: Vec<i64>,
+}
+
+impl ResetInput {
+    /// Values per sequence.
+    pub fn row_len(&self) -> usize {
+        self.trailing.iter().map(|&d| d.max(1) as usize).product()
+    }
+}
+
+/// Everything an instance needs to batch, run and keep state.
+#[derive(Debug)]
+pub struct Plan {
+    /// Model name.
+    pub model: String,
+    /// Client inputs, in config order.
+    pub inputs: Vec<ClientTensor>,
+    /// Client outputs, in config order.
+    pub outputs: Vec<ClientTensor>,
+    /// State pairs.
+    pub states: Vec<StateTensor>,
+    /// The reset input.
+    pub reset: ResetInput,
+    /// Whether requests carry Triton's batch dimension (`max_batch_size` > 0).
+    pub triton_batch: bool,
+    /// Largest batch (rows) an execution takes.
+    pub max_batch: usize,
+    /// The parameters.
+    pub params: StatefulParams,
+    /// Sequences per instance and the buffer plan.
+    pub capacity: Capacity,
+}
+
+fn model_error(model: &str, message: String) -> Error {
+    Error::invalid_arg(format!("stateful model '{model}': {message}"))
+}
+
+impl Plan {
+    /// Checks `spec` and `params` against the ONNX model's `inputs` and `outputs`.
+    pub fn new(
+        spec: &ModelSpec,
+        params: StatefulParams,
+        onnx_inputs: &[ModelTensor],
+        onnx_outputs: &[ModelTensor],
+    ) -> Result<Self> {
+        let model = spec.name.as_str();
+        let fail = |message: String| model_error(model, message);
+        let Some(SchedulingChoice::SequenceBatching(sequence)) = &spec.config.scheduling_choice
+        else {
+            return Err(fail(
+                "the stateful backend needs sequence_batching with the oldest strategy".into(),
+            ));
+        };
+        let Some(StrategyChoice::Oldest(oldest)) = &sequence.strategy_choice else {
+            return Err(fail(
+                "the stateful backend supports only the oldest sequence batching strategy (sequence_batching { oldest { ... } })".into(),
+            ));
+        };
+        let max_batch = spec.max_batch_size.max(1);
+        let candidates = usize::try_from(oldest.max_candidate_sequences)
+            .ok()
+            .filter(|c| *c > 0)
+            .unwrap_or(max_batch);
+        let capacity = params.capacity(model, candidates, spec.max_batch_size)?;
+        let triton_batch = spec.max_batch_size > 0;
+        let find = |list: &'_ [ModelTensor], name: &str, what: &str| {
+            list.iter()
+                .find(|t| t.name == name)
+                .cloned()
+                .ok_or_else(|| fail(format!("the ONNX model has no {what} named '{name}'")))
+        };
+        let client = |t: &nereid_core::model::TensorSpec, onnx: &ModelTensor| {
+            client_tensor(model, t, onnx, triton_batch)
+        };
+        let inputs = spec
+            .inputs
+            .iter()
+            .map(|t| client(t, &find(onnx_inputs, &t.name, "input")?))
+            .collect::<Result<Vec<_>>>()?;
+        let outputs = spec
+            .outputs
+            .iter()
+            .map(|t| client(t, &find(onnx_outputs, &t.name, "output")?))
+            .collect::<Result<Vec<_>>>()?;
+        let codec = if params.store_states_as_fp16 {
+            Codec::Fp16
+        } else {
+            Codec::Raw
+        };
+        let states = params
+            .state_pairs
+            .iter()
+            .map(|pair| {
+                let input = find(onnx_inputs, &pair.input, "state input")?;
+                let output = find(onnx_outputs, &pair.output, "state output")?;
+                state_tensor(model, &input, &output, codec)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let start = sequence
+            .control_input
+            .iter()
+            .find(|c| {
+                c.control
+                    .iter()
+                    .any(|k| k.kind == ControlKind::ControlSequenceStart as i32)
+            })
+            .map(|c| c.name.clone())
+            .ok_or_else(|| {
+                fail("map CONTROL_SEQUENCE_START to the model's boolean reset input (e.g. ResetSequence) in sequence_batching.control_input".into())
+            })?;
+        let reset = reset_input(model, &find(onnx_inputs, &start, "reset input")?)?;
+        Ok(Self {
+            model: model.to_string(),
+            inputs,
+            outputs,
+            states,
+            reset,
+            triton_batch,
+            max_batch,
+            params,
+            capacity,
+        })
+    }
+}
+
+/// A config tensor, checked against its ONNX tensor.
+fn client_tensor(
+    model: &str,
+    t: &nereid_core::model::TensorSpec,
+    onnx: &ModelTensor,
+    triton_batch: bool,
+) -> Result<ClientTensor> {
+    let fail = |message: String| model_error(model, message);
+    let size = t.datatype.element_size().ok_or_else(|| {
+        fail(format!(
+            "tensor '{}' is {}; the stateful backend batches fixed-size types only",
+            t.name, t.datatype
+        ))
+    })?;
+    if t.datatype != onnx.datatype {
+        return Err(fail(format!(
+            "tensor '{}' is {} in the config but {} in the ONNX model",
+            t.name, t.datatype, onnx.datatype
+        )));
+    }
+    let marked: Vec<usize> = (0..t.dims.len()).filter(|&i| t.dims[i] < 0).collect();
+    let (onnx_dims, onnx_axis, client_axis, leading_batch) = match marked[..] {
+        [axis] => (
+            t.dims.clone(),
+            axis,
+            axis + usize::from(triton_batch),
+            false,
+        ),
+        [] if triton_batch => {
+            let mut dims = vec![-1];
+            dims.extend(&t.dims);
+            (dims, 0, 0, true)
+        }
+        [] => {
+            return Err(fail(format!(
+                "tensor '{}' has no batch dimension: mark it -1 in dims, or set max_batch_size",
+                t.name
+            )))
+        }
+        _ => return Err(fail(format!(
+            "tensor '{}' has more than one dimension marked -1; only the batch dimension may vary",
+            t.name
+        ))),
+    };
+    let matches = onnx.dims.len() == onnx_dims.len()
+        && onnx
+            .dims
+            .iter()
+            .zip(&onnx_dims)
+            .all(|(&o, &c)| o < 0 || c < 0 || o == c);
+    if !matches {
+        return Err(fail(format!(
+            "tensor '{}' has dims {:?} in the ONNX model, which do not match {:?} from the config",
+            t.name, onnx.dims, onnx_dims
+        )));
+    }
+    Ok(ClientTensor {
+        name: t.name.clone(),
+        datatype: t.datatype,
+        axis: BatchAxis::new(&onnx_dims, onnx_axis, size),
+        dims: t.dims.clone(),
+        client_axis,
+        leading_batch,
+    })
+}
+
+/// A state pair, checked: same type and shape both ways, one dynamic (batch) dimension.
+fn state_tensor(
+    model: &str,
+    input: &ModelTensor,
+    output: &ModelTensor,
+    codec: Codec,
+) -> Result<StateTensor> {
+    let fail = |message: String| model_error(model, message);
+    if input.datatype != output.datatype || input.dims != output.dims {
+        return Err(fail(format!(
+            "state pair '{}' ({} {:?}) and '{}' ({} {:?}) must have the same type and shape",
+            input.name, input.datatype, input.dims, output.name, output.datatype, output.dims
+        )));
+    }
+    let dynamic: Vec<usize> = (0..input.dims.len())
+        .filter(|&i| input.dims[i] < 0)
+        .collect();
+    let axis = match dynamic[..] {
+        [axis] => axis,
+        [] => {
+            return Err(fail(format!(
+                "No dynamic dimension in the ONNX model for state tensor '{}': its batch dimension must be dynamic",
+                input.name
+            )))
+        }
+        _ => {
+            return Err(fail(format!(
+                "state tensor '{}' has {} dynamic dimensions; only its batch dimension may be dynamic",
+                input.name,
+                dynamic.len()
+            )))
+        }
+    };
+    let size = input.datatype.element_size().ok_or_else(|| {
+        fail(format!(
+            "state tensor '{}' is {}; states must have a fixed-size type",
+            input.name, input.datatype
+        ))
+    })?;
+    if codec == Codec::Fp16 && input.datatype != DataType::Fp32 {
+        return Err(fail(format!(
+            "store_states_as_fp16 needs FP32 states, but '{}' is {}",
+            input.name, input.datatype
+        )));
+    }
+    Ok(StateTensor {
+        input: input.name.clone(),
+        output: output.name.clone(),
+        datatype: input.datatype,
+        axis: BatchAxis::new(&input.dims, axis, size),
+        dims: input.dims.clone(),
+        codec,
+    })
+}
+
+/// The reset input: BOOL with its batch dimension first.
+fn reset_input(model: &str, onnx: &ModelTensor) -> Result<ResetInput> {
+    let fail = |message: String| model_error(model, message);
+    if onnx.datatype != DataType::Bool {
+        return Err(fail(format!(
+            "The model should include a BOOL '{}' tensor to reset the state at a sequence start (it is {})",
+            onnx.name, onnx.datatype
+        )));
+    }
+    match onnx.dims.split_first() {
+        Some((&first, rest)) if first < 0 && rest.iter().all(|&d| d >= 0) => Ok(ResetInput {
+            name: onnx.name.clone(),
+            trailing: rest.to_vec(),
+        }),
+        _ => Err(fail(format!(
+            "Batch dimension should always be the first dimension for reset tensor '{}' (ONNX dims {:?})",
+            onnx.name, onnx.dims
+        ))),
+    }
+}
