@@ -42,6 +42,9 @@ pub struct ComputeTiming {
     pub infer_ns: u64,
     /// Extracting outputs.
     pub output_ns: u64,
+    /// Batch entries the backend really ran, when it answered some requests without
+    /// running the model (the stateful backend's END requests); `None`: all of them.
+    pub ran: Option<usize>,
 }
 
 /// A backend (e.g. ONNX Runtime): one value per server, shared by all its models.

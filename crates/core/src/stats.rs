@@ -294,6 +294,7 @@ mod tests {
             input_ns: 1,
             infer_ns: 10,
             output_ns: 2,
+            ran: None,
         };
         stats.request_started();
         stats.request_started();

@@ -331,6 +331,7 @@ impl InstanceBackend for StatefulInstance {
         for row in rows.iter().filter(|r| r.end) {
             self.forget(&row.id);
         }
+        timing.ran = Some(rows.len());
         self.rebalance();
         self.report
             .executed(rows.len(), padded, timing, self.store.usage());

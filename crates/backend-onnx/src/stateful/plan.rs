@@ -263,10 +263,12 @@ fn client_tensor(
                 t.name
             )))
         }
-        _ => return Err(fail(format!(
+        _ => {
+            return Err(fail(format!(
             "tensor '{}' has more than one dimension marked -1; only the batch dimension may vary",
             t.name
-        ))),
+        )))
+        }
     };
     let matches = onnx.dims.len() == onnx_dims.len()
         && onnx

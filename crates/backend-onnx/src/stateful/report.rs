@@ -2,6 +2,7 @@
 //! INFO, VERBOSE) gates everything; per-execution batch lines go out at
 //! `batch_info_logging_level`, and the periodic summary every
 //! `metric_logging_frequency_seconds` adds timings at `detailed_metrics_logging_level`.
+//! Per-execution lines are emitted at tracing's debug level (see [`Report::executed`]).
 
 use std::time::{Duration, Instant};
 
@@ -60,8 +61,10 @@ impl Report {
         self.rows += rows as u64;
         self.max_rows = self.max_rows.max(rows);
         self.infer_ns += timing.infer_ns;
-        if self.enabled(self.batch_info) {
-            tracing::info!(
+        // One line per execution: at debug level, so that it costs nothing unless the
+        // server logs verbosely (--log-verbose), whatever the model's levels say.
+        if rows > 0 && self.enabled(self.batch_info) {
+            tracing::debug!(
                 model = %self.model,
                 instance = %self.instance,
                 "stateful batch: {rows} sequences, {padded} rows run, {} sequences stored",

@@ -154,7 +154,10 @@ impl Worker {
             }
         }
         drop(slot);
-        self.stats.execution_finished(total_batch, timing);
+        let ran = timing.ran.unwrap_or(total_batch);
+        if ran > 0 {
+            self.stats.execution_finished(ran, timing);
+        }
         for (job, result) in payload.into_iter().zip(results) {
             self.answer(job, result, started, timing);
         }
