@@ -18,7 +18,7 @@ mkdir -p "$OUT"
 BENCH=target/release/nereid-bench
 WINDOW=${WINDOW:-1500}
 
-start_nereid() { # repo [extra flags...] -> sets PID HTTP GRPC
+start_nereid() { # repo [extra flags...] -> sets PID HTTP GRPC METRICS
   local log repo=$1
   shift
   log=$(mktemp)
@@ -28,7 +28,8 @@ start_nereid() { # repo [extra flags...] -> sets PID HTTP GRPC
   for _ in $(seq 200); do
     HTTP=$(sed -n 's/.*Started HTTPService at \([0-9.:]*\).*/\1/p' "$log")
     GRPC=$(sed -n 's/.*Started GRPCInferenceService at \([0-9.:]*\).*/\1/p' "$log")
-    [[ -n $HTTP && -n $GRPC ]] && return 0
+    METRICS=$(sed -n 's/.*Started Metrics Service at \([0-9.:]*\).*/\1/p' "$log")
+    [[ -n $HTTP && -n $GRPC && -n $METRICS ]] && return 0
     sleep 0.05
   done
   echo "nereid did not start:" >&2; cat "$log" >&2; exit 1
@@ -141,6 +142,40 @@ for strategy in direct oldest; do
   done
 done
 kill "$PID"; wait "$PID" || true
+
+# Stateful backend: accumulate_fp32 with 1,000 and 10,000 live sequences of 50 steps,
+# with lazy (the example's 512/100/32/200) and eager state buffers. 6000 candidate
+# sequences per instance (5400 after the 0.9 use ratio), two instances, END requests run.
+# Each run gets a fresh server; state memory comes from its nv_stateful_* metrics.
+STATEFUL_REPO=$(mktemp -d)
+for mode in lazy eager; do
+  dir="$STATEFUL_REPO/stateful_$mode"
+  cp -r examples/models/accumulate_fp32 "$dir"
+  sed -i -e "s/^name: .*/name: \"stateful_$mode\"/" \
+    -e 's/max_candidate_sequences: 1280/max_candidate_sequences: 6000/' \
+    -e '/"infer_end_requests"/s/"0"/"1"/' "$dir/config.pbtxt"
+  [[ $mode == eager ]] && sed -i '/_buffer_size\|buffer_alloc_threshold\|buffer_dealloc_threshold/d' "$dir/config.pbtxt"
+done
+gauge() { # name model
+  curl -s "http://$METRICS/metrics" | sed -n "s/^$1{model=\"$2\".*} //p"
+}
+echo "mode,sequences,buffers_at_load,bytes_at_load,buffers_after,bytes_after,rss_before_kib,rss_after_kib" \
+  >"$OUT/stateful_memory.csv"
+for mode in lazy eager; do
+  for c in 1000 10000; do
+    start_nereid "$STATEFUL_REPO"
+    model="stateful_$mode"
+    buffers_load=$(gauge nv_stateful_state_buffers "$model")
+    bytes_load=$(gauge nv_stateful_state_bytes "$model")
+    before=$(awk '/VmRSS/ {print $2}' "/proc/$PID/status")
+    run_bench "stateful_${mode}_c$c" "$model" "$GRPC" grpc "$c:$c:1" --sequence-length 50 \
+      --shape Input:4,1,5
+    after=$(awk '/VmRSS/ {print $2}' "/proc/$PID/status")
+    echo "$mode,$c,$buffers_load,$bytes_load,$(gauge nv_stateful_state_buffers "$model"),$(gauge nv_stateful_state_bytes "$model"),$before,$after" \
+      >>"$OUT/stateful_memory.csv"
+    kill "$PID"; wait "$PID" || true
+  done
+done
 
 echo "bench: in-process ONNX Runtime" >&2
 BATCHES=1,2,3,4,5,6,7,8,10,12,14,16,20,24,32,48,64

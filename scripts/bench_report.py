@@ -209,7 +209,35 @@ def main():
                   f"{float(r['rss_after_kib']) / 1024:.1f} |")
     print()
 
-    print("## 7. Start-up\n")
+    print("## 7. Stateful backend (accumulate_fp32, 50 steps per sequence, gRPC)\n")
+    print("`backend: \"stateful\"`, the example model with 6000 candidate sequences per instance")
+    print("(5400 usable at the 0.9 use ratio), two instances, batches of up to 16 sequences along")
+    print("the middle dimension of `[4, -1, 5]`, END requests run. *lazy*: the example's buffers")
+    print("(512 sequences at load, then 100 at a time); *eager*: every slot reserved at load. Each")
+    print("run on a fresh server. State bytes come from the `nv_stateful_state_bytes` metric (20")
+    print("bytes of state per sequence, both instances); RSS is the whole server's.\n")
+    print("| buffers | live sequences | steps/s | p50 ms per step | p99 ms per step | avg batch | "
+          "state KiB at load | state KiB after | RSS MiB before | RSS MiB after |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    memory = {(r["mode"], r["sequences"]): r for r in rows(os.path.join(out, "stateful_memory.csv"))} \
+        if os.path.exists(os.path.join(out, "stateful_memory.csv")) else {}
+    for mode in ("lazy", "eager"):
+        for c in (1000, 10000):
+            r = one(out, f"stateful_{mode}_c{c}")
+            m = memory.get((mode, str(c)))
+            if r is None or m is None:
+                continue
+            print(f"| {mode} | {c:,} | {fmt(num(r, 'Inferences/Second'))} | {num(r, 'p50 latency') / 1000:.1f} | "
+                  f"{num(r, 'p99 latency') / 1000:.1f} | {fmt(num(r, 'Server Avg Batch Size'), 1)} | "
+                  f"{float(m['bytes_at_load']) / 1024:.1f} | {float(m['bytes_after']) / 1024:.1f} | "
+                  f"{float(m['rss_before_kib']) / 1024:.1f} | {float(m['rss_after_kib']) / 1024:.1f} |")
+    print("\nSteps/s is bounded by batches of 16: with more live sequences than a batch, each step")
+    print("waits its turn, so per-step latency grows with the number of sequences. The state itself")
+    print("is small next to the server's per-request memory (each live sequence has a request in")
+    print("flight, with its gRPC stream and buffers).")
+    print()
+
+    print("## 8. Start-up\n")
     print("Time from launch to `/v2/health/ready` answering 200, and resident memory then (median of 5).\n")
     print("| repository | ms to ready | RSS MiB |")
     print("|---|---|---|")

@@ -392,8 +392,14 @@ impl Table {
                 max_queue_delay,
             } => {
                 let mut by_age = heads;
-                by_age.sort_by_key(|&i| self.slots[i].queue[0].job.enqueued_at);
-                by_age.truncate(self.max_batch);
+                let age = |&i: &usize| self.slots[i].queue[0].job.enqueued_at;
+                // Only the batch's worth of oldest heads needs ordering: select, then sort
+                // those (linear in the candidates, which may be thousands).
+                if by_age.len() > self.max_batch {
+                    by_age.select_nth_unstable_by_key(self.max_batch, age);
+                    by_age.truncate(self.max_batch);
+                }
+                by_age.sort_by_key(age);
                 let deadline = waited_since + *max_queue_delay;
                 let full = by_age.len() == self.max_batch
                     || preferred_batch_sizes.contains(&by_age.len())
