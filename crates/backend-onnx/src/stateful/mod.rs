@@ -168,7 +168,7 @@ impl StatefulModel {
                 self.require::<TensorRT>("trt")?;
                 let mut trt = TensorRT::default()
                     .with_device_id(device)
-                    .with_fp16(params.fp16_compute)
+                    .with_fp16(params.fp16_compute.unwrap_or(true))
                     .with_cuda_graph(params.enable_cuda_graph);
                 if let Some(dir) = &params.trt_cache_dir {
                     trt = trt
@@ -196,7 +196,10 @@ impl StatefulModel {
     /// Says when TensorRT-only settings are set but TensorRT does not run.
     fn warn_trt_only(&self) {
         let params = &self.plan.params;
-        if params.fp16_compute || params.enable_cuda_graph || params.trt_cache_dir.is_some() {
+        if params.fp16_compute == Some(true)
+            || params.enable_cuda_graph
+            || params.trt_cache_dir.is_some()
+        {
             tracing::warn!(
                 model = %self.spec.name,
                 "compute_precision fp16, enable_cuda_graph and enable_trt_caching only take effect with ort_ep 'trt' on a GPU instance; ignored"

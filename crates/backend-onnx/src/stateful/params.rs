@@ -74,8 +74,9 @@ pub struct StatefulParams {
     pub batch_info_level: LogLevel,
     /// `detailed_metrics_logging_level` (default VERBOSE).
     pub detailed_metrics_level: LogLevel,
-    /// `compute_precision` is fp16 (only TensorRT honours it).
-    pub fp16_compute: bool,
+    /// `compute_precision` is fp16 (`Some(true)`) or fp32; absent means fp16, the
+    /// original's default. Only TensorRT honours it.
+    pub fp16_compute: Option<bool>,
     /// `ort_ep`, when given.
     pub ort_ep: Option<ExecutionProvider>,
     /// `enable_cuda_graph` (TensorRT only).
@@ -223,8 +224,9 @@ impl StatefulParams {
             }
         };
         let fp16_compute = match r.raw("compute_precision") {
-            None | Some("fp32") => false,
-            Some("fp16") => true,
+            None => None,
+            Some("fp32") => Some(false),
+            Some("fp16") => Some(true),
             Some(_) => return Err(r.invalid("compute_precision", "fp32 or fp16")),
         };
         let ort_ep = match r.raw("ort_ep") {
