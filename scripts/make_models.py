@@ -215,10 +215,7 @@ sequence_batching {
 }
 """
 
-ADD_SUB_CONFIG = """\
-name: "add_sub"
-platform: "onnxruntime_onnx"
-max_batch_size: 8
+ADD_SUB_IO = """\
 input [
   { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
   { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
@@ -227,8 +224,13 @@ output [
   { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
   { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
 ]
-instance_group [ { kind: KIND_CPU count: 1 } ]
 """
+
+ADD_SUB_CONFIG = (
+    'name: "add_sub"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
+    + ADD_SUB_IO
+    + "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+)
 
 IDENTITY_CONFIG = """\
 name: "{name}"
@@ -261,17 +263,6 @@ def ensemble_config(name, io, steps):
         "ensemble_scheduling {\n  step [\n" + ",\n".join(steps) + "\n  ]\n}\n"
     )
 
-
-ADD_SUB_IO = """\
-input [
-  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-output [
-  { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-"""
 
 ENSEMBLE_ADD_SUB_CONFIG = ensemble_config(
     "ensemble_add_sub",

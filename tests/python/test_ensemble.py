@@ -27,21 +27,12 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from conftest import add_sub_config, add_sub_inputs
+from conftest import ADD_SUB_IO, add_sub_config, add_sub_inputs, run_in_threads
 
 F32 = np.float32
 A = np.array([[1.0, 2.0, 3.0, 4.0]], F32)
 B = np.array([[0.5, -1.0, 10.0, 2.25]], F32)
-IO = """\
-input [
-  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-output [
-  { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-"""
+IO = ADD_SUB_IO
 
 
 def step(model, inputs, outputs, version=-1):
@@ -135,11 +126,7 @@ def test_concurrent_requests_get_their_own_answers(server, proto):
         finally:
             client.close()
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(worker, 8)
     assert errors == []
 
 

@@ -115,23 +115,19 @@ impl Plan {
             consumers,
         };
         // Triton's messages here really have a stray quote after the ensemble name.
-        for input in &config.input {
-            let id = tensors.index.get(&input.name).copied().ok_or_else(|| {
+        let tensor_of = |name: &str, what: &str| {
+            tensors.index.get(name).copied().ok_or_else(|| {
                 Error::invalid_arg(format!(
-                    "ensemble input '{}' for ensemble {ensemble}' is not used",
-                    input.name
+                    "ensemble {what} '{name}' for ensemble {ensemble}' is not used"
                 ))
-            })?;
-            plan.inputs.push(id);
+            })
+        };
+        for input in &config.input {
+            plan.inputs.push(tensor_of(&input.name, "input")?);
         }
         let ready = plan.ready_tensors();
         for output in &config.output {
-            let id = tensors.index.get(&output.name).copied().ok_or_else(|| {
-                Error::invalid_arg(format!(
-                    "ensemble output '{}' for ensemble {ensemble}' is not used",
-                    output.name
-                ))
-            })?;
+            let id = tensor_of(&output.name, "output")?;
             if !ready[id] {
                 let blocked = plan.blocking_tensor(id, &ready, &tensors.producer);
                 return Err(Error::invalid_arg(format!(
