@@ -250,7 +250,39 @@ def main():
         print(f"| {text} | {ms:.0f} | {rss:.1f} |")
     print("\nFor reference, `../shared/triton/README.md` records Triton 2.51 on this kind of machine at 65–72 ms")
     print("and 36 MB resident with an empty repository.")
+    ensemble_section(out)
+
+
+def ensemble_section(out):
+    """Section 8, from scripts/bench_ensemble.sh's CSVs (printed alone with --section ensemble)."""
+    def p50s(kind, n):
+        found = []
+        for name in sorted(os.listdir(out)):
+            if name.startswith(f"ensemble_{kind}_{n}_r") and name.endswith(".csv"):
+                found.append(num(rows(os.path.join(out, name))[0], "p50 latency"))
+        return [v for v in found if v is not None]
+
+    print("\n## 9. Ensemble per-step overhead (gRPC, concurrency 1, FP32 [16])\n")
+    print("`ensemble_add_ones_N` is an ensemble of N steps, each an inference on `add_ones_1` (one ONNX")
+    print("`Add`); `add_ones_N` is one model with the same N `Add` nodes. Both run side by side on one")
+    print("server in alternating rounds (`scripts/bench_ensemble.sh`); the table gives the median over the")
+    print("rounds of each round's p50 latency, and the per-step overhead is the difference divided by N.\n")
+    print("| N | one model p50 µs | ensemble p50 µs | ensemble infer/s | per-step overhead µs |")
+    print("|---|---|---|---|---|")
+    for n in (1, 4, 16):
+        single, steps = p50s("single", n), p50s("steps", n)
+        if not single or not steps:
+            continue
+        a, b = statistics.median(single), statistics.median(steps)
+        rates = [num(rows(os.path.join(out, f))[0], "Inferences/Second") for f in sorted(os.listdir(out))
+                 if f.startswith(f"ensemble_steps_{n}_r")]
+        rate = statistics.median([r for r in rates if r is not None])
+        print(f"| {n} | {a:.0f} | {b:.0f} | {fmt(rate)} | {(b - a) / n:.1f} |")
+    print(f"\n{len(p50s('single', 1))} rounds.")
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 3 and sys.argv[2] == "--section" and sys.argv[3] == "ensemble":
+        ensemble_section(sys.argv[1])
+    else:
+        main()

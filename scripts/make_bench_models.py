@@ -10,6 +10,10 @@ two instances use the machine's two cores without oversubscribing them):
   mlp_large      256 -> 1024 -> 1024 -> 256 with ReLUs (about 1.3 M weights), dynamic batching
   mlp_large_nobatch  the same without dynamic batching (the batching-gain baseline)
   add_sub        the example add_sub, one instance, no batching (per-request overhead)
+  add_ones_N     OUTPUT = INPUT + N as N chained ONNX Add nodes, FP32 [16], one instance,
+                 no batching (N = 1, 4, 16): N trivial steps of work in one model
+  ensemble_add_ones_N  an ensemble of N steps, each add_ones_1: the same work as add_ones_N
+                 with every step a separate inference (the per-step overhead)
 """
 
 import os
@@ -65,6 +69,48 @@ def large_mlp_graph(name, sizes=(256, 1024, 1024, 256), seed=7):
     return make_models._model(graph)
 
 
+ENSEMBLE_STEPS = (1, 4, 16)
+ADD_ONES_WIDTH = 16
+ONE_INSTANCE = INSTANCES.replace("count: 2", "count: 1")
+
+
+def add_ones_graph(name, n):
+    """OUTPUT = INPUT + 1 + ... + 1 (n Add nodes, which ONNX Runtime does not fold)."""
+    one = numpy_helper.from_array(np.ones([ADD_ONES_WIDTH], np.float32), "one")
+    names = ["INPUT"] + [f"s{i}" for i in range(1, n)] + ["OUTPUT"]
+    nodes = [helper.make_node("Add", [names[i], "one"], [names[i + 1]]) for i in range(n)]
+    vi = helper.make_tensor_value_info
+    shape = ["batch", ADD_ONES_WIDTH]
+    graph = helper.make_graph(
+        nodes, name, [vi("INPUT", TensorProto.FLOAT, shape)], [vi("OUTPUT", TensorProto.FLOAT, shape)], initializer=[one]
+    )
+    return make_models._model(graph)
+
+
+def add_ones_config(name):
+    return (
+        f'name: "{name}"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
+        f'input [ {{ name: "INPUT" data_type: TYPE_FP32 dims: [ {ADD_ONES_WIDTH} ] }} ]\n'
+        f'output [ {{ name: "OUTPUT" data_type: TYPE_FP32 dims: [ {ADD_ONES_WIDTH} ] }} ]\n' + ONE_INSTANCE
+    )
+
+
+def ensembles():
+    """Yield (name, config) for the chains of add_ones_1 steps."""
+    io = (
+        f'input [ {{ name: "INPUT" data_type: TYPE_FP32 dims: [ {ADD_ONES_WIDTH} ] }} ]\n'
+        f'output [ {{ name: "OUTPUT" data_type: TYPE_FP32 dims: [ {ADD_ONES_WIDTH} ] }} ]\n'
+    )
+    for n in ENSEMBLE_STEPS:
+        tensors = ["INPUT"] + [f"t{i}" for i in range(1, n)] + ["OUTPUT"]
+        steps = [
+            make_models.ensemble_step("add_ones_1", {"INPUT": tensors[i]}, {"OUTPUT": tensors[i + 1]})
+            for i in range(n)
+        ]
+        name = f"ensemble_add_ones_{n}"
+        yield name, make_models.ensemble_config(name, io, steps)
+
+
 def models():
     small_in, small_out = make_models.MLP_IN, make_models.MLP_OUT
     yield "mlp", mlp_config("mlp", small_in, small_out, 64, True), make_models.mlp_graph("mlp")
@@ -76,6 +122,9 @@ def models():
         "mlp_large_nobatch"
     )
     yield "add_sub", make_models.ADD_SUB_CONFIG, make_models.add_sub_graph("add_sub")
+    for n in ENSEMBLE_STEPS:
+        name = f"add_ones_{n}"
+        yield name, add_ones_config(name), add_ones_graph(name, n)
 
 
 def main():
@@ -87,6 +136,10 @@ def main():
         with open(os.path.join(out, name, "config.pbtxt"), "w") as f:
             f.write(config)
         onnx.save(model, os.path.join(out, name, "1", "model.onnx"))
+    for name, config in ensembles():
+        os.makedirs(os.path.join(out, name, "1"))
+        with open(os.path.join(out, name, "config.pbtxt"), "w") as f:
+            f.write(config)
     print(f"wrote {out}")
 
 

@@ -21,6 +21,11 @@ Models:
                     backend onnxruntime, one per Triton datatype (BYTES = "string")
   mlp               INPUT [16] -> Dense(32) -> ReLU -> Dense(4) -> OUTPUT [4], FP32,
                     max_batch_size 64, weights from numpy seed 20240607
+  ensemble_add_sub  an ensemble of two add_sub steps: (INPUT0, INPUT1) -> add_sub ->
+                    (sum, diff) -> add_sub -> OUTPUT0 = 2*INPUT0, OUTPUT1 = 2*INPUT1
+  ensemble_diamond  a diamond: add_sub -> (sum, diff), then identity_fp32 on each branch
+                    concurrently, then add_sub joins them: OUTPUT0 = 2*INPUT0,
+                    OUTPUT1 = 2*INPUT1 (ensembles have an empty version directory 1/)
   sequence_accumulate  a stateful model for the sequence batcher: a running sum of INPUT
                     kept in implicit state (ACC_IN/ACC_OUT), reset by START, and the
                     START/END/READY/CORRID control tensors echoed as outputs
@@ -283,10 +288,7 @@ sequence_batching {
 }
 """
 
-ADD_SUB_CONFIG = """\
-name: "add_sub"
-platform: "onnxruntime_onnx"
-max_batch_size: 8
+ADD_SUB_IO = """\
 input [
   { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
   { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
@@ -295,8 +297,13 @@ output [
   { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
   { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
 ]
-instance_group [ { kind: KIND_CPU count: 1 } ]
 """
+
+ADD_SUB_CONFIG = (
+    'name: "add_sub"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
+    + ADD_SUB_IO
+    + "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+)
 
 IDENTITY_CONFIG = """\
 name: "{name}"
@@ -313,6 +320,47 @@ max_batch_size: 64
 input [ {{ name: "INPUT" data_type: TYPE_FP32 dims: [ {inp} ] }} ]
 output [ {{ name: "OUTPUT" data_type: TYPE_FP32 dims: [ {out} ] }} ]
 """.format(inp=MLP_IN, out=MLP_OUT)
+
+
+def ensemble_step(model, inputs, outputs):
+    """One `step` entry: inputs/outputs map model tensor names to ensemble tensors."""
+    maps = "".join(f' input_map {{ key: "{k}" value: "{v}" }}' for k, v in inputs.items())
+    maps += "".join(f' output_map {{ key: "{k}" value: "{v}" }}' for k, v in outputs.items())
+    return f'    {{ model_name: "{model}" model_version: -1{maps} }}'
+
+
+def ensemble_config(name, io, steps):
+    """config.pbtxt of an ensemble with the given input/output section and steps."""
+    return (
+        f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: 8\n{io}'
+        "ensemble_scheduling {\n  step [\n" + ",\n".join(steps) + "\n  ]\n}\n"
+    )
+
+
+ENSEMBLE_ADD_SUB_CONFIG = ensemble_config(
+    "ensemble_add_sub",
+    ADD_SUB_IO,
+    [
+        ensemble_step("add_sub", {"INPUT0": "INPUT0", "INPUT1": "INPUT1"}, {"OUTPUT0": "sum", "OUTPUT1": "diff"}),
+        ensemble_step("add_sub", {"INPUT0": "sum", "INPUT1": "diff"}, {"OUTPUT0": "OUTPUT0", "OUTPUT1": "OUTPUT1"}),
+    ],
+)
+
+ENSEMBLE_DIAMOND_CONFIG = ensemble_config(
+    "ensemble_diamond",
+    ADD_SUB_IO,
+    [
+        ensemble_step("add_sub", {"INPUT0": "INPUT0", "INPUT1": "INPUT1"}, {"OUTPUT0": "sum", "OUTPUT1": "diff"}),
+        ensemble_step("identity_fp32", {"INPUT0": "sum"}, {"OUTPUT0": "left"}),
+        ensemble_step("identity_fp32", {"INPUT0": "diff"}, {"OUTPUT0": "right"}),
+        ensemble_step("add_sub", {"INPUT0": "left", "INPUT1": "right"}, {"OUTPUT0": "OUTPUT0", "OUTPUT1": "OUTPUT1"}),
+    ],
+)
+
+ENSEMBLES = {
+    "ensemble_add_sub": ENSEMBLE_ADD_SUB_CONFIG,
+    "ensemble_diamond": ENSEMBLE_DIAMOND_CONFIG,
+}
 
 
 def models():
@@ -346,6 +394,17 @@ def write(out_dir):
         file_name = MODEL_FILES.get(name, "model.onnx")
         with open(os.path.join(model_dir, "1", file_name), "wb") as f:
             f.write(model.SerializeToString(deterministic=True))
+        print(f"wrote {model_dir}")
+    for name, config in ENSEMBLES.items():
+        model_dir = os.path.join(out_dir, name)
+        if os.path.isdir(model_dir):
+            shutil.rmtree(model_dir)
+        # An ensemble has no model file, but Triton still wants a version directory;
+        # the .gitkeep keeps the empty directory in git.
+        os.makedirs(os.path.join(model_dir, "1"))
+        open(os.path.join(model_dir, "1", ".gitkeep"), "w").close()
+        with open(os.path.join(model_dir, "config.pbtxt"), "w", newline="\n") as f:
+            f.write(config)
         print(f"wrote {model_dir}")
 
 

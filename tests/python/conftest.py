@@ -52,6 +52,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 
@@ -318,16 +319,9 @@ def make_repo(tmp_path):
     return make
 
 
-ADD_SUB_IO = """\
-input [
-  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-output [
-  { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-"""
+# The add_sub input/output section, from the script that writes the example models.
+sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
+from make_models import ADD_SUB_IO  # noqa: E402
 
 
 def add_sub_config(name="add_sub", max_batch_size=8, kind="KIND_CPU", count=1, extra=""):
@@ -336,6 +330,15 @@ def add_sub_config(name="add_sub", max_batch_size=8, kind="KIND_CPU", count=1, e
         f'name: "{name}"\nplatform: "onnxruntime_onnx"\nmax_batch_size: {max_batch_size}\n'
         f"{ADD_SUB_IO}instance_group [ {{ kind: {kind} count: {count} }} ]\n{extra}"
     )
+
+
+def run_in_threads(target, count):
+    """Run target(index) on `count` threads at once and wait for all of them."""
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def wait_for(predicate, timeout=10.0, interval=0.05, what="condition"):

@@ -15,6 +15,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from conftest import add_sub_config as base_config
+from conftest import run_in_threads
 
 
 def add_sub_config(batching, max_batch_size=8, instances=1):
@@ -73,11 +74,7 @@ def test_concurrent_requests_are_batched_and_never_mixed(batching_server, protoc
         finally:
             client.close()
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(worker, 8)
     assert failures == []
     stats = stats_of(server)
     expected_elements = sum(1 + (i + k) % 2 for i in range(8) for k in range(per_thread))

@@ -4,6 +4,7 @@
 //! - [`repository`]: model directories, version policy, load/unload and the model table.
 //! - [`scheduler`]: how requests reach instance worker threads.
 //! - [`cache`]: the response cache (local and Redis).
+//! - [`ensemble`]: ensembles, steps on other models run as a data-flow graph.
 //! - [`backend`]: the contract backends implement; [`batch`] gathers and scatters tensors.
 //! - [`server`]: the facade both frontends call.
 
@@ -12,6 +13,7 @@ pub mod batch;
 pub mod cache;
 pub mod config;
 mod datatype;
+pub mod ensemble;
 pub mod error;
 pub mod loaded;
 mod metrics;

@@ -1,5 +1,6 @@
-//! A loaded, servable model version: its spec, statistics and scheduler. Requests hold an
-//! `Arc` of it, so an unload or reload never cuts off a request in flight.
+//! A loaded, servable model version: its spec, statistics and scheduler (or, for an
+//! ensemble, its steps). Requests hold an `Arc` of it, so an unload or reload never cuts
+//! off a request in flight.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,22 +9,32 @@ use tokio::sync::oneshot;
 
 use crate::cache::key::CacheKey;
 use crate::cache::{Outcome, ResponseCache};
+use crate::ensemble::graph::Plan;
+use crate::ensemble::Ensemble;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
-use crate::request::{select_outputs, InferRequest, InferResponse};
+use crate::request::{select_outputs, InferRequest, InferResponse, OutputTensor};
 use crate::scheduler::{Job, Reply, Scheduler};
-use crate::stats::{FailureReason, ModelStats, ModelStatsSnapshot};
+use crate::stats::{FailureReason, ModelStats, ModelStatsSnapshot, StepTimes};
 use crate::validate::validate_request;
 
 /// The answer to a submitted request, still to come.
 pub type Answer =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<InferResponse>> + Send>>;
 
+/// How a model version executes what it admits.
+enum Runner {
+    /// Through a scheduler to the backend's instances.
+    Scheduled(Box<dyn Scheduler>),
+    /// As an ensemble of steps on other models.
+    Ensemble(Ensemble),
+}
+
 /// One ready model version.
 pub struct LoadedModel {
     spec: Arc<ModelSpec>,
     stats: Arc<ModelStats>,
-    scheduler: Box<dyn Scheduler>,
+    runner: Runner,
     /// The server's response cache, when this model uses it.
     cache: Option<Arc<ResponseCache>>,
 }
@@ -39,8 +50,30 @@ impl LoadedModel {
         Self {
             spec,
             stats,
-            scheduler,
+            runner: Runner::Scheduled(scheduler),
             cache,
+        }
+    }
+
+    /// A loaded ensemble version.
+    pub fn ensemble(
+        spec: Arc<ModelSpec>,
+        ensemble: Ensemble,
+        cache: Option<Arc<ResponseCache>>,
+    ) -> Self {
+        Self {
+            spec,
+            stats: Arc::default(),
+            runner: Runner::Ensemble(ensemble),
+            cache,
+        }
+    }
+
+    /// The plan of an ensemble (`None` for other models).
+    pub fn ensemble_plan(&self) -> Option<&Plan> {
+        match &self.runner {
+            Runner::Ensemble(e) => Some(e.plan()),
+            Runner::Scheduled(_) => None,
         }
     }
 
@@ -71,38 +104,48 @@ impl LoadedModel {
     /// one after another are queued in that order, which a gRPC stream of sequence
     /// requests relies on.
     pub fn submit(self: Arc<Self>, request: InferRequest, received_at: Instant) -> Answer {
+        self.submit_in(request, received_at, None)
+    }
+
+    /// [`Self::submit`] for a step of an ensemble request: on success the step's queue and
+    /// compute times are also added to `step_times`, the ensemble's sums.
+    pub fn submit_in(
+        self: Arc<Self>,
+        request: InferRequest,
+        received_at: Instant,
+        step_times: Option<Arc<StepTimes>>,
+    ) -> Answer {
         // Like Triton, a request rejected by validation counts neither as a success nor
         // as a failure of the model.
         let batch_size = match validate_request(&self.spec, &request) {
             Ok(size) => size,
             Err(e) => return Box::pin(std::future::ready(Err(e))),
         };
+        let admitted = Admitted {
+            batch_size,
+            received_at,
+            step_times,
+        };
         if let Some(cache) = self.cache.clone() {
-            return Box::pin(async move {
-                self.infer_cached(&cache, request, batch_size, received_at)
-                    .await
-            });
+            return Box::pin(async move { self.infer_cached(&cache, request, admitted).await });
         }
-        match self.enqueue(request, batch_size, received_at) {
-            Ok(answer) => Box::pin(async move { self.answer(answer).await }),
-            Err(e) => Box::pin(std::future::ready(Err(e))),
-        }
+        self.start(request, admitted)
     }
 
     /// The cache stores every output; the request's own selection is applied afterwards,
     /// so a request for any subset of outputs can be answered from the same entry.
     async fn infer_cached(
-        &self,
+        self: &Arc<Self>,
         cache: &ResponseCache,
         mut request: InferRequest,
-        batch_size: usize,
-        received_at: Instant,
+        admitted: Admitted,
     ) -> Result<InferResponse> {
         let wanted = request.requested_outputs.take();
         let id = request.id.clone();
+        let received_at = admitted.received_at;
         let key = CacheKey::of(&self.spec.name, self.spec.version, &request);
         let compute = || async move {
-            let response = self.schedule(request, batch_size, received_at).await?;
+            let response = self.start(request, admitted).await?;
             Ok(Arc::new(response.outputs))
         };
         let (outputs, outcome) = cache.get_or_compute(key, compute).await;
@@ -112,32 +155,81 @@ impl LoadedModel {
             Outcome::Uncached => {}
         }
         let outputs = select_outputs((*outputs?).clone(), wanted.as_deref(), &self.spec.name)?;
-        Ok(InferResponse {
+        Ok(self.response(id, outputs))
+    }
+
+    /// Starts executing one validated request: queued to the scheduler now, or, for an
+    /// ensemble, its first steps submitted now.
+    fn start(self: &Arc<Self>, request: InferRequest, admitted: Admitted) -> Answer {
+        let scheduler = match &self.runner {
+            Runner::Scheduled(scheduler) => scheduler,
+            Runner::Ensemble(ensemble) => return self.start_ensemble(ensemble, request, admitted),
+        };
+        match self.enqueue(scheduler.as_ref(), request, admitted) {
+            Ok(answer) => {
+                let this = self.clone();
+                Box::pin(async move { this.answer(answer).await })
+            }
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    }
+
+    /// Runs an ensemble request and records it as Triton does: one execution of the
+    /// request's batch size whose queue and compute times are the sums over its steps.
+    fn start_ensemble(
+        self: &Arc<Self>,
+        ensemble: &Ensemble,
+        mut request: InferRequest,
+        admitted: Admitted,
+    ) -> Answer {
+        let wanted = request.requested_outputs.take();
+        let id = request.id.clone();
+        let times = Arc::new(StepTimes::default());
+        self.stats.request_started();
+        let mut in_flight = InFlight {
+            stats: Some(self.stats.clone()),
+            received_at: admitted.received_at,
+        };
+        let run = ensemble.start(request, times.clone());
+        let this = self.clone();
+        Box::pin(async move {
+            let outputs = run.finish().await;
+            in_flight.finished();
+            let total = admitted.received_at.elapsed();
+            let outputs = match outputs {
+                Ok(outputs) => outputs,
+                Err(e) => {
+                    this.stats.request_failed(total, FailureReason::Other, true);
+                    return Err(e);
+                }
+            };
+            let (queue, timing) = times.totals();
+            this.stats.execution_finished(admitted.batch_size, timing);
+            this.stats.request_succeeded(total, queue, timing);
+            if let Some(outer) = &admitted.step_times {
+                outer.add(queue, timing);
+            }
+            let outputs = select_outputs(outputs, wanted.as_deref(), &this.spec.name)?;
+            Ok(this.response(id, outputs))
+        })
+    }
+
+    fn response(&self, id: String, outputs: Vec<OutputTensor>) -> InferResponse {
+        InferResponse {
             model_name: self.spec.name.clone(),
             model_version: self.spec.version,
             id,
             parameters: Vec::new(),
             outputs,
-        })
-    }
-
-    /// Hands one validated request to the scheduler and awaits its answer.
-    async fn schedule(
-        &self,
-        request: InferRequest,
-        batch_size: usize,
-        received_at: Instant,
-    ) -> Result<InferResponse> {
-        let answer = self.enqueue(request, batch_size, received_at)?;
-        self.answer(answer).await
+        }
     }
 
     /// Queues one validated request; the receiver gets its answer.
     fn enqueue(
         &self,
+        scheduler: &dyn Scheduler,
         request: InferRequest,
-        batch_size: usize,
-        received_at: Instant,
+        admitted: Admitted,
     ) -> Result<oneshot::Receiver<Result<InferResponse>>> {
         let span = tracing::debug_span!(
             "infer",
@@ -148,18 +240,22 @@ impl LoadedModel {
         let (reply, answer) = oneshot::channel();
         let job = Job {
             request,
-            batch_size,
+            batch_size: admitted.batch_size,
             reply: Reply::new(reply),
-            received_at,
+            received_at: admitted.received_at,
             enqueued_at: Instant::now(),
             span,
             padding: false,
             on_outputs: None,
+            step_times: admitted.step_times,
         };
         self.stats.request_started();
-        if let Err(e) = self.scheduler.enqueue(job) {
-            self.stats
-                .request_failed(received_at.elapsed(), FailureReason::Rejected, true);
+        if let Err(e) = scheduler.enqueue(job) {
+            self.stats.request_failed(
+                admitted.received_at.elapsed(),
+                FailureReason::Rejected,
+                true,
+            );
             return Err(e);
         }
         Ok(answer)
@@ -180,6 +276,37 @@ impl LoadedModel {
 
     /// Stops the scheduler and waits for queued work to finish. Blocking.
     pub fn stop(&self) {
-        self.scheduler.stop();
+        if let Runner::Scheduled(scheduler) = &self.runner {
+            scheduler.stop();
+        }
+    }
+}
+
+/// What admission established about a request.
+struct Admitted {
+    batch_size: usize,
+    received_at: Instant,
+    step_times: Option<Arc<StepTimes>>,
+}
+
+/// Counts an ensemble request whose caller went away before it finished as cancelled, so
+/// the pending count comes back down.
+struct InFlight {
+    /// Taken when the request finished (its outcome is recorded elsewhere).
+    stats: Option<Arc<ModelStats>>,
+    received_at: Instant,
+}
+
+impl InFlight {
+    fn finished(&mut self) {
+        self.stats = None;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(stats) = self.stats.take() {
+            stats.request_failed(self.received_at.elapsed(), FailureReason::Canceled, true);
+        }
     }
 }

@@ -115,6 +115,37 @@ pub struct ModelStats {
     state_usage: Mutex<BTreeMap<String, StateUsage>>,
 }
 
+/// Queue and compute times of the step requests of one ensemble request, summed. Triton
+/// reports these sums as the ensemble's own queue and compute times; each step's model
+/// adds its share when the step succeeds.
+#[derive(Debug, Default)]
+pub struct StepTimes {
+    queue_ns: AtomicU64,
+    input_ns: AtomicU64,
+    infer_ns: AtomicU64,
+    output_ns: AtomicU64,
+}
+
+impl StepTimes {
+    /// Adds one step's queue time and compute phases.
+    pub fn add(&self, queue: Duration, timing: ComputeTiming) {
+        self.queue_ns.fetch_add(duration_ns(queue), Relaxed);
+        self.input_ns.fetch_add(timing.input_ns, Relaxed);
+        self.infer_ns.fetch_add(timing.infer_ns, Relaxed);
+        self.output_ns.fetch_add(timing.output_ns, Relaxed);
+    }
+
+    /// The sums so far: queue time and compute phases.
+    pub fn totals(&self) -> (Duration, ComputeTiming) {
+        let timing = ComputeTiming {
+            input_ns: self.input_ns.load(Relaxed),
+            infer_ns: self.infer_ns.load(Relaxed),
+            output_ns: self.output_ns.load(Relaxed),
+        };
+        (Duration::from_nanos(self.queue_ns.load(Relaxed)), timing)
+    }
+}
+
 /// Inference-level part of [`ModelStatsSnapshot`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct InferStats {

@@ -186,19 +186,25 @@ pub async fn repository_load(server: &Server, request: &RepositoryModelLoadReque
     server.repository().load(&request.model_name, config).await
 }
 
-/// `RepositoryModelUnload`. `unload_dependents` is accepted (there are no ensembles, so
-/// no model has dependents) but must be a bool, as in Triton.
+/// `RepositoryModelUnload`. `unload_dependents` must be a bool, as in Triton; when true,
+/// an ensemble's composing models that nothing else needs are unloaded with it.
 pub async fn repository_unload(
     server: &Server,
     request: &RepositoryModelUnloadRequest,
 ) -> Result<()> {
     no_repository_name(&request.repository_name)?;
-    if let Some(p) = request.parameters.get("unload_dependents") {
-        if !matches!(p.parameter_choice, Some(ParameterChoice::BoolParam(_))) {
-            return Err(Error::invalid_arg(
-                "invalid value type for 'unload_dependents' parameter, expected bool_param.",
-            ));
-        }
-    }
-    server.repository().unload(&request.model_name).await
+    let unload_dependents =
+        match request.parameters.get("unload_dependents") {
+            None => false,
+            Some(p) => match p.parameter_choice {
+                Some(ParameterChoice::BoolParam(b)) => b,
+                _ => return Err(Error::invalid_arg(
+                    "invalid value type for 'unload_dependents' parameter, expected bool_param.",
+                )),
+            },
+        };
+    server
+        .repository()
+        .unload(&request.model_name, unload_dependents)
+        .await
 }

@@ -231,13 +231,17 @@ pub(crate) async fn unload(
     body: Bytes,
 ) -> ApiResult<Response> {
     let request: RepositoryRequest = optional_body(&body)?;
-    if let Some(v) = request.parameters.get("unload_dependents") {
-        if !v.is_boolean() {
-            return Err(ApiError(Error::invalid_arg(
+    let unload_dependents = match request.parameters.get("unload_dependents") {
+        None => false,
+        Some(v) => v.as_bool().ok_or_else(|| {
+            ApiError(Error::invalid_arg(
                 "Unable to parse 'unload_dependents': attempt to access JSON non-boolean as boolean",
-            )));
-        }
-    }
-    s.server.repository().unload(&model).await?;
+            ))
+        })?,
+    };
+    s.server
+        .repository()
+        .unload(&model, unload_dependents)
+        .await?;
     Ok(StatusCode::OK.into_response())
 }

@@ -9,6 +9,7 @@ use nereid_proto::inference::{
 };
 
 use super::ModelConfig;
+use crate::ensemble::graph::{is_ensemble, Plan};
 use crate::error::{Error, Result};
 
 /// Sequence idle timeout Triton applies when the config leaves it at 0 (one second).
@@ -37,6 +38,10 @@ pub fn normalize_and_validate(
         )));
     }
     normalize_backend(config);
+    let ensemble = is_ensemble(config);
+    if ensemble {
+        validate_ensemble_fields(config)?;
+    }
     if config.version_policy.is_none() {
         config.version_policy = Some(ModelVersionPolicy {
             policy_choice: Some(model_version_policy::PolicyChoice::Latest(
@@ -44,7 +49,8 @@ pub fn normalize_and_validate(
             )),
         });
     }
-    if config.optimization.is_none() {
+    // Triton prints no optimization section for ensembles (and refuses one).
+    if config.optimization.is_none() && !ensemble {
         config.optimization = Some(ModelOptimizationPolicy {
             input_pinned_memory: Some(model_optimization_policy::PinnedMemoryBuffer {
                 enable: true,
@@ -62,7 +68,41 @@ pub fn normalize_and_validate(
     }
     normalize_instance_groups(config, options)?;
     normalize_dynamic_batching(config)?;
-    validate(config)
+    validate(config)?;
+    if ensemble {
+        Plan::new(config)?;
+    }
+    Ok(())
+}
+
+/// What an ensemble must not have, in Triton's words: a backend, another platform,
+/// instance groups, an optimization policy or warmup.
+fn validate_ensemble_fields(config: &ModelConfig) -> Result<()> {
+    let model = &config.name;
+    let refused = if !config.backend.is_empty() {
+        Some(format!(
+            "Ensemble model '{model}' must have platform type 'ensemble' and empty backend type"
+        ))
+    } else if config.platform != "ensemble" {
+        Some(format!(
+            "ensemble scheduling cannot be set for model '{model}' whose platform is not ensemble"
+        ))
+    } else if !config.instance_group.is_empty() {
+        Some(format!(
+            "instance group should not be specified for ensemble '{model}'"
+        ))
+    } else if config.optimization.is_some() {
+        Some(format!(
+            "optimization should not be specified for ensemble '{model}'"
+        ))
+    } else if !config.model_warmup.is_empty() {
+        Some(format!(
+            "model_warmup can not be specified for ensemble '{model}'"
+        ))
+    } else {
+        None
+    };
+    refused.map_or(Ok(()), |message| Err(Error::invalid_arg(message)))
 }
 
 /// Triton's defaults and checks for `dynamic_batching`.
@@ -150,7 +190,7 @@ fn sequence_batching_mut(
 /// Triton's `NormalizeInstanceGroup`: one group by default, named `<model>_<index>`,
 /// `KIND_AUTO` resolved, count defaulted.
 fn normalize_instance_groups(config: &mut ModelConfig, options: NormalizeOptions) -> Result<()> {
-    if config.platform == "ensemble" {
+    if is_ensemble(config) {
         return Ok(());
     }
     // Without any group, Triton makes one named after the model; unnamed groups that
@@ -301,6 +341,38 @@ mod tests {
             normalized(r#"input { name: "x" data_type: TYPE_FP32 dims: [ -2 ] }"#).unwrap_err();
         assert!(err.message().contains("dimension"), "{}", err.message());
         assert!(normalized(r#"name: "other""#).is_err());
+    }
+
+    #[test]
+    fn ensembles_refuse_backend_instances_and_optimization() {
+        const ENSEMBLE: &str = r#"platform: "ensemble"
+            input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
+            output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
+            ensemble_scheduling { step [ { model_name: "a" model_version: -1
+              input_map { key: "X" value: "IN" } output_map { key: "Y" value: "OUT" } } ] }"#;
+        let c = normalized(ENSEMBLE).expect("valid");
+        assert!(c.instance_group.is_empty());
+        assert!(c.optimization.is_none());
+        for (extra, message) in [
+            (
+                r#"backend: "onnxruntime""#,
+                "Ensemble model 'm' must have platform type 'ensemble' and empty backend type",
+            ),
+            (
+                "instance_group [ { count: 1 } ]",
+                "instance group should not be specified for ensemble 'm'",
+            ),
+            (
+                "optimization { }",
+                "optimization should not be specified for ensemble 'm'",
+            ),
+        ] {
+            let err = normalized(&format!("{ENSEMBLE} {extra}")).unwrap_err();
+            assert_eq!(err.message(), message);
+        }
+        let err = normalized(&ENSEMBLE.replace(r#"platform: "ensemble""#, r#"platform: "x""#))
+            .unwrap_err();
+        assert!(err.message().contains("whose platform is not ensemble"));
     }
 
     #[test]

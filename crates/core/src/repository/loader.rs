@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use nereid_proto::inference::{model_config::SchedulingChoice, model_instance_group::Kind};
 
+use crate::ensemble::Ensemble;
+
 use super::scan::{list_versions, read_config};
 use super::version_policy::select_versions;
 use crate::backend::{Backend, InstanceConfig, InstanceKind};
@@ -62,13 +64,10 @@ pub fn load_model(
             None => ModelConfig::default(),
         },
     };
-    let available = list_versions(dir);
-    let versions = select_versions(config.version_policy.as_ref(), &available);
-    let Some(&newest) = versions.last() else {
-        return Err(Error::invalid_arg(format!(
-            "at least one version must be available under the version policy of model '{name}'"
-        )));
-    };
+    let versions = versions_to_load(&config, name, dir)?;
+    let newest = *versions
+        .last()
+        .expect("versions_to_load returns at least one");
     let prepared = prepare(backends, settings, name, dir, newest, config);
     Ok(versions
         .into_iter()
@@ -78,6 +77,41 @@ pub fn load_model(
                 load_version(backend.as_ref(), config, v, &file, settings)
             });
             (v, loaded.map(Arc::new))
+        })
+        .collect())
+}
+
+/// The versions of the model in `dir` that its version policy selects (at least one).
+fn versions_to_load(config: &ModelConfig, name: &str, dir: &Path) -> Result<Vec<i64>> {
+    let available = list_versions(dir);
+    let versions = select_versions(config.version_policy.as_ref(), &available);
+    if versions.is_empty() {
+        return Err(Error::invalid_arg(format!(
+            "at least one version must be available under the version policy of model '{name}'"
+        )));
+    }
+    Ok(versions)
+}
+
+/// Loads every selected version of an ensemble whose configuration is normalized and
+/// whose steps were checked (`ensemble`). Nothing is started: an ensemble has no
+/// scheduler or instances of its own.
+pub fn load_ensemble(
+    settings: &LoadSettings,
+    config: &ModelConfig,
+    dir: &Path,
+    ensemble: &Ensemble,
+) -> Result<VersionOutcomes> {
+    let versions = versions_to_load(config, &config.name, dir)?;
+    Ok(versions
+        .into_iter()
+        .map(|version| {
+            let loaded = model_cache(config, settings).and_then(|cache| {
+                let spec = Arc::new(ModelSpec::new(config.clone(), version)?);
+                tracing::info!(model = %spec.name, version, "successfully loaded");
+                Ok(LoadedModel::ensemble(spec, ensemble.clone(), cache))
+            });
+            (version, loaded.map(Arc::new))
         })
         .collect())
 }
@@ -103,7 +137,6 @@ fn prepare(
         }
     }
     normalize_and_validate(&mut config, name, settings.normalize)?;
-    reject_unsupported_scheduling(&config)?;
     let file_name = filename(&config);
     Ok((backend, config, file_name))
 }
@@ -116,11 +149,6 @@ fn resolve_backend(
     name: &str,
     newest_version_dir: &Path,
 ) -> Result<Arc<dyn Backend>> {
-    if config.platform == "ensemble" {
-        return Err(Error::unsupported(format!(
-            "ensemble model '{name}' cannot be loaded: ensembles are not supported yet"
-        )));
-    }
     if config.backend.is_empty() && config.platform == "onnxruntime_onnx" {
         config.backend = "onnxruntime".into();
     }
@@ -143,19 +171,6 @@ fn resolve_backend(
             config.backend
         ))
     })
-}
-
-/// Schedulers that do not exist yet fail the load instead of silently misbehaving.
-fn reject_unsupported_scheduling(config: &ModelConfig) -> Result<()> {
-    match &config.scheduling_choice {
-        Some(SchedulingChoice::EnsembleScheduling(_)) => Err(Error::unsupported(format!(
-            "model '{}' uses ensemble_scheduling, which this version of nereid does not support yet",
-            config.name
-        ))),
-        Some(SchedulingChoice::DynamicBatching(_))
-        | Some(SchedulingChoice::SequenceBatching(_))
-        | None => Ok(()),
-    }
 }
 
 /// The cache a model uses: the server's, when the model enables it and can be cached.

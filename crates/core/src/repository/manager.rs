@@ -4,15 +4,19 @@
 //! in-flight requests finish on the version they started with.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use parking_lot::RwLock;
 
+use super::ensembles::{is_ensemble_dir, unload_set};
 use super::loader::{load_model, BackendRegistry, LoadSettings, VersionOutcomes};
-use super::scan::{list_models, signature};
+use super::scan::{list_models, read_config, signature};
 use crate::config::config_from_json;
+use crate::ensemble::graph::is_ensemble;
 use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
 
@@ -76,28 +80,47 @@ pub struct IndexEntry {
 }
 
 #[derive(Clone)]
-struct VersionRecord {
+pub(super) struct VersionRecord {
     state: ModelState,
     reason: String,
-    model: Option<Arc<LoadedModel>>,
+    pub(super) model: Option<Arc<LoadedModel>>,
 }
 
 #[derive(Clone, Default)]
-struct ModelRecord {
-    versions: BTreeMap<i64, VersionRecord>,
+pub(super) struct ModelRecord {
+    pub(super) versions: BTreeMap<i64, VersionRecord>,
     /// A load error that prevented any version from being tried.
-    error: Option<String>,
+    pub(super) error: Option<String>,
     /// Directory fingerprint at load time (poll mode).
     signature: Vec<(PathBuf, u64, Option<SystemTime>)>,
+    /// How it came to be loaded, and for an ensemble what it uses.
+    pub(super) origin: Origin,
+}
+
+/// Why a model was loaded and what it depends on: what `unload_dependents` needs.
+#[derive(Clone, Default)]
+pub(super) struct Origin {
+    /// Loaded because someone asked for it (start-up, the load API, polling), not only
+    /// as a composing model of an ensemble.
+    pub(super) explicit: bool,
+    /// An ensemble's composing model names (empty for other models).
+    pub(super) composing: Vec<String>,
+}
+
+impl ModelRecord {
+    /// Whether any version is serving.
+    pub(super) fn is_loaded(&self) -> bool {
+        self.versions.values().any(|v| v.model.is_some())
+    }
 }
 
 /// The model table plus the operations of the repository extension.
 pub struct ModelRepository {
-    options: RepositoryOptions,
+    pub(super) options: RepositoryOptions,
     backends: BackendRegistry,
     // Read on every request; written when a load or unload completes. Never held across
     // an await or a load.
-    table: RwLock<BTreeMap<String, ModelRecord>>,
+    pub(super) table: RwLock<BTreeMap<String, ModelRecord>>,
     // Serializes load/unload/poll so two administrative operations never interleave.
     admin: tokio::sync::Mutex<()>,
 }
@@ -143,6 +166,13 @@ impl ModelRepository {
                 "failed to load '{unknown}', failed to poll from model repository: no such model"
             )));
         }
+        // Ensembles load after everything else, one at a time, so that each finds its
+        // composing models loaded (or loads them) without racing the parallel loads.
+        let (ensembles, names): (Vec<String>, Vec<String>) = names.into_iter().partition(|n| {
+            models
+                .get(n)
+                .is_some_and(|d| is_ensemble_dir(d.as_ref().ok()))
+        });
         // Models load in parallel (ONNX Runtime session creation is CPU-bound), one per core.
         let _admin = self.admin.lock().await;
         let permits = Arc::new(tokio::sync::Semaphore::new(
@@ -162,6 +192,12 @@ impl ModelRepository {
                 .map_err(|e| Error::internal(format!("model load task failed: {e}")))
                 .and_then(|r| r);
             if let Err(e) = result {
+                tracing::error!(error = %e, "failed to load");
+                failures.push(e);
+            }
+        }
+        for name in ensembles {
+            if let Err(e) = self.load_locked(&name, None).await {
                 tracing::error!(error = %e, "failed to load");
                 failures.push(e);
             }
@@ -265,28 +301,39 @@ impl ModelRepository {
         self.load_unlocked(name, override_config).await
     }
 
-    /// The repository extension's unload. Only in explicit mode, as in Triton.
-    pub async fn unload(self: &Arc<Self>, name: &str) -> Result<()> {
+    /// The repository extension's unload. Only in explicit mode, as in Triton. Ensembles
+    /// that use the model are unloaded with it (they cannot run without it); with
+    /// `unload_dependents`, an ensemble's composing models go too unless they were loaded
+    /// explicitly or another loaded ensemble still uses them.
+    pub async fn unload(self: &Arc<Self>, name: &str, unload_dependents: bool) -> Result<()> {
         self.require_explicit()?;
         let _admin = self.admin.lock().await;
         let removed = {
             let mut table = self.table.write();
             // As in Triton, unloading a model that is not loaded succeeds.
-            let Some(record) = table.get_mut(name) else {
+            if !table.contains_key(name) {
                 return Ok(());
-            };
+            }
+            let names = unload_set(&table, name, unload_dependents);
             let mut removed = Vec::new();
-            for v in record.versions.values_mut() {
-                if let Some(model) = v.model.take() {
-                    removed.push(model);
+            for n in &names {
+                let Some(record) = table.get_mut(n) else {
+                    continue;
+                };
+                for v in record.versions.values_mut() {
+                    if let Some(model) = v.model.take() {
+                        removed.push(model);
+                    }
+                    v.state = ModelState::Unavailable;
+                    v.reason = "unloaded".into();
                 }
-                v.state = ModelState::Unavailable;
-                v.reason = "unloaded".into();
+            }
+            for n in &names {
+                tracing::info!(model = %n, "successfully unloaded");
             }
             removed
         };
         stop_in_background(removed);
-        tracing::info!(model = %name, "successfully unloaded");
         Ok(())
     }
 
@@ -296,8 +343,15 @@ impl ModelRepository {
         let known: Vec<String> = self.table.read().keys().cloned().collect();
         for name in &known {
             if !on_disk.contains_key(name) {
-                let removed = self.table.write().remove(name);
-                if let Some(record) = removed {
+                // Ensembles using a removed model go with it.
+                let removed: Vec<(String, ModelRecord)> = {
+                    let mut table = self.table.write();
+                    unload_set(&table, name, false)
+                        .into_iter()
+                        .filter_map(|n| table.remove(&n).map(|r| (n, r)))
+                        .collect()
+                };
+                for (name, record) in removed {
                     stop_in_background(
                         record
                             .versions
@@ -355,13 +409,44 @@ impl ModelRepository {
         self.load_locked(name, override_config).await
     }
 
-    /// Loads `name`; the caller holds the admin lock.
+    /// Loads `name` as asked by a user; the caller holds the admin lock.
     async fn load_locked(
         self: &Arc<Self>,
         name: &str,
         override_config: Option<crate::config::ModelConfig>,
     ) -> Result<()> {
-        let dir = list_models(&self.options.roots)?
+        self.load_any(name, override_config, true).await
+    }
+
+    /// Loads `name`, an ensemble (with its composing models) or any other model;
+    /// `explicit` says whether a user asked for it rather than an ensemble needing it.
+    /// Boxed because loading an ensemble loads its composing models through here.
+    pub(super) fn load_any<'a>(
+        self: &'a Arc<Self>,
+        name: &'a str,
+        override_config: Option<crate::config::ModelConfig>,
+        explicit: bool,
+    ) -> Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>> {
+        Box::pin(async move {
+            let dir = self.model_dir(name)?;
+            let ensemble = match &override_config {
+                Some(config) => is_ensemble(config).then(|| config.clone()),
+                // A configuration that cannot be read is reported by the ordinary load.
+                None => read_config(&dir).ok().flatten().filter(is_ensemble),
+            };
+            match ensemble {
+                Some(config) => self.load_ensemble(name, &dir, config, explicit).await,
+                None => {
+                    self.load_model_dir(name, dir, override_config, explicit)
+                        .await
+                }
+            }
+        })
+    }
+
+    /// The directory of model `name`, or Triton's error for a model not in any repository.
+    pub(super) fn model_dir(&self, name: &str) -> Result<PathBuf> {
+        list_models(&self.options.roots)?
             .remove(name)
             .ok_or_else(|| {
                 Error::internal(format!(
@@ -373,7 +458,17 @@ impl ModelRepository {
                         .collect::<Vec<_>>()
                         .join(", ")
                 ))
-            })??;
+            })?
+    }
+
+    /// Loads a model that is not an ensemble through its backend.
+    async fn load_model_dir(
+        self: &Arc<Self>,
+        name: &str,
+        dir: PathBuf,
+        override_config: Option<crate::config::ModelConfig>,
+        explicit: bool,
+    ) -> Result<()> {
         let this = self.clone();
         let name_owned = name.to_string();
         let dir_owned = dir.clone();
@@ -388,18 +483,24 @@ impl ModelRepository {
         })
         .await
         .map_err(|e| Error::internal(format!("model load task failed: {e}")))?;
-        self.install(name, signature(&dir), outcome)
+        let origin = Origin {
+            explicit,
+            composing: Vec::new(),
+        };
+        self.install(name, signature(&dir), origin, outcome)
     }
 
     /// Records a load's outcome in the table; the first failure becomes the call's error.
-    fn install(
+    pub(super) fn install(
         &self,
         name: &str,
         signature: Vec<(PathBuf, u64, Option<SystemTime>)>,
+        origin: Origin,
         outcome: Result<VersionOutcomes>,
     ) -> Result<()> {
         let mut record = ModelRecord {
             signature,
+            origin,
             ..Default::default()
         };
         let mut first_error = None;

@@ -1,7 +1,9 @@
 //! The model repository: finding models on disk, choosing versions, loading them through
 //! their backend, and the table of model states that requests and the repository
-//! extension read.
+//! extension read. Ensembles load their composing models first and take their
+//! dependents' rules into unload.
 
+mod ensembles;
 mod loader;
 mod manager;
 mod scan;

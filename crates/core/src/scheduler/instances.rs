@@ -176,11 +176,14 @@ impl Worker {
         let _entered = job.span.enter();
         let response = result.and_then(|outputs| self.response(&job, outputs));
         match &response {
-            Ok(_) => self.stats.request_succeeded(
-                job.received_at.elapsed(),
-                started.duration_since(job.enqueued_at),
-                timing,
-            ),
+            Ok(_) => {
+                let queue = started.duration_since(job.enqueued_at);
+                self.stats
+                    .request_succeeded(job.received_at.elapsed(), queue, timing);
+                if let Some(times) = &job.step_times {
+                    times.add(queue, timing);
+                }
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "inference failed");
                 self.stats

@@ -10,6 +10,7 @@ mod intake;
 mod reply;
 pub mod sequence;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 pub use default::{DefaultScheduler, DEFAULT_QUEUE_CAPACITY};
@@ -20,6 +21,7 @@ pub use sequence::SequenceBatcher;
 
 use crate::error::Result;
 use crate::request::{InferRequest, OutputTensor};
+use crate::stats::StepTimes;
 
 /// A validated request travelling through a scheduler to an instance.
 #[derive(Debug)]
@@ -42,6 +44,9 @@ pub struct Job {
     /// Runs on the job's outputs before the response is built (the sequence batcher
     /// takes the state outputs out there).
     pub on_outputs: Option<OutputHook>,
+    /// For a step of an ensemble request: where its queue and compute times are summed
+    /// for the ensemble's statistics.
+    pub step_times: Option<Arc<StepTimes>>,
 }
 
 /// The callback inside an [`OutputHook`].

@@ -77,6 +77,7 @@ fn job(
         span: tracing::Span::none(),
         padding: false,
         on_outputs: None,
+        step_times: None,
     };
     (job, rx)
 }

@@ -235,6 +235,7 @@ impl Shared {
             span: tracing::Span::none(),
             padding: true,
             on_outputs: None,
+            step_times: None,
         }
     }
 }

@@ -16,6 +16,7 @@ fn pending(id: u64, start: bool, end: bool, at: Instant) -> Pending {
             span: tracing::Span::none(),
             padding: false,
             on_outputs: None,
+            step_times: None,
         },
         flags: SequenceFlags {
             id: SequenceId::Number(id),

@@ -1,0 +1,72 @@
+//! Ensembles (`platform: "ensemble"`): a data-flow graph of steps, each an inference on
+//! another loaded model, run by the server itself.
+//!
+//! - [`graph`]: the graph from the configuration alone, validated, as a [`graph::Plan`].
+//! - [`check`]: validation against the composing models once they are loaded.
+//! - [`run`]: one request's execution, step by step as inputs arrive.
+//!
+//! An ensemble looks its composing models up on every request (through [`StepModels`],
+//! the repository's table), so a reloaded composing model serves the next request. The
+//! ensemble's own response cache, statistics and request validation are those of any
+//! loaded model ([`crate::loaded::LoadedModel`]); only what happens after validation and
+//! the cache lookup differs.
+
+pub mod check;
+pub mod graph;
+pub mod run;
+
+use std::sync::{Arc, Weak};
+
+use nereid_proto::inference::ModelConfig;
+
+use crate::error::{Error, Result};
+use crate::loaded::LoadedModel;
+use crate::request::InferRequest;
+use crate::stats::StepTimes;
+use graph::Plan;
+use run::Run;
+
+/// Where an ensemble finds its composing models: the ready version `version` of `name`
+/// (the latest ready one for `None`).
+pub trait StepModels: Send + Sync {
+    /// The loaded model a step runs on.
+    fn step_model(&self, name: &str, version: Option<i64>) -> Result<Arc<LoadedModel>>;
+}
+
+/// A loaded ensemble: its validated plan and the table its steps are looked up in.
+#[derive(Clone)]
+pub struct Ensemble {
+    name: Arc<str>,
+    plan: Arc<Plan>,
+    /// Weak, because the table holds this ensemble: a strong reference would be a cycle.
+    models: Weak<dyn StepModels>,
+}
+
+impl Ensemble {
+    /// An ensemble over the composing models `models` holds now, checked against them.
+    pub fn new(config: &ModelConfig, plan: Plan, models: Weak<dyn StepModels>) -> Result<Self> {
+        let table = models
+            .upgrade()
+            .ok_or_else(|| Error::unavailable("the model repository is shutting down"))?;
+        check::check_steps(config, &plan, table.as_ref())?;
+        Ok(Self {
+            name: Arc::from(config.name.as_str()),
+            plan: Arc::new(plan),
+            models,
+        })
+    }
+
+    /// The validated graph.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Starts one validated request: the steps its inputs make ready are submitted now;
+    /// the returned run finishes the rest. Step times are summed into `times`.
+    pub fn start(&self, request: InferRequest, times: Arc<StepTimes>) -> Run {
+        Run::start(self, request, times)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,253 @@
+//! Ensembles end to end inside the core: fake composing models behind real default
+//! schedulers, a table of them, and ensembles built over it.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::graph::Plan;
+use super::{Ensemble, StepModels};
+use crate::backend::{ComputeTiming, InstanceBackend};
+use crate::batch::Batch;
+use crate::config::{normalize_and_validate, parse_model_config, NormalizeOptions};
+use crate::error::{Error, ErrorKind, Result};
+use crate::loaded::LoadedModel;
+use crate::model::ModelSpec;
+use crate::request::{InferRequest, InputTensor, OutputTensor};
+use crate::scheduler::{DefaultScheduler, InstancePool, DEFAULT_QUEUE_CAPACITY};
+use crate::stats::ModelStats;
+use crate::DataType;
+
+/// OUT = the sum of every input plus `add`, per request; with one input and `add` 0 the
+/// output is the input's own buffer. A first element of -1 fails the request.
+struct Fake {
+    add: i32,
+}
+
+fn ints(data: &[u8]) -> Vec<i32> {
+    data.chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn bytes_of(values: &[i32]) -> Bytes {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+impl InstanceBackend for Fake {
+    fn execute(
+        &mut self,
+        batch: &Batch<'_>,
+        _: &mut ComputeTiming,
+    ) -> Vec<Result<Vec<OutputTensor>>> {
+        batch
+            .requests()
+            .iter()
+            .map(|request| {
+                let first = &request.inputs[0];
+                if ints(&first.data).first() == Some(&-1) {
+                    return Err(Error::internal("boom"));
+                }
+                let data = if request.inputs.len() == 1 && self.add == 0 {
+                    first.data.clone()
+                } else {
+                    let mut sum = vec![self.add; first.data.len() / 4];
+                    for input in &request.inputs {
+                        for (s, v) in sum.iter_mut().zip(ints(&input.data)) {
+                            *s += v;
+                        }
+                    }
+                    bytes_of(&sum)
+                };
+                Ok(vec![OutputTensor {
+                    name: "OUT".into(),
+                    datatype: DataType::Int32,
+                    shape: first.shape.clone(),
+                    data,
+                }])
+            })
+            .collect()
+    }
+}
+
+fn config(text: &str, name: &str) -> nereid_proto::inference::ModelConfig {
+    let mut config = parse_model_config(Path::new("config.pbtxt"), text).expect("parses");
+    normalize_and_validate(&mut config, name, NormalizeOptions::default()).expect("valid");
+    config
+}
+
+/// A fake model with inputs `inputs` (INT32 [-1]) behind a default scheduler.
+fn model(name: &str, inputs: &[&str], add: i32) -> Arc<LoadedModel> {
+    let inputs: String = inputs
+        .iter()
+        .map(|i| format!(r#"{{ name: "{i}" data_type: TYPE_INT32 dims: [ -1 ] }}"#))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let text = format!(
+        r#"backend: "fake" max_batch_size: 8 input [ {inputs} ]
+           output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] }} ]"#
+    );
+    let spec = Arc::new(ModelSpec::new(config(&text, name), 1).expect("valid"));
+    let stats = Arc::new(ModelStats::default());
+    let (sender, receiver) = InstancePool::channel(DEFAULT_QUEUE_CAPACITY);
+    let instance = Box::new(Fake { add }) as Box<dyn InstanceBackend>;
+    let pool = InstancePool::start(
+        spec.clone(),
+        stats.clone(),
+        vec![(format!("{name}_0"), instance)],
+        receiver,
+    )
+    .expect("starts");
+    let scheduler = Box::new(DefaultScheduler::new(sender, pool));
+    Arc::new(LoadedModel::new(spec, stats.clone(), scheduler, None))
+}
+
+struct Table(HashMap<String, Arc<LoadedModel>>);
+
+impl StepModels for Table {
+    fn step_model(&self, name: &str, _: Option<i64>) -> Result<Arc<LoadedModel>> {
+        self.0
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::not_found(format!("no model '{name}'")))
+    }
+}
+
+/// `(model, [(model input, tensor)], output tensor)` steps over IN -> OUT.
+type Steps<'a> = &'a [(&'a str, &'a [(&'a str, &'a str)], &'a str)];
+
+fn ensemble(table: &Arc<dyn StepModels>, steps: Steps<'_>) -> Arc<LoadedModel> {
+    let steps: Vec<String> = steps
+        .iter()
+        .map(|(model, inputs, output)| {
+            let inputs: String = inputs
+                .iter()
+                .map(|(k, v)| format!(r#"input_map {{ key: "{k}" value: "{v}" }} "#))
+                .collect();
+            format!(
+                r#"{{ model_name: "{model}" model_version: -1 {inputs} output_map {{ key: "OUT" value: "{output}" }} }}"#
+            )
+        })
+        .collect();
+    let text = format!(
+        r#"platform: "ensemble" max_batch_size: 8
+           input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }} ]
+           output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] }} ]
+           ensemble_scheduling {{ step [ {} ] }}"#,
+        steps.join(", ")
+    );
+    let config = config(&text, "e");
+    let plan = Plan::new(&config).expect("valid plan");
+    let ensemble = Ensemble::new(&config, plan, Arc::downgrade(table)).expect("valid steps");
+    let spec = Arc::new(ModelSpec::new(config, 1).expect("valid"));
+    Arc::new(LoadedModel::ensemble(spec, ensemble, None))
+}
+
+fn table(models: Vec<Arc<LoadedModel>>) -> Arc<dyn StepModels> {
+    Arc::new(Table(
+        models
+            .into_iter()
+            .map(|m| (m.spec().name.clone(), m))
+            .collect(),
+    ))
+}
+
+fn request(values: &[i32]) -> InferRequest {
+    InferRequest {
+        model_name: "e".into(),
+        id: "r".into(),
+        inputs: vec![InputTensor {
+            name: "IN".into(),
+            datatype: DataType::Int32,
+            shape: vec![1, values.len() as i64],
+            data: bytes_of(values),
+        }],
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chain_passes_tensors_between_steps_without_copying() {
+    let models = table(vec![model("id", &["X"], 0)]);
+    let e = ensemble(
+        &models,
+        &[
+            ("id", &[("X", "IN")], "a"),
+            ("id", &[("X", "a")], "b"),
+            ("id", &[("X", "b")], "OUT"),
+        ],
+    );
+    let req = request(&[1, 2, 3]);
+    let sent = req.inputs[0].data.as_ptr();
+    let response = e.clone().submit(req, Instant::now()).await.expect("ok");
+    assert_eq!(response.id, "r");
+    assert_eq!(ints(&response.outputs[0].data), vec![1, 2, 3]);
+    assert_eq!(
+        response.outputs[0].data.as_ptr(),
+        sent,
+        "the same buffer all the way"
+    );
+    let stats = e.snapshot();
+    assert_eq!((stats.inference_count, stats.execution_count), (1, 1));
+    let steps = models.step_model("id", None).expect("known").snapshot();
+    assert_eq!(steps.inference_stats.success.count, 3);
+    assert_eq!(
+        stats.inference_stats.compute_infer.ns,
+        steps.inference_stats.compute_infer.ns
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diamond_runs_both_branches_and_joins_them() {
+    let models = table(vec![
+        model("plus1", &["X"], 1),
+        model("plus10", &["X"], 10),
+        model("plus100", &["X"], 100),
+        model("sum", &["A", "B"], 0),
+    ]);
+    let e = ensemble(
+        &models,
+        &[
+            ("plus1", &[("X", "IN")], "x"),
+            ("plus10", &[("X", "x")], "left"),
+            ("plus100", &[("X", "x")], "right"),
+            ("sum", &[("A", "left"), ("B", "right")], "OUT"),
+        ],
+    );
+    let response = e
+        .submit(request(&[0, 5]), Instant::now())
+        .await
+        .expect("ok");
+    // (v+1+10) + (v+1+100)
+    assert_eq!(ints(&response.outputs[0].data), vec![112, 122]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_or_missing_step_fails_the_whole_request() {
+    let models = table(vec![model("id", &["X"], 0), model("plus1", &["X"], 1)]);
+    let e = ensemble(
+        &models,
+        &[("id", &[("X", "IN")], "a"), ("plus1", &[("X", "a")], "OUT")],
+    );
+    let err = e
+        .clone()
+        .submit(request(&[-1]), Instant::now())
+        .await
+        .expect_err("fails");
+    assert_eq!(err.message(), "in ensemble 'e', boom");
+    assert_eq!(err.kind(), ErrorKind::Internal);
+    let stats = e.snapshot();
+    assert_eq!(stats.inference_stats.fail.count, 1);
+    assert_eq!(stats.failures, [0, 1, 0, 0], "counted as OTHER");
+    assert_eq!(stats.pending, 0);
+    // A composing model that went away (the table dropped) fails requests cleanly.
+    drop(models);
+    let err = e
+        .submit(request(&[1]), Instant::now())
+        .await
+        .expect_err("fails");
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+}

@@ -1,0 +1,203 @@
+//! Ensembles in the repository. Loading one first loads its composing models that are not
+//! ready (refusing circular dependencies between ensembles), then checks the ensemble
+//! against them; the errors are Triton's. Unloading follows Triton's dependency rules:
+//! an ensemble cannot outlive a composing model, and with `unload_dependents` an
+//! ensemble takes along the composing models nothing else needs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::loader::load_ensemble;
+use super::manager::{ModelRecord, Origin};
+use super::scan::{list_models, read_config, signature};
+use crate::config::{normalize_and_validate, ModelConfig};
+use crate::ensemble::graph::{composing_models, is_ensemble, Plan};
+use crate::ensemble::{Ensemble, StepModels};
+use crate::error::{Error, Result};
+use crate::loaded::LoadedModel;
+use crate::repository::ModelRepository;
+
+impl StepModels for ModelRepository {
+    fn step_model(&self, name: &str, version: Option<i64>) -> Result<Arc<LoadedModel>> {
+        self.get(name, version)
+    }
+}
+
+impl ModelRepository {
+    /// Loads the ensemble `name` from `config` (read from `dir` or given by the load API);
+    /// the caller holds the admin lock.
+    pub(super) async fn load_ensemble(
+        self: &Arc<Self>,
+        name: &str,
+        dir: &Path,
+        mut config: ModelConfig,
+        explicit: bool,
+    ) -> Result<()> {
+        let signature = signature(dir);
+        let origin = Origin {
+            explicit,
+            composing: composing_models(&config),
+        };
+        // Configuration errors are reported as for any model (Triton's poll stage).
+        let plan = normalize_and_validate(&mut config, name, self.options.settings.normalize)
+            .and_then(|()| Plan::new(&config));
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err(e) => return self.install(name, signature, origin, Err(e)),
+        };
+        let models: Arc<dyn StepModels> = self.clone();
+        let ensemble = match self
+            .load_composing(name, &config)
+            .await
+            .and_then(|()| Ensemble::new(&config, plan, Arc::downgrade(&models)))
+        {
+            Ok(ensemble) => ensemble,
+            Err(e) => {
+                // Recorded like any failure; answered with Triton's dependency wording.
+                let message = e.message().to_string();
+                let _ = self.install(name, signature, origin, Err(e));
+                return Err(Error::invalid_arg(format!(
+                    "load failed for model '{name}': {message}"
+                )));
+            }
+        };
+        let outcome = load_ensemble(&self.options.settings, &config, dir, &ensemble);
+        self.install(name, signature, origin, outcome)
+    }
+
+    /// Loads the composing models of ensemble `name` that are not ready.
+    async fn load_composing(self: &Arc<Self>, name: &str, config: &ModelConfig) -> Result<()> {
+        if let Some(cycle) = self.cycle_through(name, config) {
+            return Err(Error::invalid_arg(cycle));
+        }
+        let on_disk = list_models(&self.options.roots)?;
+        let composing = composing_models(config);
+        let missing: Vec<&str> = composing
+            .iter()
+            .filter(|m| !on_disk.get(*m).is_some_and(|d| d.is_ok()) && self.get(m, None).is_err())
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::invalid_arg(format!(
+                "ensemble {name} contains models that are not available or ambiguous: {}",
+                missing.join(", ")
+            )));
+        }
+        for model in &composing {
+            if self.get(model, None).is_ok() {
+                continue;
+            }
+            if let Err(e) = self.load_any(model, None, false).await {
+                let prefix = format!("load failed for model '{model}': ");
+                let reason = e.message().strip_prefix(&prefix).unwrap_or(e.message());
+                return Err(Error::invalid_arg(format!(
+                    "ensemble '{name}' depends on '{model}' which has no loaded version. Model '{model}' loading failed with error: {reason}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Triton's error when the ensembles on disk lead from `root` back to itself.
+    fn cycle_through(&self, root: &str, config: &ModelConfig) -> Option<String> {
+        let mut path = vec![root.to_string()];
+        self.walk_for_cycle(root, config, &mut path)
+    }
+
+    fn walk_for_cycle(
+        &self,
+        root: &str,
+        config: &ModelConfig,
+        path: &mut Vec<String>,
+    ) -> Option<String> {
+        for model in composing_models(config) {
+            if model == root {
+                let last = path.last().map_or(root, String::as_str);
+                return Some(format!(
+                    "circular dependency between ensembles: {root} -> ... -> {last} -> {root}"
+                ));
+            }
+            // A cycle that does not pass through `root` is reported when its own
+            // ensembles load.
+            if path.contains(&model) {
+                continue;
+            }
+            let Some(inner) = self
+                .model_dir(&model)
+                .ok()
+                .and_then(|dir| read_config(&dir).ok().flatten())
+                .filter(is_ensemble)
+            else {
+                continue;
+            };
+            path.push(model);
+            let found = self.walk_for_cycle(root, &inner, path);
+            path.pop();
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+}
+
+/// Whether the model directory `dir` holds an ensemble (by its `config.pbtxt`).
+pub(super) fn is_ensemble_dir(dir: Option<&PathBuf>) -> bool {
+    dir.and_then(|d| read_config(d).ok().flatten())
+        .is_some_and(|c| is_ensemble(&c))
+}
+
+/// The models that unloading `name` unloads: itself; with `unload_dependents`, the
+/// composing models (recursively) that were not loaded explicitly and that no other
+/// loaded ensemble uses; and every loaded ensemble that uses any of those.
+pub(super) fn unload_set(
+    table: &BTreeMap<String, ModelRecord>,
+    name: &str,
+    unload_dependents: bool,
+) -> BTreeSet<String> {
+    let mut set = BTreeSet::from([name.to_string()]);
+    if unload_dependents {
+        add_unneeded_composing(table, name, &mut set);
+    }
+    loop {
+        let users: Vec<String> = table
+            .iter()
+            .filter(|(n, r)| {
+                !set.contains(*n)
+                    && r.is_loaded()
+                    && r.origin.composing.iter().any(|c| set.contains(c))
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        if users.is_empty() {
+            return set;
+        }
+        set.extend(users);
+    }
+}
+
+fn add_unneeded_composing(
+    table: &BTreeMap<String, ModelRecord>,
+    ensemble: &str,
+    set: &mut BTreeSet<String>,
+) {
+    let Some(record) = table.get(ensemble) else {
+        return;
+    };
+    for model in &record.origin.composing {
+        let Some(r) = table.get(model) else {
+            continue;
+        };
+        if set.contains(model) || r.origin.explicit || !r.is_loaded() {
+            continue;
+        }
+        let used_elsewhere = table.iter().any(|(n, other)| {
+            !set.contains(n) && other.is_loaded() && other.origin.composing.contains(model)
+        });
+        if !used_elsewhere {
+            set.insert(model.clone());
+            add_unneeded_composing(table, model, set);
+        }
+    }
+}
