@@ -141,6 +141,7 @@ impl StepTimes {
             input_ns: self.input_ns.load(Relaxed),
             infer_ns: self.infer_ns.load(Relaxed),
             output_ns: self.output_ns.load(Relaxed),
+            ran: None,
         };
         (Duration::from_nanos(self.queue_ns.load(Relaxed)), timing)
     }
