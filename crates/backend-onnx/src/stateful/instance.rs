@@ -56,20 +56,23 @@ pub struct StatefulInstance {
 
 impl StatefulInstance {
     /// An instance running `session`, with its state buffers reserved per `plan`.
-    pub fn new(session: Session, plan: Arc<Plan>, name: &str) -> Self {
-        let store = StateStore::new(
-            plan.states.iter().map(|s| s.stored_bytes()).collect(),
-            plan.capacity,
-            plan.params.lazy,
-        );
+    pub fn new(session: Session, plan: Arc<Plan>, name: &str) -> Result<Self> {
+        let tensor_bytes: Vec<usize> = plan.states.iter().map(|s| s.stored_bytes()).collect();
+        let per_sequence: usize = tensor_bytes.iter().sum();
+        let store = StateStore::new(tensor_bytes, plan.capacity, plan.params.lazy).ok_or_else(|| {
+            Error::internal(format!(
+                "stateful model '{}': cannot allocate the state buffer for {} sequences of {per_sequence} bytes; lower max_candidate_sequences or use lazy allocation",
+                plan.model, plan.capacity.initial
+            ))
+        })?;
         let report = Report::new(&plan.model, name, &plan.params);
-        Self {
+        Ok(Self {
             session,
             store,
             sequences: HashMap::new(),
             report,
             plan,
-        }
+        })
     }
 
     /// Finds the request's sequence (a START takes a slot) and checks its inputs.

@@ -128,7 +128,7 @@ impl ModelBackend for StatefulModel {
             session,
             self.plan.clone(),
             &instance.name,
-        )))
+        )?))
     }
 }
 

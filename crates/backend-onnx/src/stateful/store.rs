@@ -49,8 +49,13 @@ pub struct StateStore {
 
 impl StateStore {
     /// A store for states of `tensor_bytes` bytes each, planned by `plan`, with the
-    /// first buffer allocated (and its pages touched, so the memory is really reserved).
-    pub fn new(tensor_bytes: Vec<usize>, plan: Capacity, lazy: Option<LazyAllocation>) -> Self {
+    /// first buffer allocated (and its pages touched, so the memory is really reserved);
+    /// `None` when the memory cannot be had.
+    pub fn new(
+        tensor_bytes: Vec<usize>,
+        plan: Capacity,
+        lazy: Option<LazyAllocation>,
+    ) -> Option<Self> {
         let mut offsets = Vec::with_capacity(tensor_bytes.len());
         let mut slot_bytes = 0;
         for bytes in &tensor_bytes {
@@ -66,8 +71,7 @@ impl StateStore {
             buffers: Vec::new(),
             free: BTreeSet::new(),
         };
-        store.grow();
-        store
+        store.grow().then_some(store)
     }
 
     fn slots_of(&self, buffer: usize) -> usize {
@@ -78,16 +82,23 @@ impl StateStore {
         }
     }
 
-    fn grow(&mut self) {
+    /// Adds a buffer; false when the allocator refuses (the size comes from the config).
+    fn grow(&mut self) -> bool {
         let buffer = self.buffers.len();
         let slots = self.slots_of(buffer);
-        let bytes = slots * self.slot_bytes;
-        let mut data = Vec::with_capacity(bytes);
+        let Some(bytes) = slots.checked_mul(self.slot_bytes) else {
+            return false;
+        };
+        let mut data = Vec::new();
+        if data.try_reserve_exact(bytes).is_err() {
+            return false;
+        }
         // black_box keeps the compiler from turning this into calloc, whose pages would
         // only be committed on first use: the seed's memory is reserved at allocation.
         data.resize(bytes, std::hint::black_box(0u8));
         self.buffers.push(Buffer { data, used: 0 });
         self.free.extend((0..slots).map(|index| (buffer, index)));
+        true
     }
 
     fn shrink(&mut self) {
@@ -101,8 +112,8 @@ impl StateStore {
     /// Takes the lowest free slot, adding a buffer first if every allocated slot is taken
     /// and the plan allows one more; `None` when the instance is full.
     pub fn allocate(&mut self) -> Option<SlotId> {
-        if self.free.is_empty() && self.buffers.len() < self.plan.max_buffers {
-            self.grow();
+        if self.free.is_empty() && self.buffers.len() < self.plan.max_buffers && !self.grow() {
+            return None;
         }
         let (buffer, index) = self.free.pop_first()?;
         self.buffers[buffer].used += 1;
@@ -142,8 +153,7 @@ impl StateStore {
         let (alloc, dealloc) = self.thresholds?;
         let free = self.free.len();
         if free < alloc && self.buffers.len() < self.plan.max_buffers {
-            self.grow();
-            return Some(Change::Grew);
+            return self.grow().then_some(Change::Grew);
         }
         let last_empty = self.buffers.last().is_some_and(|b| b.used == 0);
         if self.buffers.len() > 1 && free > dealloc && last_empty {
@@ -182,7 +192,7 @@ mod tests {
             subsequent: 2,
             max_buffers: 3,
         };
-        StateStore::new(vec![8, 4], plan, Some(lazy))
+        StateStore::new(vec![8, 4], plan, Some(lazy)).expect("small")
     }
 
     #[test]
@@ -193,7 +203,7 @@ mod tests {
             subsequent: 0,
             max_buffers: 1,
         };
-        let mut store = StateStore::new(vec![20], plan, None);
+        let mut store = StateStore::new(vec![20], plan, None).expect("small");
         assert_eq!(store.usage().bytes, 60);
         let slots: Vec<_> = (0..3).filter_map(|_| store.allocate()).collect();
         assert_eq!(slots.len(), 3);

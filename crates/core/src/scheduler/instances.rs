@@ -58,6 +58,10 @@ impl InstancePool {
     ) -> Result<Self> {
         let mut threads = Vec::with_capacity(instances.len());
         for (name, instance) in instances {
+            // Published before the model is ready, so its metrics are there from the start.
+            if let Some(usage) = instance.state_usage() {
+                stats.set_state_usage(&name, usage);
+            }
             let worker = Worker {
                 spec: spec.clone(),
                 stats: stats.clone(),
@@ -103,15 +107,15 @@ struct Worker {
 
 impl Worker {
     fn run(mut self) {
-        self.publish_state_usage();
         while let Ok(payload) = self.payloads.recv() {
             if !payload.released.is_empty() {
                 self.instance.release_sequences(&payload.released);
             }
-            if !payload.jobs.is_empty() {
+            if payload.jobs.is_empty() {
+                self.publish_state_usage();
+            } else {
                 self.execute(payload);
             }
-            self.publish_state_usage();
         }
     }
 
@@ -154,6 +158,8 @@ impl Worker {
             }
         }
         drop(slot);
+        // Before the answers go out, so a client that got one sees the state it left.
+        self.publish_state_usage();
         let ran = timing.ran.unwrap_or(total_batch);
         if ran > 0 {
             self.stats.execution_finished(ran, timing);
