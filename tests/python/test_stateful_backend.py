@@ -295,7 +295,8 @@ def test_idle_sequences_free_their_state(stateful_server):
 
 
 def test_padding_to_max_batch_keeps_results_exact(stateful_server):
-    srv = stateful_server(config({"always_pad_to_max_batch": "1"}))
+    # --log-verbose shows the backend's per-execution line, which says how many rows ran.
+    srv = stateful_server(config({"always_pad_to_max_batch": "1"}), "--log-verbose=1")
     client = srv.http_client()
     rng = np.random.default_rng(5)
     sim = Simulation()
@@ -304,6 +305,7 @@ def test_padding_to_max_batch_keeps_results_exact(stateful_server):
         np.testing.assert_allclose(infer(client, 5, d, start=step == 0).reshape(4, 5), sim.step(5, d, step == 0), atol=1e-5)
     batches = client.get_inference_statistics(MODEL)["model_stats"][0]["batch_stats"]
     assert [b["batch_size"] for b in batches] == [1]
+    wait_for(lambda: srv.log().count("stateful batch: 1 sequences, 16 rows run") == 3, what="padded executions")
 
 
 def test_one_step_per_request(http_client, error_of):

@@ -63,15 +63,9 @@ impl OnnxInstance {
             });
         }
         let done = Instant::now();
-        timing.input_ns = nanos(prepared - started);
-        timing.infer_ns = nanos(ran - prepared);
-        timing.output_ns = nanos(done - ran);
+        timing.set_phases(started, prepared, ran, done);
         Ok(result)
     }
-}
-
-fn nanos(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl InstanceBackend for OnnxInstance {

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use nereid_proto::inference::ModelConfig;
 
@@ -45,6 +46,17 @@ pub struct ComputeTiming {
     /// Batch entries the backend really ran, when it answered some requests without
     /// running the model (the stateful backend's END requests); `None`: all of them.
     pub ran: Option<usize>,
+}
+
+impl ComputeTiming {
+    /// Sets the three phases from the instants that separate them: inputs prepared, model
+    /// run, outputs extracted.
+    pub fn set_phases(&mut self, started: Instant, prepared: Instant, ran: Instant, done: Instant) {
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.input_ns = nanos(prepared - started);
+        self.infer_ns = nanos(ran - prepared);
+        self.output_ns = nanos(done - ran);
+    }
 }
 
 /// A backend (e.g. ONNX Runtime): one value per server, shared by all its models.

@@ -185,8 +185,7 @@ fn write_gauges<T: Copy>(
         return Ok(());
     }
     for (name, help, value) in families {
-        writeln!(out, "# HELP {name} {help}")?;
-        writeln!(out, "# TYPE {name} gauge")?;
+        write_header(out, name, help, "gauge")?;
         for (m, v) in &with {
             writeln!(
                 out,
@@ -200,14 +199,19 @@ fn write_gauges<T: Copy>(
     Ok(())
 }
 
+/// A family's `# HELP` and `# TYPE` lines.
+fn write_header(out: &mut String, name: &str, help: &str, kind: &str) -> std::fmt::Result {
+    writeln!(out, "# HELP {name} {help}")?;
+    writeln!(out, "# TYPE {name} {kind}")
+}
+
 fn write_families<'a>(
     out: &mut String,
     families: &[Family],
     models: impl Iterator<Item = &'a ModelStatsSnapshot> + Clone,
 ) {
     for family in families {
-        let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
-        let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);
+        let _ = write_header(out, family.name, family.help, family.kind);
         for s in models.clone() {
             let _ = writeln!(
                 out,
@@ -266,8 +270,7 @@ fn write_cache(out: &mut String, c: &CacheSnapshot) -> std::fmt::Result {
         ),
     ];
     for (name, help, value) in gauges {
-        writeln!(out, "# HELP {name} {help}")?;
-        writeln!(out, "# TYPE {name} gauge")?;
+        write_header(out, name, help, "gauge")?;
         writeln!(out, "{name} {value}")?;
     }
     Ok(())

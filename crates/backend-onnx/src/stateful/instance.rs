@@ -167,11 +167,7 @@ impl StatefulInstance {
     ) -> Result<Vec<Vec<OutputTensor>>> {
         let plan = &*self.plan;
         let started = Instant::now();
-        let n = if plan.params.always_pad_to_max_batch {
-            plan.max_batch.max(rows.len())
-        } else {
-            rows.len()
-        };
+        let n = plan.rows_run(rows.len());
         let mut tensors: Vec<(&str, DataType, Vec<i64>, Bytes)> =
             Vec::with_capacity(plan.inputs.len() + plan.states.len() + 1);
         for (k, t) in plan.inputs.iter().enumerate() {
@@ -274,9 +270,7 @@ impl StatefulInstance {
             }
         }
         let done = Instant::now();
-        timing.input_ns = nanos(prepared - started);
-        timing.infer_ns = nanos(ran - prepared);
-        timing.output_ns = nanos(done - ran);
+        timing.set_phases(started, prepared, ran, done);
         Ok(answers)
     }
 
@@ -286,10 +280,6 @@ impl StatefulInstance {
             self.report.buffers_changed(change, self.store.usage());
         }
     }
-}
-
-fn nanos(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl InstanceBackend for StatefulInstance {
@@ -326,18 +316,17 @@ impl InstanceBackend for StatefulInstance {
                 }
             }
         }
-        let padded = if self.plan.params.always_pad_to_max_batch {
-            self.plan.max_batch.max(rows.len())
-        } else {
-            rows.len()
-        };
         for row in rows.iter().filter(|r| r.end) {
             self.forget(&row.id);
         }
         timing.ran = Some(rows.len());
         self.rebalance();
-        self.report
-            .executed(rows.len(), padded, timing, self.store.usage());
+        self.report.executed(
+            rows.len(),
+            self.plan.rows_run(rows.len()),
+            timing,
+            self.store.usage(),
+        );
         answers
             .into_iter()
             .map(|a| a.unwrap_or_else(|| Err(Error::internal("stateful request left unanswered"))))

@@ -132,6 +132,17 @@ pub struct Plan {
     pub capacity: Capacity,
 }
 
+impl Plan {
+    /// Rows an execution of `sequences` sequences runs (`always_pad_to_max_batch` pads).
+    pub fn rows_run(&self, sequences: usize) -> usize {
+        if self.params.always_pad_to_max_batch {
+            self.max_batch.max(sequences)
+        } else {
+            sequences
+        }
+    }
+}
+
 fn model_error(model: &str, message: String) -> Error {
     Error::invalid_arg(format!("stateful model '{model}': {message}"))
 }
