@@ -8,7 +8,7 @@ use bytes::Bytes;
 use crate::cli::InputData;
 
 /// The protocol's tensor datatypes (shared with the server, so the two cannot disagree).
-pub use nereid_core::DataType;
+pub use nereid_proto::DataType;
 
 /// SplitMix64: a seeded 64-bit generator.
 #[derive(Clone, Debug)]

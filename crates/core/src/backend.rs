@@ -12,7 +12,7 @@ use crate::batch::Batch;
 use crate::error::Result;
 use crate::model::ModelSpec;
 use crate::request::OutputTensor;
-use crate::scheduler::sequence::flags::SequenceId;
+use crate::sequence_flags::SequenceId;
 
 /// Where an instance runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,8 +5,7 @@ use std::fmt::Write;
 
 use crate::backend::StateUsage;
 use crate::cache::stats::CacheSnapshot;
-use crate::scheduler::sequence::table::Occupancy;
-use crate::stats::{FailureReason, ModelStatsSnapshot};
+use crate::stats::{FailureReason, ModelStatsSnapshot, Occupancy};
 
 struct Family {
     name: &'static str,

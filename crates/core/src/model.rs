@@ -5,10 +5,10 @@ use nereid_proto::inference::model_config::SchedulingChoice;
 use nereid_proto::inference::ModelConfig;
 
 use crate::config::config_to_json;
-use crate::datatype::DataType;
 use crate::error::{Error, Result};
 use crate::scheduler::sequence::controls::Controls;
 use crate::scheduler::sequence::state::state_tensor_specs;
+use crate::DataType;
 
 /// A model input or output as the server checks it.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,8 +3,8 @@
 
 use bytes::Bytes;
 
-use crate::datatype::DataType;
 use crate::error::{Error, Result};
+use crate::DataType;
 
 /// A request or response parameter value (the KServe v2 `parameters` map).
 #[derive(Debug, Clone, PartialEq)]

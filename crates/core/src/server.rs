@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::datatype::DataType;
 use crate::error::{Error, Result};
 use crate::loaded::Answer;
 use crate::model::ModelSpec;
 use crate::repository::{ModelRepository, ModelState};
 use crate::request::{InferRequest, InferResponse};
 use crate::stats::ModelStatsSnapshot;
+use crate::DataType;
 
 /// Protocol extensions that really work in this build (listed in server metadata).
 pub const EXTENSIONS: &[&str] = &[

@@ -10,7 +10,19 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use crate::backend::{ComputeTiming, StateUsage};
-use crate::scheduler::sequence::table::Occupancy;
+
+/// A sequence batcher's counts for the metrics (set by the batcher, read by snapshots).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Occupancy {
+    /// Sequences started and not yet ended or released.
+    pub active: u64,
+    /// Sequences waiting for a slot.
+    pub backlog: u64,
+    /// Slots owned by a sequence.
+    pub slots_used: u64,
+    /// All slots.
+    pub slots_total: u64,
+}
 
 /// Why a request failed, as the `reason` label of `nv_inference_request_failure`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

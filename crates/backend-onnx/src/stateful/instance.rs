@@ -12,7 +12,7 @@ use ort::session::{Session, SessionInputValue};
 use nereid_core::backend::{ComputeTiming, InstanceBackend, StateUsage};
 use nereid_core::batch::Batch;
 use nereid_core::request::{InferRequest, OutputTensor};
-use nereid_core::scheduler::sequence::flags::{SequenceFlags, SequenceId};
+use nereid_core::sequence_flags::{SequenceFlags, SequenceId};
 use nereid_core::{DataType, Error, Result};
 
 use super::layout::Codec;

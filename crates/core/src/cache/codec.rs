@@ -5,8 +5,8 @@
 use bytes::Bytes;
 
 use super::key::{CacheKey, KeyInput};
-use crate::datatype::DataType;
 use crate::request::OutputTensor;
+use crate::DataType;
 
 /// Format version, first byte of every value: a change of layout makes old entries misses.
 const VERSION: u8 = 1;

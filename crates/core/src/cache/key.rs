@@ -7,8 +7,8 @@
 use bytes::Bytes;
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::datatype::DataType;
 use crate::request::InferRequest;
+use crate::DataType;
 
 /// One input as it takes part in the key.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,10 +16,10 @@ use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::graph::Plan;
 use super::{Ensemble, StepModels};
-use crate::datatype::DataType;
 use crate::error::{Error, Result};
 use crate::request::{InferRequest, InputTensor, OutputTensor, Parameters};
 use crate::stats::StepTimes;
+use crate::DataType;
 
 /// One ensemble tensor's value.
 #[derive(Debug, Clone)]

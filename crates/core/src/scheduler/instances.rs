@@ -15,7 +15,7 @@ use crate::batch::Batch;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::request::{select_outputs, InferResponse, OutputTensor};
-use crate::scheduler::sequence::flags::SequenceId;
+use crate::sequence_flags::SequenceId;
 use crate::stats::{FailureReason, ModelStats};
 
 /// The requests one instance executes together.

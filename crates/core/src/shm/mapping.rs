@@ -1,8 +1,11 @@
-//! A read-write `mmap` of part of a POSIX shared-memory object. This is the only place in
-//! Nereid that touches raw memory: every access goes through a bounds-checked slice.
+//! A read-write `mmap` of part of a POSIX shared-memory object. One of the two modules
+//! that touch raw memory (the other is [`super::cuda`], for the CUDA driver): every access
+//! goes through a bounds-checked slice or copy.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
+
+use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 
@@ -15,14 +18,21 @@ pub(super) struct Mapping {
     /// Distance from the page-aligned mapping start to the window start.
     delta: usize,
     len: usize,
+    /// Held while `write_at` copies, so two requests' output writes into this region
+    /// never interleave, even when a client gave them overlapping windows.
+    writes: Mutex<()>,
 }
 
 // SAFETY: the mapping is plain memory owned by this value until drop; concurrent access
 // goes through `&self`/`&mut self` slices whose bounds are checked, and the OS keeps the
 // pages valid for the life of the mapping.
 unsafe impl Send for Mapping {}
-// SAFETY: see `Send`; shared references only hand out reads, writes need exclusive access
-// through `write_at`, which callers serialize per output window.
+// SAFETY: see `Send`. Shared references hand out read slices, and `write_at` copies
+// through the raw pointer under `writes`, so writes are serialized with each other. Reads
+// are not ordered against writes, nor against the client process, which can write this
+// memory at any time: the protocol makes a client that lets an input window overlap an
+// in-flight output window responsible for what it reads back. The bytes may then be torn,
+// but every access stays within the live mapping.
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
@@ -95,6 +105,7 @@ impl Mapping {
             mapped_len,
             delta,
             len,
+            writes: Mutex::new(()),
         })
     }
 
@@ -125,8 +136,10 @@ impl Mapping {
         if end > self.len {
             return false;
         }
+        let _serialized = self.writes.lock();
         // SAFETY: the destination range is inside the live mapping (checked above) and does
-        // not overlap `data`, which is process-private memory.
+        // not overlap `data`, which is process-private memory; `writes` is held, so no
+        // other write into this mapping runs at the same time.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 data.as_ptr(),

@@ -4,8 +4,8 @@ use bytes::Bytes;
 
 use super::*;
 use crate::cache::key::KeyInput;
-use crate::datatype::DataType;
 use crate::request::OutputTensor;
+use crate::DataType;
 
 fn key(model: &str, data: &[u8], shape: Vec<i64>, datatype: DataType) -> CacheKey {
     CacheKey::new(

@@ -6,10 +6,10 @@ use bytes::Bytes;
 use nereid_proto::inference::model_sequence_batching::control::Kind;
 use nereid_proto::inference::{DataType as ConfigType, ModelSequenceBatching};
 
-use super::flags::{SequenceFlags, SequenceId};
 use crate::error::{Error, Result};
 use crate::model::TensorSpec;
 use crate::request::InputTensor;
+use crate::sequence_flags::{SequenceFlags, SequenceId};
 use crate::DataType;
 
 /// A boolean control (START, END, READY): its tensor and the bytes of false and true.

@@ -3,7 +3,6 @@
 //! gets START/END/READY/CORRID control tensors filled per request; sequences without a
 //! free slot wait in a backlog; idle sequences are released.
 //!
-//! - [`flags`]: correlation IDs and START/END from request parameters.
 //! - [`controls`]: the control tensors.
 //! - [`state`]: implicit state kept per sequence.
 //! - [`table`]: slots, backlog and batch forming (the `direct` and `oldest` strategies).
@@ -13,7 +12,6 @@
 //! releases idle sequences.
 
 pub mod controls;
-pub mod flags;
 pub mod state;
 pub mod table;
 
@@ -29,7 +27,6 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, Semaphore};
 
 use self::controls::Controls;
-use self::flags::SequenceFlags;
 use self::state::States;
 use self::table::{Pending, Round, Strategy, Table};
 use super::{stopping_error, InstancePool, Job, OutputHook, Payload, Reply, Scheduler};
@@ -37,6 +34,7 @@ use crate::backend::InstanceBackend;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::request::InferRequest;
+use crate::sequence_flags::SequenceFlags;
 use crate::stats::{FailureReason, ModelStats};
 
 /// How often idle sequences are looked for, at most.

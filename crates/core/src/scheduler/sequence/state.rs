@@ -12,11 +12,11 @@ use nereid_proto::inference::model_sequence_batching::initial_state::StateData;
 use nereid_proto::inference::ModelSequenceBatching;
 use parking_lot::Mutex;
 
-use super::flags::{SequenceFlags, SequenceId};
-use crate::datatype::DataType;
 use crate::error::{Error, Result};
 use crate::model::TensorSpec;
 use crate::request::{element_count, InputTensor, OutputTensor};
+use crate::sequence_flags::{SequenceFlags, SequenceId};
+use crate::DataType;
 
 /// One state tensor pair.
 #[derive(Debug, Clone)]

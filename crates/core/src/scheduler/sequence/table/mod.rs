@@ -9,9 +9,10 @@
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::flags::{SequenceFlags, SequenceId};
 use crate::error::{Error, Result};
 use crate::scheduler::Job;
+use crate::sequence_flags::{SequenceFlags, SequenceId};
+use crate::stats::Occupancy;
 
 /// A request waiting in a slot or in the backlog.
 #[derive(Debug)]
@@ -107,19 +108,6 @@ pub struct Reaped {
     pub timed_out: Vec<Pending>,
     /// Instances to wake (a backlogged sequence moved into a freed slot).
     pub wake: Vec<usize>,
-}
-
-/// Counts for the metrics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Occupancy {
-    /// Sequences started and not yet ended or released.
-    pub active: u64,
-    /// Sequences waiting for a slot.
-    pub backlog: u64,
-    /// Slots owned by a sequence.
-    pub slots_used: u64,
-    /// All slots.
-    pub slots_total: u64,
 }
 
 /// Slots, backlog and active sequences of one model version.

@@ -1,7 +1,7 @@
 //! Tensor element types, with their three spellings: the protocol's (`FP32`), the model
 //! configuration's (`TYPE_FP32`) and their element sizes.
 
-use nereid_proto::inference::DataType as ConfigDataType;
+use crate::inference::DataType as ConfigDataType;
 
 /// A tensor element type of the KServe v2 protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
