@@ -15,8 +15,9 @@ mod stateful;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use nereid_core::backend::{Backend, InstanceBackend, InstanceConfig, InstanceKind, ModelBackend};
+use nereid_core::backend::{Backend, InstanceBackend, InstanceConfig, ModelBackend};
 use nereid_core::config::ModelConfig;
+use nereid_core::model::InstanceKind;
 use nereid_core::model::ModelSpec;
 use nereid_core::{Error, Result};
 
@@ -100,8 +101,8 @@ impl Backend for OnnxBackend {
     }
 
     fn autocomplete(&self, config: &mut ModelConfig, model_file: &Path) -> Result<()> {
-        let session =
-            session_options::build_session(&*self.runtime.environment()?, config, model_file)?;
+        let environment = self.runtime.environment()?;
+        let session = session_options::probe_session(&environment, &config.name, model_file)?;
         autocomplete::complete(config, &session, self.default_max_batch_size)
     }
 
@@ -130,7 +131,7 @@ impl ModelBackend for OnnxModel {
             )));
         }
         let session =
-            session_options::build_session(&self.environment, &self.spec.config, &self.model_file)?;
+            session_options::build_session(&self.environment, &self.spec, &self.model_file)?;
         Ok(Box::new(instance::OnnxInstance::new(session)))
     }
 }

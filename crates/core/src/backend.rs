@@ -10,20 +10,9 @@ use nereid_proto::inference::ModelConfig;
 
 use crate::batch::Batch;
 use crate::error::Result;
-use crate::model::ModelSpec;
+use crate::model::{InstanceKind, ModelSpec};
 use crate::request::OutputTensor;
 use crate::sequence_flags::SequenceId;
-
-/// Where an instance runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InstanceKind {
-    /// On the CPU.
-    Cpu,
-    /// On the GPU with this device id.
-    Gpu(i32),
-    /// Wherever the backend decides.
-    Model,
-}
 
 /// Identity of one model instance (one per `instance_group` count).
 #[derive(Debug, Clone)]

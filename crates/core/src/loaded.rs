@@ -9,6 +9,7 @@ use tokio::sync::oneshot;
 
 use crate::cache::key::CacheKey;
 use crate::cache::{Outcome, ResponseCache};
+use crate::config::PublishedConfig;
 use crate::ensemble::graph::Plan;
 use crate::ensemble::Ensemble;
 use crate::error::{Error, Result};
@@ -33,6 +34,8 @@ enum Runner {
 /// One ready model version.
 pub struct LoadedModel {
     spec: Arc<ModelSpec>,
+    /// Only for the configuration endpoints.
+    config: Arc<PublishedConfig>,
     stats: Arc<ModelStats>,
     runner: Runner,
     /// The server's response cache, when this model uses it.
@@ -43,12 +46,14 @@ impl LoadedModel {
     /// Assembles a loaded model from its parts.
     pub fn new(
         spec: Arc<ModelSpec>,
+        config: Arc<PublishedConfig>,
         stats: Arc<ModelStats>,
         scheduler: Box<dyn Scheduler>,
         cache: Option<Arc<ResponseCache>>,
     ) -> Self {
         Self {
             spec,
+            config,
             stats,
             runner: Runner::Scheduled(scheduler),
             cache,
@@ -58,11 +63,13 @@ impl LoadedModel {
     /// A loaded ensemble version.
     pub fn ensemble(
         spec: Arc<ModelSpec>,
+        config: Arc<PublishedConfig>,
         ensemble: Ensemble,
         cache: Option<Arc<ResponseCache>>,
     ) -> Self {
         Self {
             spec,
+            config,
             stats: Arc::default(),
             runner: Runner::Ensemble(ensemble),
             cache,
@@ -85,6 +92,11 @@ impl LoadedModel {
     /// The model's spec.
     pub fn spec(&self) -> &Arc<ModelSpec> {
         &self.spec
+    }
+
+    /// The normalized configuration, as the configuration endpoints answer it.
+    pub fn config(&self) -> &Arc<PublishedConfig> {
+        &self.config
     }
 
     /// The model's live statistics.

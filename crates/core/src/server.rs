@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::config::PublishedConfig;
 use crate::error::{Error, Result};
 use crate::loaded::Answer;
 use crate::model::ModelSpec;
@@ -128,6 +129,12 @@ impl Server {
         Ok(self.repository.get(name, version)?.spec().clone())
     }
 
+    /// The normalized configuration of a ready model version (the model configuration
+    /// extension).
+    pub fn model_config(&self, name: &str, version: Option<i64>) -> Result<Arc<PublishedConfig>> {
+        Ok(self.repository.get(name, version)?.config().clone())
+    }
+
     /// Whether the model version is ready.
     pub fn model_ready(&self, name: &str, version: Option<i64>) -> bool {
         self.repository.get(name, version).is_ok()
@@ -155,7 +162,7 @@ impl Server {
         Ok(ModelMetadata {
             name: spec.name.clone(),
             versions,
-            platform: spec.platform().to_string(),
+            platform: spec.platform.clone(),
             inputs: tensors(&spec.inputs),
             outputs: tensors(&spec.outputs),
         })

@@ -66,9 +66,9 @@ pub fn model_metadata(
 /// `ModelConfig`: the normalized configuration the model was loaded with.
 pub fn model_config(server: &Server, request: &ModelConfigRequest) -> Result<ModelConfigResponse> {
     let version = parse_version(&request.version)?;
-    let spec = server.model_spec(&request.name, version)?;
+    let config = server.model_config(&request.name, version)?;
     Ok(ModelConfigResponse {
-        config: Some(spec.config.clone()),
+        config: Some(config.message.clone()),
     })
 }
 

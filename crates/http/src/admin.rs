@@ -90,9 +90,7 @@ pub(crate) async fn model_config(
     Path(path): Path<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     let (model, version) = model_path(&path)?;
-    Ok(Json(
-        s.server.model_spec(&model, version)?.config_json.clone(),
-    ))
+    Ok(Json(s.server.model_config(&model, version)?.json.clone()))
 }
 
 fn duration(d: StatDuration) -> Value {

@@ -23,8 +23,9 @@ use std::sync::Arc;
 
 use ort::ep::{ExecutionProviderDispatch, TensorRT, CUDA};
 
-use nereid_core::backend::{Backend, InstanceBackend, InstanceConfig, InstanceKind, ModelBackend};
+use nereid_core::backend::{Backend, InstanceBackend, InstanceConfig, ModelBackend};
 use nereid_core::config::ModelConfig;
+use nereid_core::model::InstanceKind;
 use nereid_core::model::ModelSpec;
 use nereid_core::{Error, Result};
 
@@ -81,10 +82,10 @@ impl Backend for StatefulBackend {
     }
 
     fn load_model(&self, spec: Arc<ModelSpec>, model_file: &Path) -> Result<Box<dyn ModelBackend>> {
-        let params = StatefulParams::parse(&spec.config)?;
+        let params = StatefulParams::parse(&spec.name, &spec.parameters)?;
         let environment = self.runtime.environment()?;
         // A CPU session to read the graph's tensors; instances build their own.
-        let probe = build_session(&environment, &spec.config, model_file)?;
+        let probe = build_session(&environment, &spec, model_file)?;
         let inputs = tensors(&spec.name, probe.inputs())?;
         let outputs = tensors(&spec.name, probe.outputs())?;
         drop(probe);
@@ -118,12 +119,8 @@ struct StatefulModel {
 impl ModelBackend for StatefulModel {
     fn create_instance(&self, instance: &InstanceConfig) -> Result<Box<dyn InstanceBackend>> {
         let providers = self.providers(instance)?;
-        let session = build_session_on(
-            &self.environment,
-            &self.spec.config,
-            &self.model_file,
-            &providers,
-        )?;
+        let session =
+            build_session_on(&self.environment, &self.spec, &self.model_file, &providers)?;
         Ok(Box::new(instance::StatefulInstance::new(
             session,
             self.plan.clone(),

@@ -1,9 +1,9 @@
 //! The stateful backend's model `parameters`, with the original backend's keys, defaults
 //! and load-time checks. Every value is a `string_value`, as in the original.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use nereid_core::config::ModelConfig;
 use nereid_core::{Error, Result};
 
 /// One state tensor pair from `state_pairs`: the model input fed with the stored state
@@ -122,23 +122,21 @@ const LAZY_KEYS: [&str; 4] = [
     "buffer_dealloc_threshold",
 ];
 
-/// Reads typed parameter values of `config`, with errors that name the key.
+/// Reads typed values of a model's `parameters`, with errors that name the key.
 struct Reader<'a> {
-    config: &'a ModelConfig,
+    model: &'a str,
+    parameters: &'a BTreeMap<String, String>,
 }
 
 impl Reader<'_> {
     fn raw(&self, key: &str) -> Option<&str> {
-        self.config
-            .parameters
-            .get(key)
-            .map(|p| p.string_value.trim())
+        self.parameters.get(key).map(|v| v.trim())
     }
 
     fn invalid(&self, key: &str, expected: &str) -> Error {
         Error::invalid_arg(format!(
             "model '{}': parameter '{key}' must be {expected}, got '{}'",
-            self.config.name,
+            self.model,
             self.raw(key).unwrap_or_default()
         ))
     }
@@ -174,16 +172,13 @@ impl Reader<'_> {
 }
 
 impl StatefulParams {
-    /// Parses and checks the parameters of `config`. Unknown keys are warned about.
-    pub fn parse(config: &ModelConfig) -> Result<Self> {
-        let r = Reader { config };
-        warn_unknown(config);
+    /// Parses and checks the `parameters` of model `model`. Unknown keys are warned about.
+    pub fn parse(model: &str, parameters: &BTreeMap<String, String>) -> Result<Self> {
+        let r = Reader { model, parameters };
+        warn_unknown(model, parameters);
         let state_pairs =
             parse_state_pairs(r.raw("state_pairs").unwrap_or_default()).map_err(|why| {
-                Error::invalid_arg(format!(
-                    "model '{}': parameter 'state_pairs' {why}",
-                    config.name
-                ))
+                Error::invalid_arg(format!("model '{model}': parameter 'state_pairs' {why}"))
             })?;
         let use_ratio = match r.raw("max_candidate_sequence_use_ratio") {
             None => 0.9,
@@ -216,8 +211,7 @@ impl StatefulParams {
                     .filter(|k| !present.contains(k))
                     .collect();
                 return Err(Error::invalid_arg(format!(
-                    "model '{}': lazy state allocation needs all four of {} (missing: {})",
-                    config.name,
+                    "model '{model}': lazy state allocation needs all four of {} (missing: {})",
                     LAZY_KEYS.join(", "),
                     missing.join(", ")
                 )));
@@ -263,15 +257,15 @@ impl StatefulParams {
     }
 }
 
-fn warn_unknown(config: &ModelConfig) {
-    for key in config.parameters.keys() {
+fn warn_unknown(model: &str, parameters: &BTreeMap<String, String>) {
+    for key in parameters.keys() {
         if key == "error_inject_rate" {
             tracing::warn!(
-                model = %config.name,
+                model = %model,
                 "parameter 'error_inject_rate' is ignored: it only exists in debug builds of Triton's stateful backend"
             );
         } else if !KNOWN_KEYS.contains(&key.as_str()) && !SESSION_KEYS.contains(&key.as_str()) {
-            tracing::warn!(model = %config.name, parameter = %key, "unknown parameter of the stateful backend, ignored");
+            tracing::warn!(model = %model, parameter = %key, "unknown parameter of the stateful backend, ignored");
         }
     }
 }
@@ -458,19 +452,12 @@ mod tests {
     }
 
     fn params(extra: &[(&str, &str)]) -> Result<StatefulParams> {
-        let mut config = ModelConfig {
-            name: "m".into(),
-            ..Default::default()
-        };
-        for (k, v) in [("state_pairs", "<<<A, B>>>")].iter().chain(extra) {
-            config.parameters.insert(
-                k.to_string(),
-                nereid_proto::inference::ModelParameter {
-                    string_value: v.to_string(),
-                },
-            );
-        }
-        StatefulParams::parse(&config)
+        let parameters = [("state_pairs", "<<<A, B>>>")]
+            .iter()
+            .chain(extra)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        StatefulParams::parse("m", &parameters)
     }
 
     #[test]

@@ -2,11 +2,8 @@
 //! tensor and each state tensor is batched, and the boolean reset input driven by the
 //! sequence START. Instances share one plan.
 
-use nereid_core::model::ModelSpec;
+use nereid_core::model::{ModelSpec, SequenceStrategy};
 use nereid_core::{DataType, Error, Result};
-use nereid_proto::inference::model_config::SchedulingChoice;
-use nereid_proto::inference::model_sequence_batching::control::Kind as ControlKind;
-use nereid_proto::inference::model_sequence_batching::StrategyChoice;
 
 use super::layout::{BatchAxis, Codec};
 use super::params::{Capacity, StatefulParams};
@@ -157,22 +154,21 @@ impl Plan {
     ) -> Result<Self> {
         let model = spec.name.as_str();
         let fail = |message: String| model_error(model, message);
-        let Some(SchedulingChoice::SequenceBatching(sequence)) = &spec.config.scheduling_choice
-        else {
+        let Some(sequence) = spec.scheduling.sequence() else {
             return Err(fail(
                 "the stateful backend needs sequence_batching with the oldest strategy".into(),
             ));
         };
-        let Some(StrategyChoice::Oldest(oldest)) = &sequence.strategy_choice else {
+        let SequenceStrategy::Oldest {
+            max_candidate_sequences: candidates,
+            ..
+        } = sequence.strategy
+        else {
             return Err(fail(
                 "the stateful backend supports only the oldest sequence batching strategy (sequence_batching { oldest { ... } })".into(),
             ));
         };
         let max_batch = spec.max_batch_size.max(1);
-        let candidates = usize::try_from(oldest.max_candidate_sequences)
-            .ok()
-            .filter(|c| *c > 0)
-            .unwrap_or(max_batch);
         let capacity = params.capacity(model, candidates, spec.max_batch_size)?;
         let triton_batch = spec.max_batch_size > 0;
         let find = |list: &'_ [ModelTensor], name: &str, what: &str| {
@@ -209,13 +205,9 @@ impl Plan {
             })
             .collect::<Result<Vec<_>>>()?;
         let start = sequence
-            .control_input
-            .iter()
-            .find(|c| {
-                c.control
-                    .iter()
-                    .any(|k| k.kind == ControlKind::ControlSequenceStart as i32)
-            })
+            .controls
+            .start
+            .as_ref()
             .map(|c| c.name.clone())
             .ok_or_else(|| {
                 fail("map CONTROL_SEQUENCE_START to the model's boolean reset input (e.g. ResetSequence) in sequence_batching.control_input".into())

@@ -11,3 +11,24 @@ pub use parse::parse_model_config;
 
 /// The generated model configuration message (Triton's `inference.ModelConfig`).
 pub use nereid_proto::inference::ModelConfig;
+
+/// A loaded model's normalized configuration as the configuration endpoints answer it:
+/// the message for gRPC and Triton's JSON for HTTP, rendered once at load. Nothing else
+/// reads it; the server works from the typed [`crate::model::ModelSpec`].
+#[derive(Debug, Clone)]
+pub struct PublishedConfig {
+    /// The normalized configuration.
+    pub message: ModelConfig,
+    /// `message` in Triton's JSON form.
+    pub json: serde_json::Value,
+}
+
+impl PublishedConfig {
+    /// Renders `message` for both frontends.
+    pub fn new(message: ModelConfig) -> Self {
+        Self {
+            json: config_to_json(&message),
+            message,
+        }
+    }
+}

@@ -7,13 +7,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use nereid_proto::inference::model_config::SchedulingChoice;
 use nereid_proto::inference::{DataType, ModelConfig};
 
 use super::graph::{ensembling, Plan};
 use super::StepModels;
 use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
+use crate::model::{ModelSpec, SchedulingSpec, TensorSpec};
 
 /// What an ensemble tensor is known to be, and which model said so.
 struct TensorNode {
@@ -58,14 +58,15 @@ pub fn check_steps(config: &ModelConfig, plan: &Plan, models: &dyn StepModels) -
     let steps = ensembling(config).map(|e| e.step.as_slice()).unwrap_or(&[]);
     for (step, planned) in steps.iter().zip(&plan.steps) {
         let model = step_model(ensemble, &planned.model, planned.version, models)?;
-        let step_config = &model.spec().config;
-        if step_config.max_batch_size != 0 && step_config.max_batch_size < config.max_batch_size {
+        let step_spec = model.spec();
+        let step_max = i64::try_from(step_spec.max_batch_size).unwrap_or(i64::MAX);
+        if step_max != 0 && step_max < i64::from(config.max_batch_size) {
             return Err(Error::invalid_arg(format!(
-                "ensemble {ensemble} allows maximum batch size {}, but it contains model {} which only allows maximum batch size to be {}",
-                config.max_batch_size, planned.model, step_config.max_batch_size
+                "ensemble {ensemble} allows maximum batch size {}, but it contains model {} which only allows maximum batch size to be {step_max}",
+                config.max_batch_size, planned.model
             )));
         }
-        check_mapping(ensemble, step, step_config, &mut known)?;
+        check_mapping(ensemble, step, step_spec, &mut known)?;
     }
     if config.response_cache.as_ref().is_some_and(|c| c.enable) {
         if let Some((model, why)) = uncacheable_step(plan, models) {
@@ -100,26 +101,31 @@ fn step_model(
 fn check_mapping(
     ensemble: &str,
     step: &nereid_proto::inference::model_ensembling::Step,
-    model: &ModelConfig,
+    model: &ModelSpec,
     known: &mut HashMap<String, TensorNode>,
 ) -> Result<()> {
     let batching = model.max_batch_size > 0;
+    let node = |t: &TensorSpec| {
+        TensorNode::new(
+            &model.name,
+            batching,
+            t.datatype.to_config() as i32,
+            &t.dims,
+        )
+    };
     let mut input_map: Vec<(&String, &String)> = step.input_map.iter().collect();
     input_map.sort();
     for (input, tensor) in &input_map {
-        if !model.input.iter().any(|i| &i.name == *input) {
+        if model.input(input).is_none() {
             return Err(Error::invalid_arg(format!(
                 "in ensemble {ensemble}, ensemble tensor {tensor} is mapping to non-existing input {input} in model {}",
                 step.model_name
             )));
         }
     }
-    for input in &model.input {
+    for input in &model.inputs {
         match step.input_map.get(&input.name) {
-            Some(tensor) => {
-                let node = TensorNode::new(&model.name, batching, input.data_type, &input.dims);
-                connect(ensemble, tensor, node, known)?;
-            }
+            Some(tensor) => connect(ensemble, tensor, node(input), known)?,
             None if input.optional => {}
             None => {
                 return Err(Error::invalid_arg(format!(
@@ -132,14 +138,13 @@ fn check_mapping(
     let mut output_map: Vec<(&String, &String)> = step.output_map.iter().collect();
     output_map.sort();
     for (output, tensor) in output_map {
-        let Some(spec) = model.output.iter().find(|o| &o.name == output) else {
+        let Some(spec) = model.output(output) else {
             return Err(Error::invalid_arg(format!(
                 "in ensemble {ensemble}, ensemble tensor {tensor} is mapped from non-existing output {output} in model {}",
                 step.model_name
             )));
         };
-        let node = TensorNode::new(&model.name, batching, spec.data_type, &spec.dims);
-        connect(ensemble, tensor, node, known)?;
+        connect(ensemble, tensor, node(spec), known)?;
     }
     Ok(())
 }
@@ -197,18 +202,11 @@ fn uncacheable_step(plan: &Plan, models: &dyn StepModels) -> Option<(String, &'s
         let Ok(model) = models.step_model(&step.model, step.version) else {
             continue;
         };
-        let config = &model.spec().config;
-        if matches!(
-            config.scheduling_choice,
-            Some(SchedulingChoice::SequenceBatching(_))
-        ) {
+        let spec = model.spec();
+        if matches!(spec.scheduling, SchedulingSpec::Sequence(_)) {
             return Some((step.model.clone(), "uses the sequence batching scheduler"));
         }
-        if config
-            .model_transaction_policy
-            .as_ref()
-            .is_some_and(|p| p.decoupled)
-        {
+        if spec.decoupled {
             return Some((step.model.clone(), "has a 'decoupled' transaction policy"));
         }
         if let Some(inner) = model.ensemble_plan() {

@@ -12,7 +12,9 @@ use super::graph::Plan;
 use super::{Ensemble, StepModels};
 use crate::backend::{ComputeTiming, InstanceBackend};
 use crate::batch::Batch;
-use crate::config::{normalize_and_validate, parse_model_config, NormalizeOptions};
+use crate::config::{
+    normalize_and_validate, parse_model_config, NormalizeOptions, PublishedConfig,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::loaded::LoadedModel;
 use crate::model::ModelSpec;
@@ -90,7 +92,8 @@ fn model(name: &str, inputs: &[&str], add: i32) -> Arc<LoadedModel> {
         r#"backend: "fake" max_batch_size: 8 input [ {inputs} ]
            output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] }} ]"#
     );
-    let spec = Arc::new(ModelSpec::new(config(&text, name), 1).expect("valid"));
+    let config = config(&text, name);
+    let spec = Arc::new(ModelSpec::new(config.clone(), 1).expect("valid"));
     let stats = Arc::new(ModelStats::default());
     let (sender, receiver) = InstancePool::channel(DEFAULT_QUEUE_CAPACITY);
     let instance = Box::new(Fake { add }) as Box<dyn InstanceBackend>;
@@ -102,7 +105,8 @@ fn model(name: &str, inputs: &[&str], add: i32) -> Arc<LoadedModel> {
     )
     .expect("starts");
     let scheduler = Box::new(DefaultScheduler::new(sender, pool));
-    Arc::new(LoadedModel::new(spec, stats.clone(), scheduler, None))
+    let published = Arc::new(PublishedConfig::new(config));
+    Arc::new(LoadedModel::new(spec, published, stats, scheduler, None))
 }
 
 struct Table(HashMap<String, Arc<LoadedModel>>);
@@ -142,8 +146,9 @@ fn ensemble(table: &Arc<dyn StepModels>, steps: Steps<'_>) -> Arc<LoadedModel> {
     let config = config(&text, "e");
     let plan = Plan::new(&config).expect("valid plan");
     let ensemble = Ensemble::new(&config, plan, Arc::downgrade(table)).expect("valid steps");
-    let spec = Arc::new(ModelSpec::new(config, 1).expect("valid"));
-    Arc::new(LoadedModel::ensemble(spec, ensemble, None))
+    let spec = Arc::new(ModelSpec::new(config.clone(), 1).expect("valid"));
+    let published = Arc::new(PublishedConfig::new(config));
+    Arc::new(LoadedModel::ensemble(spec, published, ensemble, None))
 }
 
 fn table(models: Vec<Arc<LoadedModel>>) -> Arc<dyn StepModels> {

@@ -5,18 +5,15 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use nereid_proto::inference::{model_config::SchedulingChoice, model_instance_group::Kind};
-
-use crate::ensemble::Ensemble;
-
 use super::scan::{list_versions, read_config};
 use super::version_policy::select_versions;
-use crate::backend::{Backend, InstanceConfig, InstanceKind};
+use crate::backend::{Backend, InstanceConfig};
 use crate::cache::ResponseCache;
-use crate::config::{normalize_and_validate, ModelConfig, NormalizeOptions};
+use crate::config::{normalize_and_validate, ModelConfig, NormalizeOptions, PublishedConfig};
+use crate::ensemble::Ensemble;
 use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
-use crate::model::ModelSpec;
+use crate::model::{ModelSpec, SchedulingSpec};
 use crate::scheduler::{
     DefaultScheduler, DynamicBatcher, InstancePool, Scheduler, SequenceBatcher,
     DEFAULT_QUEUE_CAPACITY,
@@ -106,10 +103,16 @@ pub fn load_ensemble(
     Ok(versions
         .into_iter()
         .map(|version| {
-            let loaded = model_cache(config, settings).and_then(|cache| {
-                let spec = Arc::new(ModelSpec::new(config.clone(), version)?);
+            let loaded = ModelSpec::new(config.clone(), version).and_then(|spec| {
+                let cache = model_cache(&spec, settings)?;
                 tracing::info!(model = %spec.name, version, "successfully loaded");
-                Ok(LoadedModel::ensemble(spec, ensemble.clone(), cache))
+                let published = Arc::new(PublishedConfig::new(config.clone()));
+                Ok(LoadedModel::ensemble(
+                    Arc::new(spec),
+                    published,
+                    ensemble.clone(),
+                    cache,
+                ))
             });
             (version, loaded.map(Arc::new))
         })
@@ -174,30 +177,20 @@ fn resolve_backend(
 }
 
 /// The cache a model uses: the server's, when the model enables it and can be cached.
-fn model_cache(
-    config: &ModelConfig,
-    settings: &LoadSettings,
-) -> Result<Option<Arc<ResponseCache>>> {
-    if !config.response_cache.as_ref().is_some_and(|c| c.enable) {
+fn model_cache(spec: &ModelSpec, settings: &LoadSettings) -> Result<Option<Arc<ResponseCache>>> {
+    if !spec.response_cache {
         return Ok(None);
     }
-    if matches!(
-        config.scheduling_choice,
-        Some(SchedulingChoice::SequenceBatching(_))
-    ) {
+    if matches!(spec.scheduling, SchedulingSpec::Sequence(_)) {
         return Err(Error::invalid_arg(format!(
             "Response Cache does not currently support model {} with sequence batching scheduler. Please disable the response cache.",
-            config.name
+            spec.name
         )));
     }
-    if config
-        .model_transaction_policy
-        .as_ref()
-        .is_some_and(|p| p.decoupled)
-    {
+    if spec.decoupled {
         return Err(Error::invalid_arg(format!(
             "Response Cache does not currently support model {} with 'decoupled' transaction policy. Please disable the response cache.",
-            config.name
+            spec.name
         )));
     }
     Ok(settings.cache.clone())
@@ -210,30 +203,22 @@ fn load_version(
     file: &Path,
     settings: &LoadSettings,
 ) -> Result<LoadedModel> {
-    let cache = model_cache(&config, settings)?;
+    let spec = Arc::new(ModelSpec::new(config.clone(), version)?);
+    let cache = model_cache(&spec, settings)?;
     if !file.exists() {
         return Err(Error::invalid_arg(format!(
             "unable to find '{}' for model '{}'",
             file.display(),
-            config.name
+            spec.name
         )));
     }
-    let spec = Arc::new(ModelSpec::new(config, version)?);
     let model = backend.load_model(spec.clone(), file)?;
     let mut instances = Vec::new();
-    for group in &spec.config.instance_group {
-        if group.passive {
-            continue;
-        }
-        let kind = match Kind::try_from(group.kind).unwrap_or(Kind::Cpu) {
-            Kind::Gpu => InstanceKind::Gpu(group.gpus.first().copied().unwrap_or(0)),
-            Kind::Model => InstanceKind::Model,
-            Kind::Cpu | Kind::Auto => InstanceKind::Cpu,
-        };
-        for index in 0..group.count.max(1) {
+    for group in spec.instance_groups.iter().filter(|g| !g.passive) {
+        for index in 0..group.count {
             let instance = InstanceConfig {
                 name: format!("{}_{index}", group.name),
-                kind,
+                kind: group.kind,
             };
             let backend_instance = model.create_instance(&instance)?;
             instances.push((instance.name, backend_instance));
@@ -241,8 +226,8 @@ fn load_version(
     }
     let stats = Arc::new(ModelStats::default());
     let count = instances.len();
-    let scheduler: Box<dyn Scheduler> = match &spec.config.scheduling_choice {
-        Some(SchedulingChoice::DynamicBatching(_)) => {
+    let scheduler: Box<dyn Scheduler> = match &spec.scheduling {
+        SchedulingSpec::Dynamic(_) => {
             // One payload per instance at most: the batcher cuts a batch only for a free one.
             let (sender, receiver) = InstancePool::channel(count.max(1));
             let pool = InstancePool::start(spec.clone(), stats.clone(), instances, receiver)?;
@@ -254,18 +239,19 @@ fn load_version(
                 count,
             )?)
         }
-        Some(SchedulingChoice::SequenceBatching(_)) => Box::new(SequenceBatcher::start(
+        SchedulingSpec::Sequence(_) => Box::new(SequenceBatcher::start(
             spec.clone(),
             stats.clone(),
             instances,
             file.parent().and_then(Path::parent),
         )?),
-        _ => {
+        SchedulingSpec::Default | SchedulingSpec::Ensemble => {
             let (sender, receiver) = InstancePool::channel(DEFAULT_QUEUE_CAPACITY);
             let pool = InstancePool::start(spec.clone(), stats.clone(), instances, receiver)?;
             Box::new(DefaultScheduler::new(sender, pool))
         }
     };
     tracing::info!(model = %spec.name, version, "successfully loaded");
-    Ok(LoadedModel::new(spec, stats, scheduler, cache))
+    let published = Arc::new(PublishedConfig::new(config));
+    Ok(LoadedModel::new(spec, published, stats, scheduler, cache))
 }

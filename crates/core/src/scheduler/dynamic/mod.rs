@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender as PayloadSender;
-use nereid_proto::inference::ModelDynamicBatching;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::sleep_until;
 
@@ -19,7 +18,7 @@ use self::queue::PriorityQueues;
 use super::intake::Intake;
 use super::{InstancePool, Job, Payload, ReplyOrder, Scheduler, DEFAULT_QUEUE_CAPACITY};
 use crate::error::{Error, Result};
-use crate::model::ModelSpec;
+use crate::model::{DynamicBatchingSpec, ModelSpec, SchedulingSpec};
 use crate::stats::{FailureReason, ModelStats};
 
 /// Handle of a model version's dynamic batcher.
@@ -39,11 +38,9 @@ impl DynamicBatcher {
         pool: InstancePool,
         instances: usize,
     ) -> Result<Self> {
-        let config = match &spec.config.scheduling_choice {
-            Some(nereid_proto::inference::model_config::SchedulingChoice::DynamicBatching(d)) => {
-                d.clone()
-            }
-            _ => ModelDynamicBatching::default(),
+        let config = match &spec.scheduling {
+            SchedulingSpec::Dynamic(d) => d.clone(),
+            _ => DynamicBatchingSpec::default(),
         };
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::internal("the dynamic batcher needs a tokio runtime to run on"))?;
@@ -88,7 +85,7 @@ impl Scheduler for DynamicBatcher {
     }
 }
 
-/// Batching parameters from the configuration.
+/// What batch formation needs of the model's settings.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     /// Largest batch (at least 1).
@@ -100,20 +97,11 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    fn new(spec: &ModelSpec, config: &ModelDynamicBatching) -> Self {
-        let max_batch_size = spec.max_batch_size.max(1);
-        let mut preferred: Vec<usize> = config
-            .preferred_batch_size
-            .iter()
-            .filter_map(|&p| usize::try_from(p).ok())
-            .filter(|&p| p > 0 && p <= max_batch_size)
-            .collect();
-        preferred.sort_unstable();
-        preferred.dedup();
+    fn new(spec: &ModelSpec, config: &DynamicBatchingSpec) -> Self {
         Self {
-            max_batch_size,
-            preferred,
-            max_queue_delay: Duration::from_micros(config.max_queue_delay_microseconds),
+            max_batch_size: spec.max_batch_size.max(1),
+            preferred: config.preferred_batch_sizes.clone(),
+            max_queue_delay: config.max_queue_delay,
         }
     }
 }

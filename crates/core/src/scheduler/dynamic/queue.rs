@@ -4,53 +4,10 @@
 //! ones that have not timed out.
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use nereid_proto::inference::model_queue_policy::TimeoutAction;
-use nereid_proto::inference::{ModelDynamicBatching, ModelQueuePolicy};
-
+use crate::model::{DynamicBatchingSpec, QueuePolicy};
 use crate::scheduler::Job;
-
-/// A level's queue policy, resolved from the configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Policy {
-    reject_on_timeout: bool,
-    default_timeout: Option<Duration>,
-    allow_timeout_override: bool,
-    max_queue_size: usize,
-}
-
-impl Policy {
-    fn from_config(p: Option<&ModelQueuePolicy>) -> Self {
-        let Some(p) = p else {
-            return Self {
-                reject_on_timeout: true,
-                default_timeout: None,
-                allow_timeout_override: false,
-                max_queue_size: 0,
-            };
-        };
-        Self {
-            reject_on_timeout: p.timeout_action != TimeoutAction::Delay as i32,
-            default_timeout: (p.default_timeout_microseconds > 0)
-                .then(|| Duration::from_micros(p.default_timeout_microseconds)),
-            allow_timeout_override: p.allow_timeout_override,
-            max_queue_size: p.max_queue_size as usize,
-        }
-    }
-
-    /// The request's timeout: the level's default, lowered by the request's `timeout`
-    /// parameter when the policy allows overriding.
-    fn timeout(&self, requested_us: Option<u64>) -> Option<Duration> {
-        let requested = requested_us
-            .filter(|&us| us > 0 && self.allow_timeout_override)
-            .map(Duration::from_micros);
-        match (self.default_timeout, requested) {
-            (Some(d), Some(r)) => Some(d.min(r)),
-            (d, r) => d.or(r),
-        }
-    }
-}
 
 /// A queued job with its deadline.
 #[derive(Debug)]
@@ -62,7 +19,7 @@ pub struct Queued {
 
 #[derive(Debug)]
 struct Level {
-    policy: Policy,
+    policy: QueuePolicy,
     ready: VecDeque<Queued>,
     delayed: VecDeque<Queued>,
 }
@@ -82,28 +39,19 @@ pub struct PriorityQueues {
 
 impl PriorityQueues {
     /// Queues for the batching settings `config`.
-    pub fn new(config: &ModelDynamicBatching) -> Self {
-        let count = config.priority_levels.max(1) as usize;
-        let levels = (1..=count as u64)
-            .map(|level| Level {
-                policy: Policy::from_config(
-                    config
-                        .priority_queue_policy
-                        .get(&level)
-                        .or(config.default_queue_policy.as_ref()),
-                ),
+    pub fn new(config: &DynamicBatchingSpec) -> Self {
+        let levels = config
+            .levels
+            .iter()
+            .map(|&policy| Level {
+                policy,
                 ready: VecDeque::new(),
                 delayed: VecDeque::new(),
             })
             .collect();
-        let default_level = if config.priority_levels == 0 {
-            0
-        } else {
-            (config.default_priority_level.max(1) - 1) as usize
-        };
         Self {
             levels,
-            default_level,
+            default_level: config.default_level,
         }
     }
 

@@ -15,7 +15,7 @@ use crate::backend::{ComputeTiming, InstanceBackend};
 use crate::batch::Batch;
 use crate::config::{normalize_and_validate, parse_model_config, NormalizeOptions};
 use crate::error::Result;
-use crate::model::ModelSpec;
+use crate::model::{DynamicBatchingSpec, ModelSpec, SchedulingSpec};
 use crate::request::{InferRequest, InferResponse, InputTensor, OutputTensor, ParamValue};
 use crate::scheduler::{InstancePool, Job, Reply, Scheduler};
 use crate::stats::ModelStats;
@@ -33,13 +33,15 @@ fn spec(batching: &str) -> Arc<ModelSpec> {
     Arc::new(ModelSpec::new(config, 1).expect("valid"))
 }
 
-fn settings(spec: &ModelSpec) -> Settings {
-    match &spec.config.scheduling_choice {
-        Some(nereid_proto::inference::model_config::SchedulingChoice::DynamicBatching(d)) => {
-            Settings::new(spec, d)
-        }
+fn batching(spec: &ModelSpec) -> &DynamicBatchingSpec {
+    match &spec.scheduling {
+        SchedulingSpec::Dynamic(d) => d,
         _ => unreachable!("the test spec batches"),
     }
+}
+
+fn settings(spec: &ModelSpec) -> Settings {
+    Settings::new(spec, batching(spec))
 }
 
 fn job(
@@ -83,11 +85,7 @@ fn job(
 }
 
 fn queues_of(spec: &ModelSpec, jobs: Vec<Job>) -> PriorityQueues {
-    let config = match &spec.config.scheduling_choice {
-        Some(nereid_proto::inference::model_config::SchedulingChoice::DynamicBatching(d)) => d,
-        _ => unreachable!("the test spec batches"),
-    };
-    let mut q = PriorityQueues::new(config);
+    let mut q = PriorityQueues::new(batching(spec));
     for j in jobs {
         q.push(j).expect("room");
     }
@@ -144,11 +142,7 @@ fn queue_orders_by_priority_and_enforces_policies() {
          default_queue_policy { max_queue_size: 2 }
          priority_queue_policy { key: 1 value { default_timeout_microseconds: 1000 } }",
     );
-    let config = match &spec.config.scheduling_choice {
-        Some(nereid_proto::inference::model_config::SchedulingChoice::DynamicBatching(d)) => d,
-        _ => unreachable!("batches"),
-    };
-    let mut q = PriorityQueues::new(config);
+    let mut q = PriorityQueues::new(batching(&spec));
     q.push(job(1, 1, 1, vec![]).0).expect("room");
     q.push(job(2, 1, 1, vec![("priority", ParamValue::Int(1))]).0)
         .expect("room");

@@ -21,18 +21,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender as PayloadSender;
-use nereid_proto::inference::model_sequence_batching::StrategyChoice;
-use nereid_proto::inference::ModelSequenceBatching;
 use parking_lot::Mutex;
 use tokio::sync::{Notify, Semaphore};
 
 use self::controls::Controls;
 use self::state::States;
-use self::table::{Pending, Round, Strategy, Table};
+use self::table::{Pending, Round, Table};
 use super::{stopping_error, InstancePool, Job, OutputHook, Payload, Reply, Scheduler};
 use crate::backend::InstanceBackend;
 use crate::error::{Error, Result};
-use crate::model::ModelSpec;
+use crate::model::{ModelSpec, SequenceSpec};
 use crate::request::InferRequest;
 use crate::sequence_flags::SequenceFlags;
 use crate::stats::{FailureReason, ModelStats};
@@ -56,16 +54,6 @@ pub struct SequenceBatcher {
     pools: Vec<InstancePool>,
 }
 
-/// The sequence settings of `spec` (defaults when the config has none).
-fn sequence_config(spec: &ModelSpec) -> ModelSequenceBatching {
-    match &spec.config.scheduling_choice {
-        Some(nereid_proto::inference::model_config::SchedulingChoice::SequenceBatching(s)) => {
-            s.clone()
-        }
-        _ => ModelSequenceBatching::default(),
-    }
-}
-
 impl SequenceBatcher {
     /// Starts one worker and one dispatcher per instance, and the idle reaper, on the
     /// current tokio runtime.
@@ -77,43 +65,22 @@ impl SequenceBatcher {
     ) -> Result<Self> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::internal("the sequence batcher needs a tokio runtime to run on"))?;
-        let config = sequence_config(&spec);
-        let controls = Controls::new(&config, &spec.name, spec.max_batch_size > 0)?;
-        let states = States::new(&config, &spec.name, model_dir, spec.max_batch_size > 0)?;
+        let config = spec.scheduling.sequence().cloned().ok_or_else(|| {
+            Error::internal(format!(
+                "model '{}' has no sequence_batching settings",
+                spec.name
+            ))
+        })?;
+        let batching = spec.max_batch_size > 0;
+        let controls = Controls::new(config.controls.clone(), batching);
+        let states = States::new(&config.states, model_dir, batching)?;
         let max_batch = spec.max_batch_size.max(1);
-        let (strategy, per_instance) = match &config.strategy_choice {
-            Some(StrategyChoice::Oldest(o)) => {
-                let candidates = usize::try_from(o.max_candidate_sequences)
-                    .ok()
-                    .filter(|c| *c > 0)
-                    .unwrap_or(max_batch);
-                let preferred = o
-                    .preferred_batch_size
-                    .iter()
-                    .filter_map(|s| usize::try_from(*s).ok())
-                    .collect();
-                let strategy = Strategy::Oldest {
-                    preferred_batch_sizes: preferred,
-                    max_queue_delay: Duration::from_micros(o.max_queue_delay_microseconds),
-                };
-                (strategy, candidates)
-            }
-            Some(StrategyChoice::Direct(d)) => {
-                let strategy = Strategy::Direct {
-                    minimum_slot_utilization: d.minimum_slot_utilization,
-                    max_queue_delay: Duration::from_micros(d.max_queue_delay_microseconds),
-                };
-                (strategy, max_batch)
-            }
-            None => {
-                let strategy = Strategy::Direct {
-                    minimum_slot_utilization: 0.0,
-                    max_queue_delay: Duration::ZERO,
-                };
-                (strategy, max_batch)
-            }
-        };
-        let idle = Duration::from_micros(config.max_sequence_idle_microseconds);
+        let per_instance = config.slots_per_instance(spec.max_batch_size);
+        let SequenceSpec {
+            strategy,
+            max_sequence_idle: idle,
+            ..
+        } = config;
         let count = instances.len().max(1);
         // A backend that keeps state itself bounds the slots by what it can hold.
         let capacity = instances

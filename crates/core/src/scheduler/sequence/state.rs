@@ -8,12 +8,10 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use bytes::Bytes;
-use nereid_proto::inference::model_sequence_batching::initial_state::StateData;
-use nereid_proto::inference::ModelSequenceBatching;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::model::TensorSpec;
+use crate::model::{InitialState, StateSpec};
 use crate::request::{element_count, InputTensor, OutputTensor};
 use crate::sequence_flags::{SequenceFlags, SequenceId};
 use crate::DataType;
@@ -36,44 +34,6 @@ struct Stored {
     tensors: Option<Vec<(Vec<i64>, Bytes)>>,
 }
 
-/// The protocol datatype of a state tensor.
-fn state_datatype(
-    state: &nereid_proto::inference::model_sequence_batching::State,
-) -> Result<DataType> {
-    nereid_proto::inference::DataType::try_from(state.data_type)
-        .ok()
-        .and_then(DataType::from_config)
-        .ok_or_else(|| {
-            Error::invalid_arg(format!(
-                "state '{}' has an unsupported data type",
-                state.input_name
-            ))
-        })
-}
-
-/// The state inputs and outputs of `config`, as tensors the backend must feed and read
-/// (clients never see them).
-pub fn state_tensor_specs(
-    config: &ModelSequenceBatching,
-) -> Result<(Vec<TensorSpec>, Vec<TensorSpec>)> {
-    let mut inputs = Vec::new();
-    let mut outputs = Vec::new();
-    for state in &config.state {
-        let datatype = state_datatype(state)?;
-        inputs.push(TensorSpec::internal(
-            &state.input_name,
-            datatype,
-            state.dims.clone(),
-        ));
-        outputs.push(TensorSpec::internal(
-            &state.output_name,
-            datatype,
-            state.dims.clone(),
-        ));
-    }
-    Ok((inputs, outputs))
-}
-
 /// The state tensors of a model and the state of every live sequence.
 #[derive(Debug, Default)]
 pub struct States {
@@ -92,28 +52,17 @@ pub struct StateTicket {
 }
 
 impl States {
-    /// Reads and validates the `state` section of model `model` in `model_dir`.
-    pub fn new(
-        config: &ModelSequenceBatching,
-        model: &str,
-        model_dir: Option<&Path>,
-        batching: bool,
-    ) -> Result<Self> {
-        let mut tensors = Vec::with_capacity(config.state.len());
-        for state in &config.state {
-            let datatype = state_datatype(state)
-                .map_err(|e| Error::invalid_arg(format!("model '{model}': {}", e.message())))?;
-            let initial = initial_bytes(state, datatype, model_dir)?;
-            let initial_dims = match state.initial_state.first() {
-                Some(i) => i.dims.clone(),
-                None => state.dims.iter().map(|d| (*d).max(1)).collect(),
-            };
+    /// The states `specs` of a model in `model_dir` (where `initial_state` data files are
+    /// read from, once, here).
+    pub fn new(specs: &[StateSpec], model_dir: Option<&Path>, batching: bool) -> Result<Self> {
+        let mut tensors = Vec::with_capacity(specs.len());
+        for state in specs {
             tensors.push(StateTensor {
                 input: state.input_name.clone(),
                 output: state.output_name.clone(),
-                datatype,
-                initial_dims,
-                initial,
+                datatype: state.datatype,
+                initial_dims: state.initial.dims().to_vec(),
+                initial: initial_bytes(state, model_dir)?,
             });
         }
         Ok(Self {
@@ -215,47 +164,17 @@ impl States {
     }
 }
 
-fn initial_bytes(
-    state: &nereid_proto::inference::model_sequence_batching::State,
-    datatype: DataType,
-    model_dir: Option<&Path>,
-) -> Result<Bytes> {
-    let name = &state.input_name;
-    if state.initial_state.len() > 1 {
-        return Err(Error::invalid_arg(format!(
-            "initial_state field for state input '{name}' must contain exactly one or zero element. Found '{}' elements.",
-            state.initial_state.len()
-        )));
-    }
-    let zeros = |dims: &[i64]| {
+/// The bytes of `state`'s initial value: zeros, or its data file's first bytes.
+fn initial_bytes(state: &StateSpec, model_dir: Option<&Path>) -> Result<Bytes> {
+    let byte_len = |dims: &[i64]| {
         let count =
             element_count(&dims.iter().map(|d| (*d).max(1)).collect::<Vec<_>>()).unwrap_or(1);
-        match datatype.element_size() {
-            Some(size) => Bytes::from(vec![0u8; count * size]),
-            // Empty strings: a zero length per element.
-            None => Bytes::from(vec![0u8; count * 4]),
-        }
+        // BYTES zeros are empty strings: a zero length per element.
+        count * state.datatype.element_size().unwrap_or(4)
     };
-    let Some(initial) = state.initial_state.first() else {
-        return Ok(zeros(&state.dims));
-    };
-    if initial.name.is_empty() {
-        return Err(Error::invalid_arg(format!(
-            "Field 'name' must be set when using initial_state for state input '{name}'."
-        )));
-    }
-    if initial.data_type != state.data_type {
-        return Err(Error::invalid_arg(format!(
-            "The data type used for 'initial_state' field of state '{name}' does not match the state data type."
-        )));
-    }
-    if initial.dims.iter().any(|d| *d < 0) || initial.dims.len() != state.dims.len() {
-        return Err(Error::invalid_arg(format!(
-            "'initial_state' of state '{name}' must have the state's rank and no variable (-1) dimensions"
-        )));
-    }
-    match &initial.state_data {
-        Some(StateData::DataFile(file)) => {
+    match &state.initial {
+        InitialState::Zeros(dims) => Ok(Bytes::from(vec![0u8; byte_len(dims)])),
+        InitialState::DataFile { dims, file } => {
             let path = model_dir
                 .map(|d| d.join("initial_state").join(file))
                 .ok_or_else(|| {
@@ -267,7 +186,7 @@ fn initial_bytes(
                     path.display()
                 ))
             })?;
-            let expected = zeros(&initial.dims).len();
+            let expected = byte_len(dims);
             if data.len() < expected {
                 return Err(Error::invalid_arg(format!(
                     "initial_state setting expects {expected} bytes, but the data provided from {}only has {} bytes.",
@@ -277,6 +196,5 @@ fn initial_bytes(
             }
             Ok(Bytes::from(data).slice(..expected))
         }
-        _ => Ok(zeros(&initial.dims)),
     }
 }

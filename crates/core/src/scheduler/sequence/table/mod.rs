@@ -10,6 +10,7 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::model::SequenceStrategy;
 use crate::scheduler::Job;
 use crate::sequence_flags::{SequenceFlags, SequenceId};
 use crate::stats::Occupancy;
@@ -21,25 +22,6 @@ pub struct Pending {
     pub job: Job,
     /// Its sequence fields.
     pub flags: SequenceFlags,
-}
-
-/// How an instance's batches are formed.
-#[derive(Debug, Clone)]
-pub enum Strategy {
-    /// One request from every active slot, padding the gaps (`direct`).
-    Direct {
-        /// `minimum_slot_utilization`: wait for this share of slots to be ready...
-        minimum_slot_utilization: f32,
-        /// ...or for the oldest request to have waited this long.
-        max_queue_delay: Duration,
-    },
-    /// The oldest ready requests of the candidate sequences (`oldest`).
-    Oldest {
-        /// Batch sizes to run at once.
-        preferred_batch_sizes: Vec<usize>,
-        /// Longest wait for a fuller batch.
-        max_queue_delay: Duration,
-    },
 }
 
 /// What an instance should do next.
@@ -116,7 +98,7 @@ pub struct Table {
     model: String,
     per_instance: usize,
     max_batch: usize,
-    strategy: Strategy,
+    strategy: SequenceStrategy,
     idle_timeout: Duration,
     slots: Vec<Slot>,
     free: BTreeSet<(usize, usize)>,
@@ -136,7 +118,7 @@ impl Table {
         instances: usize,
         per_instance: usize,
         max_batch: usize,
-        strategy: Strategy,
+        strategy: SequenceStrategy,
         idle_timeout: Duration,
     ) -> Self {
         let free = (0..per_instance)
@@ -361,7 +343,7 @@ impl Table {
         };
         let waited_since = self.slots[oldest].queue[0].job.enqueued_at;
         let (chosen, pad) = match &self.strategy {
-            Strategy::Direct {
+            SequenceStrategy::Direct {
                 minimum_slot_utilization,
                 max_queue_delay,
             } => {
@@ -375,9 +357,10 @@ impl Table {
                 }
                 (heads, true)
             }
-            Strategy::Oldest {
+            SequenceStrategy::Oldest {
                 preferred_batch_sizes,
                 max_queue_delay,
+                ..
             } => {
                 let mut by_age = heads;
                 let age = |&i: &usize| self.slots[i].queue[0].job.enqueued_at;

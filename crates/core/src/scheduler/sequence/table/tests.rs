@@ -26,8 +26,8 @@ fn pending(id: u64, start: bool, end: bool, at: Instant) -> Pending {
     }
 }
 
-fn direct() -> Strategy {
-    Strategy::Direct {
+fn direct() -> SequenceStrategy {
+    SequenceStrategy::Direct {
         minimum_slot_utilization: 0.0,
         max_queue_delay: Duration::ZERO,
     }
@@ -137,7 +137,8 @@ fn unknown_ended_and_expired_sequences_need_start() {
 #[test]
 fn oldest_takes_the_oldest_ready_requests_and_waits_for_a_preferred_size() {
     let now = Instant::now();
-    let strategy = Strategy::Oldest {
+    let strategy = SequenceStrategy::Oldest {
+        max_candidate_sequences: 3,
         preferred_batch_sizes: vec![2],
         max_queue_delay: Duration::from_millis(100),
     };
@@ -183,7 +184,7 @@ fn backlogged_sequences_expire_with_their_request_timeout() {
 #[test]
 fn direct_waits_for_minimum_slot_utilization_or_the_delay() {
     let now = Instant::now();
-    let strategy = Strategy::Direct {
+    let strategy = SequenceStrategy::Direct {
         minimum_slot_utilization: 0.5,
         max_queue_delay: Duration::from_millis(10),
     };

@@ -1,0 +1,233 @@
+//! The immutable, typed description of one loaded model version that schedulers,
+//! backends, validation and frontends read. It is built once at load from the normalized
+//! configuration; the protobuf `ModelConfig` stays at the edges (parsing, and the
+//! configuration answers of the frontends).
+//!
+//! - [`scheduling`]: which scheduler, with its settings.
+//! - [`controls`] and [`state`]: what the sequence batcher feeds a stateful model.
+
+mod controls;
+mod scheduling;
+mod state;
+
+use std::collections::BTreeMap;
+
+use nereid_proto::inference::model_instance_group::Kind;
+use nereid_proto::inference::{ModelConfig, ModelInstanceGroup};
+
+pub use controls::{ControlSpec, CorridSpec, SwitchSpec};
+pub use scheduling::{
+    DynamicBatchingSpec, QueuePolicy, SchedulingSpec, SequenceSpec, SequenceStrategy,
+};
+pub use state::{InitialState, StateSpec};
+
+use crate::error::{Error, Result};
+use crate::DataType;
+
+/// A model input or output as the server checks it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorSpec {
+    /// Tensor name.
+    pub name: String,
+    /// Element type.
+    pub datatype: DataType,
+    /// Dimensions without the batch dimension; -1 is variable.
+    pub dims: Vec<i64>,
+    /// Inputs only: requests with different shapes may share a batch.
+    pub allow_ragged_batch: bool,
+    /// Inputs only: the request may omit it.
+    pub optional: bool,
+}
+
+/// Where an instance runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceKind {
+    /// On the CPU.
+    Cpu,
+    /// On the GPU with this device id.
+    Gpu(i32),
+    /// Wherever the backend decides.
+    Model,
+}
+
+/// One `instance_group` entry, normalized (named, counted, `KIND_AUTO` resolved).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceGroupSpec {
+    /// Group name; instances are `<name>_<index>`.
+    pub name: String,
+    /// Device placement (the group's first GPU for `KIND_GPU`).
+    pub kind: InstanceKind,
+    /// Instances in the group (at least 1).
+    pub count: usize,
+    /// Passive instances are loaded by Triton but get no work; Nereid does not start them.
+    pub passive: bool,
+}
+
+/// Everything the server needs to know about a loaded model version.
+#[derive(Debug, Clone)]
+pub struct ModelSpec {
+    /// Model name.
+    pub name: String,
+    /// Version number.
+    pub version: i64,
+    /// The platform reported in model metadata (Triton reports the backend name when no
+    /// platform is set).
+    pub platform: String,
+    /// 0 when the model does not batch.
+    pub max_batch_size: usize,
+    /// Inputs in configuration order.
+    pub inputs: Vec<TensorSpec>,
+    /// Outputs in configuration order.
+    pub outputs: Vec<TensorSpec>,
+    /// Inputs the server fills and clients never send (sequence controls and state).
+    pub internal_inputs: Vec<TensorSpec>,
+    /// Outputs the server consumes and clients never see (sequence state).
+    pub internal_outputs: Vec<TensorSpec>,
+    /// The scheduler and its settings.
+    pub scheduling: SchedulingSpec,
+    /// Instance groups, in configuration order.
+    pub instance_groups: Vec<InstanceGroupSpec>,
+    /// `response_cache { enable: true }`.
+    pub response_cache: bool,
+    /// `model_transaction_policy { decoupled: true }`.
+    pub decoupled: bool,
+    /// `parameters`, by key (their `string_value`s), for the backend.
+    pub parameters: BTreeMap<String, String>,
+    /// `optimization.graph.level` (0 when unset).
+    pub graph_optimization_level: i32,
+}
+
+impl TensorSpec {
+    /// A tensor the server provides itself (no ragged batching, never optional).
+    pub fn internal(name: &str, datatype: DataType, dims: Vec<i64>) -> Self {
+        Self {
+            name: name.to_string(),
+            datatype,
+            dims,
+            allow_ragged_batch: false,
+            optional: false,
+        }
+    }
+}
+
+impl ModelSpec {
+    /// Builds the spec of `version` from a normalized, validated configuration. Errors
+    /// are configuration mistakes normalization leaves to the parts that use them
+    /// (sequence controls and state, data types).
+    pub fn new(config: ModelConfig, version: i64) -> Result<Self> {
+        let datatype = |name: &str, t: i32| {
+            nereid_proto::inference::DataType::try_from(t)
+                .ok()
+                .and_then(DataType::from_config)
+                .ok_or_else(|| {
+                    Error::invalid_arg(format!(
+                        "tensor '{name}' of model '{}' has an unsupported data type",
+                        config.name
+                    ))
+                })
+        };
+        let inputs = config
+            .input
+            .iter()
+            .map(|i| {
+                Ok(TensorSpec {
+                    name: i.name.clone(),
+                    datatype: datatype(&i.name, i.data_type)?,
+                    dims: i.dims.clone(),
+                    allow_ragged_batch: i.allow_ragged_batch,
+                    optional: i.optional,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let outputs = config
+            .output
+            .iter()
+            .map(|o| {
+                Ok(TensorSpec {
+                    name: o.name.clone(),
+                    datatype: datatype(&o.name, o.data_type)?,
+                    dims: o.dims.clone(),
+                    allow_ragged_batch: false,
+                    optional: false,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let scheduling = SchedulingSpec::from_config(&config)?;
+        let (mut internal_inputs, mut internal_outputs) = (Vec::new(), Vec::new());
+        if let Some(sequence) = scheduling.sequence() {
+            for state in &sequence.states {
+                let (input, output) = state.tensor_specs();
+                internal_inputs.push(input);
+                internal_outputs.push(output);
+            }
+            internal_inputs.extend(sequence.controls.tensor_specs());
+        }
+        let platform = if config.platform.is_empty() {
+            config.backend.clone()
+        } else {
+            config.platform.clone()
+        };
+        Ok(Self {
+            version,
+            platform,
+            max_batch_size: usize::try_from(config.max_batch_size).unwrap_or(0),
+            inputs,
+            outputs,
+            internal_inputs,
+            internal_outputs,
+            scheduling,
+            instance_groups: config.instance_group.iter().map(instance_group).collect(),
+            response_cache: config.response_cache.as_ref().is_some_and(|c| c.enable),
+            decoupled: config
+                .model_transaction_policy
+                .as_ref()
+                .is_some_and(|p| p.decoupled),
+            parameters: config
+                .parameters
+                .iter()
+                .map(|(k, v)| (k.clone(), v.string_value.clone()))
+                .collect(),
+            graph_optimization_level: config
+                .optimization
+                .as_ref()
+                .and_then(|o| o.graph.as_ref())
+                .map_or(0, |g| g.level),
+            name: config.name,
+        })
+    }
+
+    /// The input called `name`.
+    pub fn input(&self, name: &str) -> Option<&TensorSpec> {
+        self.inputs.iter().find(|t| t.name == name)
+    }
+
+    /// The output called `name`.
+    pub fn output(&self, name: &str) -> Option<&TensorSpec> {
+        self.outputs.iter().find(|t| t.name == name)
+    }
+
+    /// Dims as clients see them: with a leading -1 batch dimension when the model batches.
+    pub fn client_dims(&self, dims: &[i64]) -> Vec<i64> {
+        let mut out = Vec::with_capacity(dims.len() + 1);
+        if self.max_batch_size > 0 {
+            out.push(-1);
+        }
+        out.extend_from_slice(dims);
+        out
+    }
+}
+
+/// The typed form of one normalized `instance_group`.
+fn instance_group(group: &ModelInstanceGroup) -> InstanceGroupSpec {
+    let kind = match Kind::try_from(group.kind).unwrap_or(Kind::Cpu) {
+        Kind::Gpu => InstanceKind::Gpu(group.gpus.first().copied().unwrap_or(0)),
+        Kind::Model => InstanceKind::Model,
+        Kind::Cpu | Kind::Auto => InstanceKind::Cpu,
+    };
+    InstanceGroupSpec {
+        name: group.name.clone(),
+        kind,
+        count: usize::try_from(group.count.max(1)).unwrap_or(1),
+        passive: group.passive,
+    }
+}
