@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::request::{select_outputs, InferRequest, InferResponse, OutputTensor};
 use crate::scheduler::{Job, Reply, Scheduler};
-use crate::stats::{FailureReason, ModelStats, ModelStatsSnapshot, StepTimes};
+use crate::stats::{FailureReason, ModelStats, ModelStatsSnapshot, RequestRecord, StepTimes};
 use crate::validate::validate_request;
 
 /// The answer to a submitted request, still to come.
@@ -197,30 +197,26 @@ impl LoadedModel {
         let wanted = request.requested_outputs.take();
         let id = request.id.clone();
         let times = Arc::new(StepTimes::default());
-        self.stats.request_started();
-        let mut in_flight = InFlight {
-            stats: Some(self.stats.clone()),
-            received_at: admitted.received_at,
-        };
+        // A caller that goes away before the steps finish drops the record: cancelled.
+        let record = RequestRecord::open(
+            self.stats.clone(),
+            admitted.received_at,
+            admitted.step_times,
+            FailureReason::Canceled,
+        );
         let run = ensemble.start(request, times.clone());
         let this = self.clone();
         Box::pin(async move {
-            let outputs = run.finish().await;
-            in_flight.finished();
-            let total = admitted.received_at.elapsed();
-            let outputs = match outputs {
+            let outputs = match run.finish().await {
                 Ok(outputs) => outputs,
                 Err(e) => {
-                    this.stats.request_failed(total, FailureReason::Other, true);
+                    record.failed(FailureReason::Other);
                     return Err(e);
                 }
             };
             let (queue, timing) = times.totals();
             this.stats.execution_finished(admitted.batch_size, timing);
-            this.stats.request_succeeded(total, queue, timing);
-            if let Some(outer) = &admitted.step_times {
-                outer.add(queue, timing);
-            }
+            record.succeeded(queue, timing);
             let outputs = select_outputs(outputs, wanted.as_deref(), &this.spec.name)?;
             Ok(this.response(id, outputs))
         })
@@ -254,22 +250,19 @@ impl LoadedModel {
             request,
             batch_size: admitted.batch_size,
             reply: Reply::new(reply),
-            received_at: admitted.received_at,
+            record: RequestRecord::open(
+                self.stats.clone(),
+                admitted.received_at,
+                admitted.step_times,
+                FailureReason::Rejected,
+            ),
             enqueued_at: Instant::now(),
             span,
             padding: false,
             on_outputs: None,
-            step_times: admitted.step_times,
         };
-        self.stats.request_started();
-        if let Err(e) = scheduler.enqueue(job) {
-            self.stats.request_failed(
-                admitted.received_at.elapsed(),
-                FailureReason::Rejected,
-                true,
-            );
-            return Err(e);
-        }
+        // A refused job is dropped by the scheduler, and its record counts it as rejected.
+        scheduler.enqueue(job)?;
         Ok(answer)
     }
 
@@ -299,26 +292,4 @@ struct Admitted {
     batch_size: usize,
     received_at: Instant,
     step_times: Option<Arc<StepTimes>>,
-}
-
-/// Counts an ensemble request whose caller went away before it finished as cancelled, so
-/// the pending count comes back down.
-struct InFlight {
-    /// Taken when the request finished (its outcome is recorded elsewhere).
-    stats: Option<Arc<ModelStats>>,
-    received_at: Instant,
-}
-
-impl InFlight {
-    fn finished(&mut self) {
-        self.stats = None;
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        if let Some(stats) = self.stats.take() {
-            stats.request_failed(self.received_at.elapsed(), FailureReason::Canceled, true);
-        }
-    }
 }

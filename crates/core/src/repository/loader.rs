@@ -231,13 +231,7 @@ fn load_version(
             // One payload per instance at most: the batcher cuts a batch only for a free one.
             let (sender, receiver) = InstancePool::channel(count.max(1));
             let pool = InstancePool::start(spec.clone(), stats.clone(), instances, receiver)?;
-            Box::new(DynamicBatcher::start(
-                spec.clone(),
-                stats.clone(),
-                sender,
-                pool,
-                count,
-            )?)
+            Box::new(DynamicBatcher::start(spec.clone(), sender, pool, count)?)
         }
         SchedulingSpec::Sequence(_) => Box::new(SequenceBatcher::start(
             spec.clone(),

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::request::{select_outputs, InferResponse, OutputTensor};
 use crate::sequence_flags::SequenceId;
-use crate::stats::{FailureReason, ModelStats};
+use crate::stats::ModelStats;
 
 /// The requests one instance executes together.
 #[derive(Debug)]
@@ -179,24 +179,9 @@ impl Worker {
         if job.padding {
             return;
         }
-        let _entered = job.span.enter();
         let response = result.and_then(|outputs| self.response(&job, outputs));
-        match &response {
-            Ok(_) => {
-                let queue = started.duration_since(job.enqueued_at);
-                self.stats
-                    .request_succeeded(job.received_at.elapsed(), queue, timing);
-                if let Some(times) = &job.step_times {
-                    times.add(queue, timing);
-                }
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "inference failed");
-                self.stats
-                    .request_failed(job.received_at.elapsed(), FailureReason::Backend, true);
-            }
-        }
-        job.reply.send(response);
+        let queue = started.duration_since(job.enqueued_at);
+        job.answer(response, queue, timing);
     }
 
     /// Keeps the requested outputs, in the requested order (all, in model order, if none).

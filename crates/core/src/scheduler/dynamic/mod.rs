@@ -19,7 +19,6 @@ use super::intake::Intake;
 use super::{InstancePool, Job, Payload, ReplyOrder, Scheduler, DEFAULT_QUEUE_CAPACITY};
 use crate::error::{Error, Result};
 use crate::model::{DynamicBatchingSpec, ModelSpec, SchedulingSpec};
-use crate::stats::{FailureReason, ModelStats};
 
 /// Handle of a model version's dynamic batcher.
 pub struct DynamicBatcher {
@@ -33,7 +32,6 @@ impl DynamicBatcher {
     /// is the number of workers behind `payloads`.
     pub fn start(
         spec: Arc<ModelSpec>,
-        stats: Arc<ModelStats>,
         payloads: PayloadSender<Payload>,
         pool: InstancePool,
         instances: usize,
@@ -52,7 +50,6 @@ impl DynamicBatcher {
                 .preserve_ordering
                 .then(|| Arc::new(ReplyOrder::default())),
             spec,
-            stats,
             receiver,
             payloads,
             slots: Arc::new(Semaphore::new(instances.max(1))),
@@ -112,7 +109,6 @@ struct BatcherTask {
     queues: PriorityQueues,
     order: Option<Arc<ReplyOrder>>,
     spec: Arc<ModelSpec>,
-    stats: Arc<ModelStats>,
     receiver: mpsc::Receiver<Job>,
     payloads: PayloadSender<Payload>,
     /// One permit per instance; a payload holds one until its execution ends.
@@ -128,7 +124,7 @@ impl BatcherTask {
                 self.ingest(job);
             }
             for job in self.queues.expire(Instant::now()) {
-                self.reject(job, Error::unavailable("Request timeout expired"));
+                job.reject(Error::unavailable("Request timeout expired"));
             }
             if self.queues.is_empty() {
                 if !open {
@@ -180,14 +176,8 @@ impl BatcherTask {
             job.reply.order_by(order);
         }
         if let Err(job) = self.queues.push(job) {
-            self.reject(*job, Error::unavailable("Exceeds maximum queue size"));
+            job.reject(Error::unavailable("Exceeds maximum queue size"));
         }
-    }
-
-    fn reject(&self, job: Job, error: Error) {
-        self.stats
-            .request_failed(job.received_at.elapsed(), FailureReason::Rejected, true);
-        job.reply.send(Err(error));
     }
 
     fn dispatch(&self, jobs: Vec<Job>, slot: OwnedSemaphorePermit) {
@@ -200,7 +190,7 @@ impl BatcherTask {
         // with a free slot, so this never blocks; it fails only if the workers are gone.
         if let Err(e) = self.payloads.send(payload) {
             for job in e.into_inner().jobs {
-                self.reject(job, Error::unavailable("model instances have stopped"));
+                job.reject(Error::unavailable("model instances have stopped"));
             }
         }
     }

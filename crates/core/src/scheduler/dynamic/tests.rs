@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::model::{DynamicBatchingSpec, ModelSpec, SchedulingSpec};
 use crate::request::{InferRequest, InferResponse, InputTensor, OutputTensor, ParamValue};
 use crate::scheduler::{InstancePool, Job, Reply, Scheduler};
-use crate::stats::ModelStats;
+use crate::stats::{FailureReason, ModelStats, RequestRecord};
 use crate::DataType;
 
 fn spec(batching: &str) -> Arc<ModelSpec> {
@@ -74,12 +74,11 @@ fn job(
         request,
         batch_size: batch,
         reply: Reply::new(tx),
-        received_at: now,
+        record: RequestRecord::untracked(now),
         enqueued_at: now,
         span: tracing::Span::none(),
         padding: false,
         on_outputs: None,
-        step_times: None,
     };
     (job, rx)
 }
@@ -197,7 +196,7 @@ fn start_batcher(
         receiver,
     )
     .expect("starts");
-    let batcher = DynamicBatcher::start(spec, stats.clone(), sender, pool, 1).expect("starts");
+    let batcher = DynamicBatcher::start(spec, sender, pool, 1).expect("starts");
     (batcher, stats, seen)
 }
 
@@ -235,7 +234,8 @@ async fn batcher_rejects_timed_out_requests() {
         "max_queue_delay_microseconds: 1000000 preferred_batch_size: [ 8 ]
          default_queue_policy { default_timeout_microseconds: 5000 }",
     ));
-    let (j, rx) = job(1, 1, 1, vec![]);
+    let (mut j, rx) = job(1, 1, 1, vec![]);
+    j.record = RequestRecord::open(stats.clone(), Instant::now(), None, FailureReason::Rejected);
     batcher.enqueue(j).expect("queued");
     let err = rx.await.expect("answered").expect_err("times out");
     assert_eq!(err.message(), "Request timeout expired");

@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::model::{ModelSpec, SequenceSpec};
 use crate::request::InferRequest;
 use crate::sequence_flags::SequenceFlags;
-use crate::stats::{FailureReason, ModelStats};
+use crate::stats::{ModelStats, RequestRecord};
 
 /// How often idle sequences are looked for, at most.
 const REAP_INTERVAL: Duration = Duration::from_millis(50);
@@ -142,16 +142,6 @@ impl Shared {
         result
     }
 
-    /// Answers a request that will not run with `error` (a failure of the model).
-    fn reject(&self, pending: Pending, error: Error) {
-        self.stats.request_failed(
-            pending.job.received_at.elapsed(),
-            FailureReason::Rejected,
-            true,
-        );
-        pending.job.reply.send(Err(error));
-    }
-
     /// What a padding request starts from: `request`'s client inputs (padding keeps the
     /// batch's shapes), no ID, every output.
     fn padding_base(&self, request: &InferRequest) -> InferRequest {
@@ -195,12 +185,11 @@ impl Shared {
             request,
             batch_size: 1,
             reply: Reply::new(sender),
-            received_at: now,
+            record: RequestRecord::untracked(now),
             enqueued_at: now,
             span: tracing::Span::none(),
             padding: true,
             on_outputs: None,
-            step_times: None,
         }
     }
 }
@@ -281,10 +270,9 @@ async fn reap(shared: std::sync::Weak<Shared>, idle: Duration) {
             shared.states.forget(id);
         }
         for pending in reaped.timed_out {
-            shared.reject(
-                pending,
-                Error::unavailable("timeout of the corresponding sequence has been expired"),
-            );
+            pending.job.reject(Error::unavailable(
+                "timeout of the corresponding sequence has been expired",
+            ));
         }
         shared.wake_all(reaped.wake);
     }
@@ -312,7 +300,7 @@ impl Scheduler for SequenceBatcher {
         let shared = &self.shared;
         shared.stopping.store(true, Relaxed);
         for pending in shared.update(Table::drain_backlog) {
-            shared.reject(pending, stopping_error());
+            pending.job.reject(stopping_error());
         }
         shared.wake_all(0..shared.wake.len());
         for pool in &self.pools {

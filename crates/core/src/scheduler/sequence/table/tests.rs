@@ -3,6 +3,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::request::InferRequest;
 use crate::scheduler::Reply;
+use crate::stats::RequestRecord;
 
 fn pending(id: u64, start: bool, end: bool, at: Instant) -> Pending {
     let (sender, _) = tokio::sync::oneshot::channel();
@@ -11,12 +12,11 @@ fn pending(id: u64, start: bool, end: bool, at: Instant) -> Pending {
             request: InferRequest::default(),
             batch_size: 1,
             reply: Reply::new(sender),
-            received_at: at,
+            record: RequestRecord::untracked(at),
             enqueued_at: at,
             span: tracing::Span::none(),
             padding: false,
             on_outputs: None,
-            step_times: None,
         },
         flags: SequenceFlags {
             id: SequenceId::Number(id),

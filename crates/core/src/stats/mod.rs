@@ -2,6 +2,8 @@
 //! statistics extension and the metrics endpoint. The fields mirror Triton's
 //! `ModelStatistics` so both frontends print the same numbers Triton would.
 
+mod record;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -10,6 +12,8 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use crate::backend::{ComputeTiming, StateUsage};
+
+pub use record::RequestRecord;
 
 /// A sequence batcher's counts for the metrics (set by the batcher, read by snapshots).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,0 +1,70 @@
+//! A validated request on its way through a scheduler to an instance, carrying its reply
+//! channel and its statistics entry, so that however a job ends (answered, refused,
+//! expired, dropped at shutdown) it is answered and counted in one place.
+
+use std::time::{Duration, Instant};
+
+use super::Reply;
+use crate::backend::ComputeTiming;
+use crate::error::{Error, Result};
+use crate::request::{InferRequest, InferResponse, OutputTensor};
+use crate::stats::{FailureReason, RequestRecord};
+
+/// A validated request travelling through a scheduler to an instance.
+#[derive(Debug)]
+pub struct Job {
+    /// The request.
+    pub request: InferRequest,
+    /// Its batch size (1 for models without batching).
+    pub batch_size: usize,
+    /// Where the answer goes; the caller awaits the other end.
+    pub reply: Reply,
+    /// Its entry in the model's statistics; dropping the job unanswered counts it as
+    /// rejected.
+    pub record: RequestRecord,
+    /// When the request entered the queue (for queue-time statistics).
+    pub enqueued_at: Instant,
+    /// The request's tracing span, so instance-side events are attributed to it.
+    pub span: tracing::Span,
+    /// A stand-in the sequence batcher adds for an idle slot: executed, never answered
+    /// and not counted in the statistics.
+    pub padding: bool,
+    /// Runs on the job's outputs before the response is built (the sequence batcher
+    /// takes the state outputs out there).
+    pub on_outputs: Option<OutputHook>,
+}
+
+/// The callback inside an [`OutputHook`].
+pub type OutputCallback = Box<dyn FnOnce(&mut Vec<OutputTensor>) + Send>;
+
+/// A callback on a job's outputs.
+pub struct OutputHook(pub OutputCallback);
+
+impl std::fmt::Debug for OutputHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OutputHook")
+    }
+}
+
+impl Job {
+    /// Answers a job that will not run (full queue, expired timeout, stopping) with
+    /// `error`; it counts as rejected by the scheduler.
+    pub fn reject(self, error: Error) {
+        self.record.failed(FailureReason::Rejected);
+        self.reply.send(Err(error));
+    }
+
+    /// Answers a job an instance executed: a success that waited `queue` and computed for
+    /// `timing`, or a failure of the backend. Statistics are counted before the answer
+    /// goes out, so a client that has its answer sees them.
+    pub fn answer(self, response: Result<InferResponse>, queue: Duration, timing: ComputeTiming) {
+        match &response {
+            Ok(_) => self.record.succeeded(queue, timing),
+            Err(e) => {
+                tracing::debug!(parent: &self.span, error = %e, "inference failed");
+                self.record.failed(FailureReason::Backend);
+            }
+        }
+        self.reply.send(response);
+    }
+}
