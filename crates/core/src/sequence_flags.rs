@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::request::{InferRequest, ParamValue};
 
 /// A correlation ID: a number, or a string for models whose CORRID control is a string.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SequenceId {
     /// `sequence_id` given as an integer.
     Number(u64),

@@ -8,8 +8,10 @@
 //! - [`table`]: slots, backlog and batch forming (the `direct` and `oldest` strategies).
 //!
 //! Each instance has a dispatcher task that forms its next batch as soon as the previous
-//! one finished (one batch in flight per instance, as in Triton), and a reaper task
-//! releases idle sequences.
+//! one finished (one batch in flight per instance, as in Triton). A reaper task releases
+//! idle sequences and fails backlogged ones whose request timed out; it sleeps until the
+//! earliest such deadline. Request tasks, dispatchers and the reaper share one table
+//! behind a mutex held only for short, await-free changes.
 
 pub mod controls;
 pub mod state;
@@ -18,7 +20,7 @@ pub mod table;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::Sender as PayloadSender;
 use parking_lot::Mutex;
@@ -35,16 +37,19 @@ use crate::request::InferRequest;
 use crate::sequence_flags::SequenceFlags;
 use crate::stats::{ModelStats, RequestRecord};
 
-/// How often idle sequences are looked for, at most.
-const REAP_INTERVAL: Duration = Duration::from_millis(50);
-
+/// What the request path, the dispatchers and the reaper share.
 struct Shared {
     spec: Arc<ModelSpec>,
     stats: Arc<ModelStats>,
     controls: Controls,
     states: States,
+    /// Locked briefly by all three (admit, form a round, reap); never across an await, so
+    /// a parking_lot mutex suffices.
     table: Mutex<Table>,
+    /// One per instance: its dispatcher sleeps on it until there may be work.
     wake: Vec<Notify>,
+    /// The reaper sleeps on it until its next deadline, or until something is due sooner.
+    reaper: Notify,
     stopping: AtomicBool,
 }
 
@@ -106,6 +111,7 @@ impl SequenceBatcher {
             states,
             table: Mutex::new(table),
             wake: (0..count).map(|_| Notify::new()).collect(),
+            reaper: Notify::new(),
             stopping: AtomicBool::new(false),
         });
         let mut pools = Vec::with_capacity(count);
@@ -120,7 +126,7 @@ impl SequenceBatcher {
             )?);
             runtime.spawn(dispatch(shared.clone(), index, sender));
         }
-        runtime.spawn(reap(Arc::downgrade(&shared), idle));
+        runtime.spawn(reap(shared.clone()));
         Ok(Self { shared, pools })
     }
 }
@@ -134,11 +140,15 @@ impl Shared {
         }
     }
 
-    /// Runs `change` on the table and publishes the new occupancy for the metrics.
+    /// Runs `change` on the table, publishes the new occupancy for the metrics, and wakes
+    /// the reaper if the change made something due sooner than it planned to look.
     fn update<T>(&self, change: impl FnOnce(&mut Table) -> T) -> T {
         let mut table = self.table.lock();
         let result = change(&mut table);
         self.stats.set_sequence_occupancy(table.occupancy());
+        if table.take_reaper_due() {
+            self.reaper.notify_one();
+        }
         result
     }
 
@@ -241,6 +251,11 @@ async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<
         if jobs.is_empty() && released.is_empty() {
             continue;
         }
+        // `send` on a bounded crossbeam channel blocks when it is full, but never here:
+        // the channel holds one payload, and only the holder of this instance's single
+        // `in_flight` permit sends. The permit rides in the payload and is released when
+        // its execution ends, so the previous payload has always left the channel (the
+        // worker took it) before the next permit can be acquired above.
         if payloads
             .send(Payload {
                 jobs,
@@ -254,18 +269,18 @@ async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<
     }
 }
 
-/// Releases idle sequences until the batcher stops or goes away.
-async fn reap(shared: std::sync::Weak<Shared>, idle: Duration) {
-    let interval = (idle / 4).clamp(Duration::from_millis(1), REAP_INTERVAL);
+/// Releases idle sequences and fails backlogged sequences whose request timed out, until
+/// the batcher stops. It sleeps until the table's earliest deadline; a change that makes
+/// something due sooner wakes it (see [`Shared::update`]), and so does `stop`.
+async fn reap(shared: Arc<Shared>) {
     loop {
-        tokio::time::sleep(interval).await;
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
         if shared.stopping.load(Relaxed) {
             return;
         }
-        let reaped = shared.update(|t| t.reap(Instant::now()));
+        let (reaped, next) = shared.update(|t| {
+            let reaped = t.reap(Instant::now());
+            (reaped, t.next_reap())
+        });
         for id in &reaped.released {
             shared.states.forget(id);
         }
@@ -275,6 +290,14 @@ async fn reap(shared: std::sync::Weak<Shared>, idle: Duration) {
             ));
         }
         shared.wake_all(reaped.wake);
+        // A notification sent since `update` is kept by `Notify`, so none is lost.
+        let woken = shared.reaper.notified();
+        match next {
+            Some(at) => {
+                let _ = tokio::time::timeout_at(at.into(), woken).await;
+            }
+            None => woken.await,
+        }
     }
 }
 
@@ -303,6 +326,7 @@ impl Scheduler for SequenceBatcher {
             pending.job.reject(stopping_error());
         }
         shared.wake_all(0..shared.wake.len());
+        shared.reaper.notify_one();
         for pool in &self.pools {
             pool.join();
         }

@@ -9,6 +9,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use self::idle::IdleDeadlines;
 use crate::error::{Error, Result};
 use crate::model::SequenceStrategy;
 use crate::scheduler::Job;
@@ -43,6 +44,8 @@ enum Place {
 struct Active {
     place: Place,
     last_seen: Instant,
+    /// Its key in [`Table::idle`], while its slot queue is empty.
+    idle_at: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -67,6 +70,11 @@ struct Expired {
 }
 
 const EXPIRED_MEMORY: usize = 65_536;
+
+/// The most requests the backlog holds, as the other schedulers' queues: each one is a
+/// client waiting, and nothing else would bound them. Beyond it a request is refused at
+/// once, as a full queue is elsewhere.
+const MAX_BACKLOG_REQUESTS: usize = crate::scheduler::DEFAULT_QUEUE_CAPACITY;
 
 impl Expired {
     fn insert(&mut self, id: SequenceId) {
@@ -105,6 +113,12 @@ pub struct Table {
     active: HashMap<SequenceId, Active>,
     backlog: VecDeque<Backlogged>,
     expired: Expired,
+    idle: IdleDeadlines,
+    /// When the reaper will look next, as it last computed (`None`: only when woken).
+    reaper_at: Option<Instant>,
+    /// Set when a deadline earlier than `reaper_at` appeared; the batcher then wakes the
+    /// reaper (see [`Table::take_reaper_due`]).
+    reaper_due: bool,
     /// Set when the backend keeps each sequence's state itself (its capacity is the slot
     /// count): a START finding no free slot is refused instead of backlogged, and idle
     /// releases are queued per instance for the backend, see [`Table::take_releases`].
@@ -137,6 +151,9 @@ impl Table {
             active: HashMap::new(),
             backlog: VecDeque::new(),
             expired: Expired::default(),
+            idle: IdleDeadlines::default(),
+            reaper_at: None,
+            reaper_due: false,
             backend_state: None,
         }
     }
@@ -163,8 +180,16 @@ impl Table {
     /// START. Returns the instance to wake, if any.
     pub fn admit(&mut self, pending: Pending, now: Instant) -> Result<Option<usize>> {
         let id = pending.flags.id.clone();
+        let to_backlog = match self.active.get(&id) {
+            Some(active) => active.place == Place::Backlog,
+            None => self.free.is_empty() && self.backend_state.is_none(),
+        };
+        if to_backlog && self.backlog_requests() >= MAX_BACKLOG_REQUESTS {
+            return Err(Error::unavailable("Exceeds maximum queue size"));
+        }
         let place = match self.active.get_mut(&id) {
             Some(active) => {
+                self.idle.disarm(&mut active.idle_at, &id);
                 if pending.flags.start {
                     tracing::warn!(
                         "sequence {id} for model '{}' has a conflict. The previous sequence did not end before this sequence start. Previous sequence will be terminated early.",
@@ -198,6 +223,7 @@ impl Table {
                     Active {
                         place,
                         last_seen: now,
+                        idle_at: None,
                     },
                 );
                 place
@@ -214,6 +240,9 @@ impl Table {
             }
             Place::Backlog => {
                 let end = pending.flags.end;
+                if let Some(timeout) = backlog_deadline(&pending) {
+                    self.expect_reaper_by(timeout);
+                }
                 if let Some(b) = self.backlog.iter_mut().rev().find(|b| b.id == id && b.open) {
                     b.queue.push_back(pending);
                     b.open = !end;
@@ -270,21 +299,14 @@ impl Table {
     /// Ends sequences without a request for longer than the idle timeout (Triton sends the
     /// model nothing for them).
     pub fn reap(&mut self, now: Instant) -> Reaped {
-        let stale: Vec<(SequenceId, Place)> = self
-            .active
-            .iter()
-            .filter(|(_, a)| now.duration_since(a.last_seen) >= self.idle_timeout)
-            .filter(|(_, a)| match a.place {
-                Place::Slot(index) => self.slots[index].queue.is_empty(),
-                Place::Backlog => false,
-            })
-            .map(|(id, a)| (id.clone(), a.place))
-            .collect();
         let mut reaped = Reaped::default();
         self.expire_backlog(now, &mut reaped);
-        for (id, place) in stale {
+        for id in self.idle.take_due(now) {
+            // Only sequences in a slot with nothing queued are armed.
+            let Some(Active { place, .. }) = self.active.remove(&id) else {
+                continue;
+            };
             tracing::debug!(sequence = %id, model = %self.model, "idle sequence released");
-            self.active.remove(&id);
             self.expired.insert(id.clone());
             if let Place::Slot(index) = place {
                 let instance = index / self.per_instance;
@@ -306,13 +328,7 @@ impl Table {
     /// Drops backlogged sequences with a request whose `timeout` (µs) has passed, as
     /// Triton does: the whole backlogged sequence fails.
     fn expire_backlog(&mut self, now: Instant, reaped: &mut Reaped) {
-        let late = |p: &Pending| {
-            p.job
-                .request
-                .u64_parameter("timeout")
-                .filter(|t| *t > 0)
-                .is_some_and(|t| now >= p.job.enqueued_at + Duration::from_micros(t))
-        };
+        let late = |p: &Pending| backlog_deadline(p).is_some_and(|at| now >= at);
         let mut kept = VecDeque::with_capacity(self.backlog.len());
         for b in self.backlog.drain(..) {
             if b.queue.iter().any(late) {
@@ -409,6 +425,8 @@ impl Table {
             };
             if pending.flags.end {
                 wake.extend(self.release(index));
+            } else if self.slots[index].queue.is_empty() {
+                self.arm_idle(&pending.flags.id);
             }
             popped.push((index, pending));
         }
@@ -420,6 +438,51 @@ impl Table {
             popped.into_iter().map(|(_, p)| Some(p)).collect()
         };
         (Round::Ready(entries), wake)
+    }
+
+    /// Starts `id`'s idle clock: its slot queue just drained.
+    fn arm_idle(&mut self, id: &SequenceId) {
+        let Some(active) = self.active.get_mut(id) else {
+            return;
+        };
+        let at = active.last_seen + self.idle_timeout;
+        self.idle.arm(&mut active.idle_at, id, at);
+        self.expect_reaper_by(at);
+    }
+
+    /// Notes that [`Self::reap`] has something to do at `at`.
+    fn expect_reaper_by(&mut self, at: Instant) {
+        if self.reaper_at.is_none_or(|planned| at < planned) {
+            self.reaper_at = Some(at);
+            self.reaper_due = true;
+        }
+    }
+
+    /// Whether the reaper must be woken because something is due before it planned to
+    /// look; clears the flag.
+    pub fn take_reaper_due(&mut self) -> bool {
+        std::mem::take(&mut self.reaper_due)
+    }
+
+    /// The earliest moment [`Self::reap`] has something to do (`None`: nothing until the
+    /// table changes); the reaper sleeps until then. Scans the backlog, which is bounded.
+    pub fn next_reap(&mut self) -> Option<Instant> {
+        let backlog = self
+            .backlog
+            .iter()
+            .flat_map(|b| &b.queue)
+            .filter_map(backlog_deadline)
+            .min();
+        self.reaper_at = match (self.idle.next(), backlog) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.reaper_due = false;
+        self.reaper_at
+    }
+
+    fn backlog_requests(&self) -> usize {
+        self.backlog.iter().map(|b| b.queue.len()).sum()
     }
 
     /// Whether `instance` has requests queued in its slots.
@@ -448,5 +511,15 @@ impl Table {
     }
 }
 
+/// When a backlogged request's `timeout` (µs) passes, failing its sequence.
+fn backlog_deadline(p: &Pending) -> Option<Instant> {
+    p.job
+        .request
+        .u64_parameter("timeout")
+        .filter(|t| *t > 0)
+        .map(|t| p.job.enqueued_at + Duration::from_micros(t))
+}
+
+mod idle;
 #[cfg(test)]
 mod tests;
