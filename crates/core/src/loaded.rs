@@ -11,17 +11,13 @@ use crate::cache::key::CacheKey;
 use crate::cache::{Outcome, ResponseCache};
 use crate::config::PublishedConfig;
 use crate::ensemble::graph::Plan;
-use crate::ensemble::Ensemble;
+use crate::ensemble::{Ensemble, StepModel};
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
-use crate::request::{select_outputs, InferRequest, InferResponse, OutputTensor};
+use crate::request::{select_outputs, Answer, InferRequest, InferResponse, OutputTensor};
 use crate::scheduler::{Job, Reply, Scheduler};
 use crate::stats::{FailureReason, ModelStats, ModelStatsSnapshot, RequestRecord, StepTimes};
 use crate::validate::validate_request;
-
-/// The answer to a submitted request, still to come.
-pub type Answer =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<InferResponse>> + Send>>;
 
 /// How a model version executes what it admits.
 enum Runner {
@@ -76,14 +72,6 @@ impl LoadedModel {
         }
     }
 
-    /// The plan of an ensemble (`None` for other models).
-    pub fn ensemble_plan(&self) -> Option<&Plan> {
-        match &self.runner {
-            Runner::Ensemble(e) => Some(e.plan()),
-            Runner::Scheduled(_) => None,
-        }
-    }
-
     /// Whether requests to this model go through the response cache.
     pub fn uses_cache(&self) -> bool {
         self.cache.is_some()
@@ -119,9 +107,9 @@ impl LoadedModel {
         self.submit_in(request, received_at, None)
     }
 
-    /// [`Self::submit`] for a step of an ensemble request: on success the step's queue and
-    /// compute times are also added to `step_times`, the ensemble's sums.
-    pub fn submit_in(
+    /// [`Self::submit`], for a step of an ensemble request when `step_times` is given: on
+    /// success the step's queue and compute times are also added to the ensemble's sums.
+    fn submit_in(
         self: Arc<Self>,
         request: InferRequest,
         received_at: Instant,
@@ -284,6 +272,28 @@ impl LoadedModel {
         if let Runner::Scheduled(scheduler) = &self.runner {
             scheduler.stop();
         }
+    }
+}
+
+impl StepModel for LoadedModel {
+    fn spec(&self) -> &ModelSpec {
+        &self.spec
+    }
+
+    fn ensemble_plan(&self) -> Option<&Plan> {
+        match &self.runner {
+            Runner::Ensemble(e) => Some(e.plan()),
+            Runner::Scheduled(_) => None,
+        }
+    }
+
+    fn submit_step(
+        self: Arc<Self>,
+        request: InferRequest,
+        received_at: Instant,
+        times: Arc<StepTimes>,
+    ) -> Answer {
+        self.submit_in(request, received_at, Some(times))
     }
 }
 

@@ -83,6 +83,10 @@ pub struct InferResponse {
     pub outputs: Vec<OutputTensor>,
 }
 
+/// The answer to a submitted request, still to come.
+pub type Answer =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<InferResponse>> + Send>>;
+
 impl InferRequest {
     /// The request's parameter called `name`, if present.
     pub fn parameter(&self, name: &str) -> Option<&ParamValue> {

@@ -6,10 +6,9 @@ use std::time::Instant;
 
 use crate::config::PublishedConfig;
 use crate::error::{Error, Result};
-use crate::loaded::Answer;
 use crate::model::ModelSpec;
-use crate::repository::{ModelRepository, ModelState};
-use crate::request::{InferRequest, InferResponse};
+use crate::repository::ModelRepository;
+use crate::request::{Answer, InferRequest, InferResponse};
 use crate::stats::ModelStatsSnapshot;
 use crate::DataType;
 
@@ -145,10 +144,9 @@ impl Server {
         let spec = self.model_spec(name, version)?;
         let versions = self
             .repository
-            .index(true)?
-            .into_iter()
-            .filter(|e| e.name == name && e.state == Some(ModelState::Ready))
-            .filter_map(|e| e.version.map(|v| v.to_string()))
+            .ready_versions(name)
+            .iter()
+            .map(i64::to_string)
             .collect();
         let tensors = |list: &[crate::model::TensorSpec]| {
             list.iter()

@@ -10,9 +10,8 @@ use std::sync::Arc;
 use nereid_proto::inference::{DataType, ModelConfig};
 
 use super::graph::{ensembling, Plan};
-use super::StepModels;
+use super::{StepModel, StepModels};
 use crate::error::{Error, Result};
-use crate::loaded::LoadedModel;
 use crate::model::{ModelSpec, SchedulingSpec, TensorSpec};
 
 /// What an ensemble tensor is known to be, and which model said so.
@@ -84,7 +83,7 @@ fn step_model(
     model: &str,
     version: Option<i64>,
     models: &dyn StepModels,
-) -> Result<Arc<LoadedModel>> {
+) -> Result<Arc<dyn StepModel>> {
     models
         .step_model(model, version)
         .map_err(|_| match version {

@@ -20,8 +20,8 @@ use std::sync::{Arc, Weak};
 use nereid_proto::inference::ModelConfig;
 
 use crate::error::{Error, Result};
-use crate::loaded::LoadedModel;
-use crate::request::InferRequest;
+use crate::model::ModelSpec;
+use crate::request::{Answer, InferRequest};
 use crate::stats::StepTimes;
 use graph::Plan;
 use run::Run;
@@ -30,7 +30,28 @@ use run::Run;
 /// (the latest ready one for `None`).
 pub trait StepModels: Send + Sync {
     /// The loaded model a step runs on.
-    fn step_model(&self, name: &str, version: Option<i64>) -> Result<Arc<LoadedModel>>;
+    fn step_model(&self, name: &str, version: Option<i64>) -> Result<Arc<dyn StepModel>>;
+}
+
+/// A composing model as an ensemble needs it: its spec to check steps against, and a way
+/// to submit a step. A loaded model ([`crate::loaded::LoadedModel`]) is one; the trait
+/// keeps this module below it, so the two do not import each other.
+pub trait StepModel: Send + Sync {
+    /// The model's spec.
+    fn spec(&self) -> &ModelSpec;
+
+    /// The plan of a nested ensemble (`None` for other models).
+    fn ensemble_plan(&self) -> Option<&Plan>;
+
+    /// Submits one step request through the model's own path (validation, cache,
+    /// scheduler, statistics); on success its queue and compute times are also added to
+    /// `times`, the ensemble's sums.
+    fn submit_step(
+        self: Arc<Self>,
+        request: InferRequest,
+        received_at: std::time::Instant,
+        times: Arc<StepTimes>,
+    ) -> Answer;
 }
 
 /// A loaded ensemble: its validated plan and the table its steps are looked up in.

@@ -137,7 +137,7 @@ impl Run {
         };
         match models.step_model(&step.model, step.version) {
             Ok(model) => {
-                let answer = model.submit_in(request, Instant::now(), Some(self.times.clone()));
+                let answer = model.submit_step(request, Instant::now(), self.times.clone());
                 self.running.push(Box::pin(
                     async move { (index, answer.await.map(|r| r.outputs)) },
                 ));

@@ -9,7 +9,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::graph::Plan;
-use super::{Ensemble, StepModels};
+use super::{Ensemble, StepModel, StepModels};
 use crate::backend::{ComputeTiming, InstanceBackend};
 use crate::batch::Batch;
 use crate::config::{
@@ -112,11 +112,11 @@ fn model(name: &str, inputs: &[&str], add: i32) -> Arc<LoadedModel> {
 struct Table(HashMap<String, Arc<LoadedModel>>);
 
 impl StepModels for Table {
-    fn step_model(&self, name: &str, _: Option<i64>) -> Result<Arc<LoadedModel>> {
-        self.0
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::not_found(format!("no model '{name}'")))
+    fn step_model(&self, name: &str, _: Option<i64>) -> Result<Arc<dyn StepModel>> {
+        match self.0.get(name) {
+            Some(model) => Ok(model.clone()),
+            None => Err(Error::not_found(format!("no model '{name}'"))),
+        }
     }
 }
 
@@ -176,7 +176,8 @@ fn request(values: &[i32]) -> InferRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chain_passes_tensors_between_steps_without_copying() {
-    let models = table(vec![model("id", &["X"], 0)]);
+    let id = model("id", &["X"], 0);
+    let models = table(vec![id.clone()]);
     let e = ensemble(
         &models,
         &[
@@ -197,7 +198,7 @@ async fn chain_passes_tensors_between_steps_without_copying() {
     );
     let stats = e.snapshot();
     assert_eq!((stats.inference_count, stats.execution_count), (1, 1));
-    let steps = models.step_model("id", None).expect("known").snapshot();
+    let steps = id.snapshot();
     assert_eq!(steps.inference_stats.success.count, 3);
     assert_eq!(
         stats.inference_stats.compute_infer.ns,

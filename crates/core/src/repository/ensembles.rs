@@ -1,26 +1,23 @@
-//! Ensembles in the repository. Loading one first loads its composing models that are not
-//! ready (refusing circular dependencies between ensembles), then checks the ensemble
-//! against them; the errors are Triton's. Unloading follows Triton's dependency rules:
-//! an ensemble cannot outlive a composing model, and with `unload_dependents` an
-//! ensemble takes along the composing models nothing else needs.
+//! Loading ensembles into the repository: first the composing models that are not ready
+//! (refusing circular dependencies between ensembles), then the ensemble, checked against
+//! them; the errors are Triton's. This extends the manager (it calls the manager's
+//! loading and recording); the unload rules are in [`super::record`].
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use super::loader::load_ensemble;
-use super::manager::{ModelRecord, Origin};
+use super::manager::ModelRepository;
+use super::record::Origin;
 use super::scan::{list_models, read_config, signature};
 use crate::config::{normalize_and_validate, ModelConfig};
 use crate::ensemble::graph::{composing_models, is_ensemble, Plan};
-use crate::ensemble::{Ensemble, StepModels};
+use crate::ensemble::{Ensemble, StepModel, StepModels};
 use crate::error::{Error, Result};
-use crate::loaded::LoadedModel;
-use crate::repository::ModelRepository;
 
 impl StepModels for ModelRepository {
-    fn step_model(&self, name: &str, version: Option<i64>) -> Result<Arc<LoadedModel>> {
-        self.get(name, version)
+    fn step_model(&self, name: &str, version: Option<i64>) -> Result<Arc<dyn StepModel>> {
+        Ok(self.get(name, version)?)
     }
 }
 
@@ -139,65 +136,5 @@ impl ModelRepository {
             }
         }
         None
-    }
-}
-
-/// Whether the model directory `dir` holds an ensemble (by its `config.pbtxt`).
-pub(super) fn is_ensemble_dir(dir: Option<&PathBuf>) -> bool {
-    dir.and_then(|d| read_config(d).ok().flatten())
-        .is_some_and(|c| is_ensemble(&c))
-}
-
-/// The models that unloading `name` unloads: itself; with `unload_dependents`, the
-/// composing models (recursively) that were not loaded explicitly and that no other
-/// loaded ensemble uses; and every loaded ensemble that uses any of those.
-pub(super) fn unload_set(
-    table: &BTreeMap<String, ModelRecord>,
-    name: &str,
-    unload_dependents: bool,
-) -> BTreeSet<String> {
-    let mut set = BTreeSet::from([name.to_string()]);
-    if unload_dependents {
-        add_unneeded_composing(table, name, &mut set);
-    }
-    loop {
-        let users: Vec<String> = table
-            .iter()
-            .filter(|(n, r)| {
-                !set.contains(*n)
-                    && r.is_loaded()
-                    && r.origin.composing.iter().any(|c| set.contains(c))
-            })
-            .map(|(n, _)| n.clone())
-            .collect();
-        if users.is_empty() {
-            return set;
-        }
-        set.extend(users);
-    }
-}
-
-fn add_unneeded_composing(
-    table: &BTreeMap<String, ModelRecord>,
-    ensemble: &str,
-    set: &mut BTreeSet<String>,
-) {
-    let Some(record) = table.get(ensemble) else {
-        return;
-    };
-    for model in &record.origin.composing {
-        let Some(r) = table.get(model) else {
-            continue;
-        };
-        if set.contains(model) || r.origin.explicit || !r.is_loaded() {
-            continue;
-        }
-        let used_elsewhere = table.iter().any(|(n, other)| {
-            !set.contains(n) && other.is_loaded() && other.origin.composing.contains(model)
-        });
-        if !used_elsewhere {
-            set.insert(model.clone());
-            add_unneeded_composing(table, model, set);
-        }
     }
 }

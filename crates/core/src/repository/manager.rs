@@ -12,9 +12,9 @@ use std::time::SystemTime;
 
 use parking_lot::RwLock;
 
-use super::ensembles::{is_ensemble_dir, unload_set};
 use super::loader::{load_model, BackendRegistry, LoadSettings, VersionOutcomes};
-use super::scan::{list_models, read_config, signature};
+use super::record::{unload_set, ModelRecord, ModelState, Origin, VersionRecord};
+use super::scan::{is_ensemble_dir, list_models, read_config, signature};
 use crate::config::config_from_json;
 use crate::ensemble::graph::is_ensemble;
 use crate::error::{Error, Result};
@@ -44,28 +44,6 @@ pub struct RepositoryOptions {
     pub settings: LoadSettings,
 }
 
-/// A model version's state, as the repository index reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModelState {
-    /// Being loaded.
-    Loading,
-    /// Serving.
-    Ready,
-    /// Not serving (failed or unloaded); see the reason.
-    Unavailable,
-}
-
-impl ModelState {
-    /// Triton's spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ModelState::Loading => "LOADING",
-            ModelState::Ready => "READY",
-            ModelState::Unavailable => "UNAVAILABLE",
-        }
-    }
-}
-
 /// One row of the repository index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexEntry {
@@ -77,41 +55,6 @@ pub struct IndexEntry {
     pub state: Option<ModelState>,
     /// Why it is not ready (empty when ready).
     pub reason: String,
-}
-
-#[derive(Clone)]
-pub(super) struct VersionRecord {
-    state: ModelState,
-    reason: String,
-    pub(super) model: Option<Arc<LoadedModel>>,
-}
-
-#[derive(Clone, Default)]
-pub(super) struct ModelRecord {
-    pub(super) versions: BTreeMap<i64, VersionRecord>,
-    /// A load error that prevented any version from being tried.
-    pub(super) error: Option<String>,
-    /// Directory fingerprint at load time (poll mode).
-    signature: Vec<(PathBuf, u64, Option<SystemTime>)>,
-    /// How it came to be loaded, and for an ensemble what it uses.
-    pub(super) origin: Origin,
-}
-
-/// Why a model was loaded and what it depends on: what `unload_dependents` needs.
-#[derive(Clone, Default)]
-pub(super) struct Origin {
-    /// Loaded because someone asked for it (start-up, the load API, polling), not only
-    /// as a composing model of an ensemble.
-    pub(super) explicit: bool,
-    /// An ensemble's composing model names (empty for other models).
-    pub(super) composing: Vec<String>,
-}
-
-impl ModelRecord {
-    /// Whether any version is serving.
-    pub(super) fn is_loaded(&self) -> bool {
-        self.versions.values().any(|v| v.model.is_some())
-    }
 }
 
 /// The model table plus the operations of the repository extension.
@@ -238,6 +181,18 @@ impl ModelRepository {
             .values()
             .flat_map(|r| r.versions.values().filter_map(|v| v.model.clone()))
             .collect()
+    }
+
+    /// The ready versions of `name`, ascending, from the table (what model metadata lists;
+    /// no directory is read).
+    pub fn ready_versions(&self, name: &str) -> Vec<i64> {
+        self.table.read().get(name).map_or_else(Vec::new, |r| {
+            r.versions
+                .iter()
+                .filter(|(_, v)| v.state == ModelState::Ready)
+                .map(|(version, _)| *version)
+                .collect()
+        })
     }
 
     /// Whether every model the server was asked to load is ready (Triton's strict readiness).

@@ -6,8 +6,10 @@
 mod ensembles;
 mod loader;
 mod manager;
+mod record;
 mod scan;
 mod version_policy;
 
 pub use loader::{BackendRegistry, LoadSettings};
-pub use manager::{ControlMode, IndexEntry, ModelRepository, ModelState, RepositoryOptions};
+pub use manager::{ControlMode, IndexEntry, ModelRepository, RepositoryOptions};
+pub use record::ModelState;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::config::{parse_model_config, ModelConfig};
+use crate::ensemble::graph::is_ensemble;
 use crate::error::{Error, Result};
 
 /// Every model directory across `roots`: name → directory. A name found in two roots is
@@ -95,6 +96,12 @@ pub fn signature(model_dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
     }
     out.sort();
     out
+}
+
+/// Whether the model directory `dir` holds an ensemble (by its `config.pbtxt`).
+pub(super) fn is_ensemble_dir(dir: Option<&PathBuf>) -> bool {
+    dir.and_then(|d| read_config(d).ok().flatten())
+        .is_some_and(|c| is_ensemble(&c))
 }
 
 #[cfg(test)]
