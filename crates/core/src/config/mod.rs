@@ -12,6 +12,22 @@ pub use parse::parse_model_config;
 /// The generated model configuration message (Triton's `inference.ModelConfig`).
 pub use nereid_proto::inference::ModelConfig;
 
+use nereid_proto::inference::model_config::SchedulingChoice;
+use nereid_proto::inference::ModelEnsembling;
+
+/// The `ensemble_scheduling` section of `config`, if it has one.
+pub fn ensembling(config: &ModelConfig) -> Option<&ModelEnsembling> {
+    match &config.scheduling_choice {
+        Some(SchedulingChoice::EnsembleScheduling(e)) => Some(e),
+        _ => None,
+    }
+}
+
+/// Whether `config` describes an ensemble (by platform or by its scheduling section).
+pub fn is_ensemble(config: &ModelConfig) -> bool {
+    config.platform == "ensemble" || ensembling(config).is_some()
+}
+
 /// A loaded model's normalized configuration as the configuration endpoints answer it:
 /// the message for gRPC and Triton's JSON for HTTP, rendered once at load. Nothing else
 /// reads it; the server works from the typed [`crate::model::ModelSpec`].

@@ -8,8 +8,8 @@ use nereid_proto::inference::{
     ModelOptimizationPolicy, ModelVersionPolicy,
 };
 
+use super::is_ensemble;
 use super::ModelConfig;
-use crate::ensemble::graph::{is_ensemble, Plan};
 use crate::error::{Error, Result};
 
 /// Sequence idle timeout Triton applies when the config leaves it at 0 (one second).
@@ -68,11 +68,8 @@ pub fn normalize_and_validate(
     }
     normalize_instance_groups(config, options)?;
     normalize_dynamic_batching(config)?;
-    validate(config)?;
-    if ensemble {
-        Plan::new(config)?;
-    }
-    Ok(())
+    // An ensemble's step graph is checked by the ensemble loader (`ensemble::graph::Plan`).
+    validate(config)
 }
 
 /// What an ensemble must not have, in Triton's words: a backend, another platform,

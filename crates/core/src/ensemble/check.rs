@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use nereid_proto::inference::{DataType, ModelConfig};
 
-use super::graph::{ensembling, Plan};
+use super::graph::Plan;
 use super::{StepModel, StepModels};
+use crate::config::ensembling;
 use crate::error::{Error, Result};
 use crate::model::{ModelSpec, SchedulingSpec, TensorSpec};
 

@@ -6,9 +6,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use nereid_proto::inference::model_config::SchedulingChoice;
-use nereid_proto::inference::{ModelConfig, ModelEnsembling};
+use nereid_proto::inference::ModelConfig;
 
+use crate::config::ensembling;
 use crate::error::{Error, Result};
 
 /// One step: a composing model and where its tensors come from and go to.
@@ -38,19 +38,6 @@ pub struct Plan {
     /// For each tensor, the steps that read it (a step reading it twice is listed twice,
     /// so counting down one entry per arrival reaches zero exactly when a step is ready).
     pub consumers: Vec<Vec<usize>>,
-}
-
-/// The `ensemble_scheduling` section of `config`, if it has one.
-pub fn ensembling(config: &ModelConfig) -> Option<&ModelEnsembling> {
-    match &config.scheduling_choice {
-        Some(SchedulingChoice::EnsembleScheduling(e)) => Some(e),
-        _ => None,
-    }
-}
-
-/// Whether `config` describes an ensemble (by platform or by its scheduling section).
-pub fn is_ensemble(config: &ModelConfig) -> bool {
-    config.platform == "ensemble" || ensembling(config).is_some()
 }
 
 /// The distinct composing model names of an ensemble configuration, sorted.

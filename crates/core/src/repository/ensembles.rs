@@ -10,8 +10,8 @@ use super::loader::load_ensemble;
 use super::manager::ModelRepository;
 use super::record::Origin;
 use super::scan::{list_models, read_config, signature};
-use crate::config::{normalize_and_validate, ModelConfig};
-use crate::ensemble::graph::{composing_models, is_ensemble, Plan};
+use crate::config::{is_ensemble, normalize_and_validate, ModelConfig};
+use crate::ensemble::graph::{composing_models, Plan};
 use crate::ensemble::{Ensemble, StepModel, StepModels};
 use crate::error::{Error, Result};
 

@@ -15,8 +15,7 @@ use parking_lot::RwLock;
 use super::loader::{load_model, BackendRegistry, LoadSettings, VersionOutcomes};
 use super::record::{unload_set, ModelRecord, ModelState, Origin, VersionRecord};
 use super::scan::{is_ensemble_dir, list_models, read_config, signature};
-use crate::config::config_from_json;
-use crate::ensemble::graph::is_ensemble;
+use crate::config::{config_from_json, is_ensemble};
 use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
 

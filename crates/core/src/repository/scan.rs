@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::config::{parse_model_config, ModelConfig};
-use crate::ensemble::graph::is_ensemble;
+use crate::config::{is_ensemble, parse_model_config, ModelConfig};
+
 use crate::error::{Error, Result};
 
 /// Every model directory across `roots`: name → directory. A name found in two roots is
