@@ -1,12 +1,18 @@
-//! Nereid's core: everything between the protocol frontends and the backends.
+//! Nereid's core: everything between the protocol frontends and the backends. From the
+//! top down (each module imports only those below it):
 //!
-//! - [`config`]: `config.pbtxt` parsing, Triton's defaults and validation.
-//! - [`repository`]: model directories, version policy, load/unload and the model table.
-//! - [`scheduler`]: how requests reach instance worker threads.
-//! - [`cache`]: the response cache (local and Redis).
-//! - [`ensemble`]: ensembles, steps on other models run as a data-flow graph.
-//! - [`backend`]: the contract backends implement; [`batch`] gathers and scatters tensors.
 //! - [`server`]: the facade both frontends call.
+//! - [`repository`]: model directories, version policy, load/unload and the model table.
+//! - [`loaded`]: one servable model version (validation, cache, scheduler or ensemble).
+//! - [`ensemble`]: ensembles, steps on other models run as a data-flow graph.
+//! - [`scheduler`]: how requests reach instance worker threads, as [`scheduler::Job`]s.
+//! - [`cache`]: the response cache (local and Redis).
+//! - [`model`]: the typed spec of a loaded version, built once from its configuration.
+//! - [`stats`]: statistics, and the record that counts each request's outcome once.
+//! - [`validate`] and [`batch`]: request checks; gathering and scattering tensors.
+//! - [`backend`]: the contract backends implement.
+//! - [`config`]: `config.pbtxt` parsing, Triton's defaults and validation.
+//! - [`request`], [`sequence_flags`], [`shm`], [`error`]: the vocabulary underneath.
 
 pub mod backend;
 pub mod batch;

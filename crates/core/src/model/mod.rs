@@ -3,8 +3,9 @@
 //! configuration; the protobuf `ModelConfig` stays at the edges (parsing, and the
 //! configuration answers of the frontends).
 //!
-//! - [`scheduling`]: which scheduler, with its settings.
-//! - [`controls`] and [`state`]: what the sequence batcher feeds a stateful model.
+//! - `scheduling`: which scheduler, with its settings ([`SchedulingSpec`]).
+//! - `controls` and `state`: what the sequence batcher feeds a stateful model
+//!   ([`ControlSpec`], [`StateSpec`]).
 
 mod controls;
 mod scheduling;
