@@ -24,6 +24,8 @@ pub mod scheduler;
 pub mod server;
 pub mod shm;
 pub mod stats;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod validate;
 
 pub use datatype::DataType;

@@ -1,36 +1,31 @@
-//! Tests of the dynamic batcher: the queue, the batch plan, and the running task with a
-//! fake instance under paused time.
+//! Tests of the dynamic batcher: the queue, the batch plan, and the running task with the
+//! test backend under paused time.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::plan::{plan_batch, Plan};
 use super::queue::PriorityQueues;
 use super::{DynamicBatcher, Settings};
-use crate::backend::{ComputeTiming, InstanceBackend};
-use crate::batch::Batch;
-use crate::config::{normalize_and_validate, parse_model_config, NormalizeOptions};
 use crate::error::Result;
 use crate::model::ModelSpec;
-use crate::request::{InferRequest, InferResponse, InputTensor, OutputTensor, ParamValue};
+use crate::request::{InferResponse, ParamValue};
 use crate::scheduler::{InstancePool, Job, Reply, Scheduler};
 use crate::stats::ModelStats;
-use crate::DataType;
+use crate::testing::{self, TestBackend};
 
 fn spec(batching: &str) -> Arc<ModelSpec> {
-    let text = format!(
-        r#"backend: "fake" max_batch_size: 8
-           input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }} ]
-           output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] }} ]
-           dynamic_batching {{ {batching} }}"#
-    );
-    let mut config = parse_model_config(Path::new("config.pbtxt"), &text).expect("valid");
-    normalize_and_validate(&mut config, "m", NormalizeOptions::default()).expect("valid");
-    Arc::new(ModelSpec::new(config, 1).expect("valid"))
+    testing::spec(
+        "m",
+        &format!(
+            r#"backend: "fake" max_batch_size: 8
+               input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }} ]
+               output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] }} ]
+               dynamic_batching {{ {batching} }}"#
+        ),
+    )
 }
 
 fn settings(spec: &ModelSpec) -> Settings {
@@ -49,25 +44,22 @@ fn job(
     params: Vec<(&str, ParamValue)>,
 ) -> (Job, oneshot::Receiver<Result<InferResponse>>) {
     let (tx, rx) = oneshot::channel();
-    let data: Vec<u8> = (0..batch * width)
-        .flat_map(|_| value.to_le_bytes())
+    let values = vec![value; batch * width];
+    let mut request = testing::request(
+        "m",
+        &value.to_string(),
+        vec![testing::int32_input(
+            "IN",
+            &[batch as i64, width as i64],
+            &values,
+        )],
+    );
+    request.parameters = params
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
         .collect();
-    let request = InferRequest {
-        model_name: "m".into(),
-        id: value.to_string(),
-        parameters: params
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
-        inputs: vec![InputTensor {
-            name: "IN".into(),
-            datatype: DataType::Int32,
-            shape: vec![batch as i64, width as i64],
-            data: Bytes::from(data),
-        }],
-        ..Default::default()
-    };
-    let now = Instant::now();
+    // The runtime's clock (paused in the batcher tests), read as the batcher reads it.
+    let now = tokio::time::Instant::now().into_std();
     let job = Job {
         request,
         batch_size: batch,
@@ -162,54 +154,26 @@ fn queue_orders_by_priority_and_enforces_policies() {
     assert_eq!(rejected[0].request.id, "2");
 }
 
-/// An instance that echoes its input and records the batch sizes it saw.
-struct Echo {
-    seen: Arc<parking_lot::Mutex<Vec<usize>>>,
-}
-
-impl InstanceBackend for Echo {
-    fn execute(
-        &mut self,
-        batch: &Batch<'_>,
-        _: &mut ComputeTiming,
-    ) -> Vec<Result<Vec<OutputTensor>>> {
-        self.seen.lock().push(batch.total_batch_size());
-        let input = batch.gather_input("IN").expect("valid").expect("present");
-        batch.scatter(vec![OutputTensor {
-            name: "OUT".into(),
-            datatype: DataType::Int32,
-            shape: input.shape,
-            data: input.data,
-        }])
-    }
-}
-
-/// A batcher over one `Echo` instance: the batcher, its statistics and the batch sizes seen.
-fn start_batcher(
-    spec: Arc<ModelSpec>,
-) -> (
-    DynamicBatcher,
-    Arc<ModelStats>,
-    Arc<parking_lot::Mutex<Vec<usize>>>,
-) {
+/// A batcher over one echoing test instance: the batcher, its statistics and the backend
+/// (which records the batch sizes it saw).
+fn start_batcher(spec: Arc<ModelSpec>) -> (DynamicBatcher, Arc<ModelStats>, TestBackend) {
     let stats = Arc::new(ModelStats::default());
-    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let backend = TestBackend::echo(&[("IN", "OUT")]);
     let (sender, receiver) = InstancePool::channel(1);
-    let echo = Box::new(Echo { seen: seen.clone() }) as Box<dyn InstanceBackend>;
     let pool = InstancePool::start(
         spec.clone(),
         stats.clone(),
-        vec![("m_0".into(), echo)],
+        backend.instances("m", 1),
         receiver,
     )
     .expect("starts");
     let batcher = DynamicBatcher::start(spec, stats.clone(), sender, pool, 1).expect("starts");
-    (batcher, stats, seen)
+    (batcher, stats, backend)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn batcher_batches_waiting_requests_and_keeps_outputs_apart() {
-    let (batcher, stats, seen) = start_batcher(spec("max_queue_delay_microseconds: 20000"));
+    let (batcher, stats, backend) = start_batcher(spec("max_queue_delay_microseconds: 20000"));
     let mut answers = Vec::new();
     for i in 0..6 {
         let (j, rx) = job(i, 1, 3, vec![]);
@@ -223,7 +187,7 @@ async fn batcher_batches_waiting_requests_and_keeps_outputs_apart() {
         assert_eq!(&response.outputs[0].data[..], &expected[..]);
         assert_eq!(response.outputs[0].shape, vec![1, 3]);
     }
-    let sizes = seen.lock().clone();
+    let sizes = backend.batch_sizes();
     assert_eq!(sizes.iter().sum::<usize>(), 6);
     assert!(
         sizes.iter().any(|&s| s > 1),
@@ -235,7 +199,7 @@ async fn batcher_batches_waiting_requests_and_keeps_outputs_apart() {
     assert_eq!(stats.snapshot("m", 1).inference_count, 6);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn batcher_rejects_timed_out_requests() {
     let (batcher, stats, _) = start_batcher(spec(
         "max_queue_delay_microseconds: 1000000 preferred_batch_size: [ 8 ]
