@@ -280,3 +280,7 @@ fn initial_bytes(
         _ => Ok(zeros(&initial.dims)),
     }
 }
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;
