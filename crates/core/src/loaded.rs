@@ -310,3 +310,7 @@ impl Drop for InFlight {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "loaded_tests.rs"]
+mod tests;
