@@ -30,11 +30,10 @@ fn repository(root: &Path, control_mode: ControlMode) -> Arc<ModelRepository> {
     ))
 }
 
-/// `(name, version, state, reason)` of each index row.
-fn index(
-    repo: &ModelRepository,
-    ready_only: bool,
-) -> Vec<(String, Option<i64>, Option<&'static str>, String)> {
+/// `(name, version, state, reason)` of an index row.
+type Row = (String, Option<i64>, Option<&'static str>, String);
+
+fn index(repo: &ModelRepository, ready_only: bool) -> Vec<Row> {
     repo.index(ready_only)
         .expect("readable repository")
         .into_iter()
@@ -42,12 +41,7 @@ fn index(
         .collect()
 }
 
-fn row(
-    name: &str,
-    version: Option<i64>,
-    state: Option<&'static str>,
-    reason: &str,
-) -> (String, Option<i64>, Option<&'static str>, String) {
+fn row(name: &str, version: Option<i64>, state: Option<&'static str>, reason: &str) -> Row {
     (name.to_string(), version, state, reason.to_string())
 }
 

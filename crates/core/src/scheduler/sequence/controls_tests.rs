@@ -111,6 +111,10 @@ fn switches_carry_their_false_and_true_bytes_in_each_type() {
     );
 }
 
+/// A CORRID type: config spelling, datatype, and the bytes for a numeric ID, a string ID
+/// and a padding request.
+type Case = (&'static str, DataType, Vec<u8>, Vec<u8>, Vec<u8>);
+
 #[test]
 fn corrid_bytes_in_every_type() {
     let big = SequenceId::Number(0x1_0000_0002);
@@ -121,7 +125,7 @@ fn corrid_bytes_in_every_type() {
         b.extend_from_slice(s.as_bytes());
         b
     };
-    let cases: [(&str, DataType, Vec<u8>, Vec<u8>, Vec<u8>); 5] = [
+    let cases: [Case; 5] = [
         (
             "TYPE_UINT64",
             DataType::Uint64,
