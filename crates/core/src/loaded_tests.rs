@@ -8,13 +8,18 @@ use std::time::Instant;
 use super::*;
 use crate::cache::CacheSettings;
 use crate::error::ErrorKind;
-use crate::testing::{self, int32s, TestBackend};
+use crate::testing::{self, int32s, Outputs, TestBackend};
 
 /// Model `m`: INT32 input `IN` echoed to both `OUT0` and `OUT1`; a request starting with
 /// -1 fails in the backend.
 fn model(cache: Option<Arc<ResponseCache>>) -> (Arc<LoadedModel>, TestBackend) {
     let backend = TestBackend::echo(&[("IN", "OUT0"), ("IN", "OUT1")])
         .failing_on(-1, Error::internal("boom"));
+    (serve(&backend, cache), backend)
+}
+
+/// Model `m` (one input, outputs `OUT0` and `OUT1`) served by `backend`.
+fn serve(backend: &TestBackend, cache: Option<Arc<ResponseCache>>) -> Arc<LoadedModel> {
     let spec = testing::spec(
         "m",
         r#"backend: "identity" max_batch_size: 4
@@ -22,7 +27,7 @@ fn model(cache: Option<Arc<ResponseCache>>) -> (Arc<LoadedModel>, TestBackend) {
            output [ { name: "OUT0" data_type: TYPE_INT32 dims: [ -1 ] },
                     { name: "OUT1" data_type: TYPE_INT32 dims: [ -1 ] } ]"#,
     );
-    (testing::serve(spec, &backend, cache), backend)
+    testing::serve(spec, backend, cache)
 }
 
 fn request(id: &str, values: &[i32]) -> InferRequest {
@@ -85,8 +90,7 @@ async fn success_and_backend_failure_are_counted() {
 #[tokio::test]
 async fn a_request_rejected_by_validation_counts_neither_way() {
     let (m, backend) = model(None);
-    let mut wrong_type = request("a", &[1]);
-    wrong_type.inputs[0].datatype = crate::DataType::Fp32;
+    let wrong_type = testing::request("m", "a", vec![testing::fp32_input("IN", &[1, 1], &[1.0])]);
     let mut unknown_output = request("b", &[1]);
     unknown_output.requested_outputs = Some(vec!["NOPE".into()]);
     for bad in [wrong_type, unknown_output] {
@@ -118,6 +122,47 @@ async fn requested_outputs_are_selected_in_the_requested_order() {
     reversed.requested_outputs = Some(vec!["OUT1".into(), "OUT0".into()]);
     let response = m.submit(reversed, Instant::now()).await.expect("ok");
     assert_eq!(names(&response), vec!["OUT1", "OUT0"]);
+}
+
+#[tokio::test]
+async fn a_requested_output_the_backend_did_not_produce_is_an_internal_error() {
+    let only_out0 = TestBackend::new(Outputs::Fixed(vec![OutputTensor {
+        name: "OUT0".into(),
+        datatype: crate::DataType::Int32,
+        shape: vec![1, 1],
+        data: testing::int32_bytes(&[8]),
+    }]));
+    let m = serve(&only_out0, None);
+    let response = m
+        .clone()
+        .submit(request("a", &[1, 2, 3]), Instant::now())
+        .await
+        .expect("ok");
+    assert_eq!(names(&response), vec!["OUT0"]);
+    assert_eq!(
+        int32s(&response.outputs[0].data),
+        vec![8],
+        "the fixed answer"
+    );
+    let mut wants_out1 = request("b", &[1]);
+    wants_out1.requested_outputs = Some(vec!["OUT1".into()]);
+    let e = m
+        .clone()
+        .submit(wants_out1, Instant::now())
+        .await
+        .expect_err("not produced");
+    assert_eq!(
+        (e.kind(), e.message()),
+        (
+            ErrorKind::Internal,
+            "model 'm' did not produce output 'OUT1'"
+        )
+    );
+    let s = m.snapshot();
+    assert_eq!(
+        (s.inference_stats.success.count, s.failures),
+        (1, [1, 0, 0, 0])
+    );
 }
 
 #[tokio::test]

@@ -25,8 +25,8 @@ use crate::scheduler::{DefaultScheduler, InstancePool, DEFAULT_QUEUE_CAPACITY};
 use crate::stats::ModelStats;
 use crate::DataType;
 
-/// The backend name [`TestBackend`] registers under unless [`TestBackend::named`] says
-/// otherwise: what test configs write as `backend: "identity"`.
+/// The backend name [`TestBackend`] registers under: what test configs write as
+/// `backend: "identity"`.
 pub const BACKEND_NAME: &str = "identity";
 
 /// The model file a version directory needs for [`TestBackend`] (its default model file).
@@ -38,8 +38,6 @@ pub enum Outputs {
     /// Each `(input, output)` pair: the input gathered over the batch, returned under the
     /// output's name and scattered back (an absent optional input gives no output).
     Echo(Vec<(String, String)>),
-    /// The model's `i`th input echoed to its `i`th output, for every input that has one.
-    EchoByIndex,
     /// One INT32 output: the element-wise sum of every INT32 input plus `add`, so that
     /// chained models show which steps ran (ensemble data flow).
     SumInt32 {
@@ -64,7 +62,6 @@ enum Failure {
 /// The configuration of a [`TestBackend`], fixed before it is shared.
 #[derive(Debug, Clone)]
 struct Behaviour {
-    name: &'static str,
     outputs: Outputs,
     delay: Duration,
     failure: Option<Failure>,
@@ -99,12 +96,11 @@ pub struct TestBackend {
 }
 
 impl TestBackend {
-    /// A backend answering with `outputs`, no delay, no failures, named [`BACKEND_NAME`].
+    /// A backend answering with `outputs`, no delay, no failures.
     pub fn new(outputs: Outputs) -> Self {
         Self {
             shared: Arc::new(Shared {
                 behaviour: Behaviour {
-                    name: BACKEND_NAME,
                     outputs,
                     delay: Duration::ZERO,
                     failure: None,
@@ -133,13 +129,6 @@ impl TestBackend {
         &mut Arc::get_mut(&mut self.shared)
             .expect("a test backend is configured before it is cloned or loaded")
             .behaviour
-    }
-
-    /// Registers under `name` instead of [`BACKEND_NAME`] (several test backends in one
-    /// registry).
-    pub fn named(mut self, name: &'static str) -> Self {
-        self.behaviour().name = name;
-        self
     }
 
     /// Sleeps `delay` (real time: instances run on OS threads) in every execution, so
@@ -180,7 +169,7 @@ impl TestBackend {
     /// A registry holding this backend under its name, for a `ModelRepository`.
     pub fn registry(&self) -> BackendRegistry {
         let mut registry = BackendRegistry::new();
-        registry.insert(self.shared.behaviour.name, Arc::new(self.clone()) as _);
+        registry.insert(BACKEND_NAME, Arc::new(self.clone()) as _);
         registry
     }
 
@@ -204,7 +193,7 @@ impl TestBackend {
 
 impl Backend for TestBackend {
     fn name(&self) -> &'static str {
-        self.shared.behaviour.name
+        BACKEND_NAME
     }
 
     fn default_model_filename(&self) -> &'static str {
@@ -310,13 +299,6 @@ fn answer(outputs: &Outputs, batch: &Batch<'_>) -> Vec<Result<Vec<OutputTensor>>
     let all = |e: Error| batch.requests().iter().map(|_| Err(e.clone())).collect();
     let pairs: Vec<(String, String)> = match outputs {
         Outputs::Echo(pairs) => pairs.clone(),
-        Outputs::EchoByIndex => batch
-            .spec()
-            .inputs
-            .iter()
-            .zip(&batch.spec().outputs)
-            .map(|(i, o)| (i.name.clone(), o.name.clone()))
-            .collect(),
         Outputs::SumInt32 { output, add } => {
             return match sum_int32(batch, output, *add) {
                 Ok(tensor) => batch.scatter(vec![tensor]),

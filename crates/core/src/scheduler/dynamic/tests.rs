@@ -154,11 +154,14 @@ fn queue_orders_by_priority_and_enforces_policies() {
     assert_eq!(rejected[0].request.id, "2");
 }
 
-/// A batcher over one echoing test instance: the batcher, its statistics and the backend
-/// (which records the batch sizes it saw).
-fn start_batcher(spec: Arc<ModelSpec>) -> (DynamicBatcher, Arc<ModelStats>, TestBackend) {
+/// The test backend echoing `IN` to `OUT`.
+fn echo() -> TestBackend {
+    TestBackend::echo(&[("IN", "OUT")])
+}
+
+/// A batcher over one instance of `backend`: the batcher and its statistics.
+fn start_batcher(spec: Arc<ModelSpec>, backend: &TestBackend) -> (DynamicBatcher, Arc<ModelStats>) {
     let stats = Arc::new(ModelStats::default());
-    let backend = TestBackend::echo(&[("IN", "OUT")]);
     let (sender, receiver) = InstancePool::channel(1);
     let pool = InstancePool::start(
         spec.clone(),
@@ -168,12 +171,20 @@ fn start_batcher(spec: Arc<ModelSpec>) -> (DynamicBatcher, Arc<ModelStats>, Test
     )
     .expect("starts");
     let batcher = DynamicBatcher::start(spec, stats.clone(), sender, pool, 1).expect("starts");
-    (batcher, stats, backend)
+    (batcher, stats)
+}
+
+/// Stops the batcher off the runtime (stopping joins the instance threads).
+async fn stop(batcher: DynamicBatcher) {
+    tokio::task::spawn_blocking(move || batcher.stop())
+        .await
+        .expect("stops");
 }
 
 #[tokio::test(start_paused = true)]
 async fn batcher_batches_waiting_requests_and_keeps_outputs_apart() {
-    let (batcher, stats, backend) = start_batcher(spec("max_queue_delay_microseconds: 20000"));
+    let backend = echo();
+    let (batcher, stats) = start_batcher(spec("max_queue_delay_microseconds: 20000"), &backend);
     let mut answers = Vec::new();
     for i in 0..6 {
         let (j, rx) = job(i, 1, 3, vec![]);
@@ -193,24 +204,96 @@ async fn batcher_batches_waiting_requests_and_keeps_outputs_apart() {
         sizes.iter().any(|&s| s > 1),
         "requests were batched: {sizes:?}"
     );
-    tokio::task::spawn_blocking(move || batcher.stop())
-        .await
-        .expect("stops");
+    stop(batcher).await;
     assert_eq!(stats.snapshot("m", 1).inference_count, 6);
 }
 
 #[tokio::test(start_paused = true)]
 async fn batcher_rejects_timed_out_requests() {
-    let (batcher, stats, _) = start_batcher(spec(
-        "max_queue_delay_microseconds: 1000000 preferred_batch_size: [ 8 ]
+    let (batcher, stats) = start_batcher(
+        spec(
+            "max_queue_delay_microseconds: 1000000 preferred_batch_size: [ 8 ]
          default_queue_policy { default_timeout_microseconds: 5000 }",
-    ));
+        ),
+        &echo(),
+    );
     let (j, rx) = job(1, 1, 1, vec![]);
     batcher.enqueue(j).expect("queued");
     let err = rx.await.expect("answered").expect_err("times out");
     assert_eq!(err.message(), "Request timeout expired");
     assert_eq!(stats.snapshot("m", 1).failures[3], 1);
-    tokio::task::spawn_blocking(move || batcher.stop())
-        .await
-        .expect("stops");
+    stop(batcher).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn requests_arriving_while_the_instance_is_busy_form_the_next_batch() {
+    // No queue delay: a batch is cut as soon as the instance is free, not before. The
+    // delay is real time (the instance is an OS thread): long enough to queue three jobs.
+    let backend = echo().with_delay(Duration::from_millis(50));
+    let (batcher, _) = start_batcher(spec(""), &backend);
+    let (first, answer) = job(1, 1, 1, vec![]);
+    batcher.enqueue(first).expect("queued");
+    while backend.executions().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let mut answers = vec![answer];
+    for i in 2..5 {
+        let (j, rx) = job(i, 1, 1, vec![]);
+        batcher.enqueue(j).expect("queued");
+        answers.push(rx);
+    }
+    for rx in answers {
+        rx.await.expect("answered").expect("ok");
+    }
+    let executions = backend.executions();
+    let ids: Vec<Vec<&str>> = executions
+        .iter()
+        .map(|e| e.ids.iter().map(String::as_str).collect())
+        .collect();
+    assert_eq!(ids, vec![vec!["1"], vec!["2", "3", "4"]]);
+    assert!(executions.iter().all(|e| e.instance == "m_0"));
+    stop(batcher).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_are_answered_per_request_of_a_batch() {
+    let backend = echo().failing_on(2, crate::error::Error::internal("boom"));
+    let (batcher, stats) = start_batcher(spec("max_queue_delay_microseconds: 1000"), &backend);
+    let answers: Vec<_> = (1..4)
+        .map(|i| {
+            let (j, rx) = job(i, 1, 2, vec![]);
+            batcher.enqueue(j).expect("queued");
+            rx
+        })
+        .collect();
+    let mut results = Vec::new();
+    for rx in answers {
+        results.push(
+            rx.await
+                .expect("answered")
+                .map(|r| testing::int32s(&r.outputs[0].data)),
+        );
+    }
+    assert_eq!(results[0].as_ref().expect("ok"), &vec![1, 1]);
+    assert_eq!(results[1].as_ref().expect_err("marked").message(), "boom");
+    assert_eq!(results[2].as_ref().expect("ok"), &vec![3, 3]);
+    assert_eq!(backend.batch_sizes(), vec![3], "one batch");
+    stop(batcher).await;
+    let s = stats.snapshot("m", 1);
+    assert_eq!(
+        (s.inference_stats.success.count, s.failures),
+        (2, [1, 0, 0, 0])
+    );
+
+    // A backend that fails everything answers each request with its error.
+    let backend = echo().failing(crate::error::Error::unavailable("down"));
+    let (batcher, _) = start_batcher(spec("max_queue_delay_microseconds: 1000"), &backend);
+    let (j, rx) = job(1, 2, 1, vec![]);
+    batcher.enqueue(j).expect("queued");
+    let e = rx.await.expect("answered").expect_err("fails");
+    assert_eq!(
+        (e.kind(), e.message()),
+        (crate::ErrorKind::Unavailable, "down")
+    );
+    stop(batcher).await;
 }
