@@ -165,3 +165,7 @@ fn row_byte_offsets(output: &OutputTensor, rows: usize) -> Result<Vec<usize>> {
     }
     Ok(offsets)
 }
+
+#[cfg(test)]
+#[path = "batch_tests.rs"]
+mod tests;

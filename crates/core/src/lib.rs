@@ -30,6 +30,8 @@ pub mod sequence_flags;
 pub mod server;
 pub mod shm;
 pub mod stats;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod validate;
 
 pub use error::{Error, ErrorKind, Result};

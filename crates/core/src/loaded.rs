@@ -303,3 +303,7 @@ struct Admitted {
     received_at: Instant,
     step_times: Option<Arc<StepTimes>>,
 }
+
+#[cfg(test)]
+#[path = "loaded_tests.rs"]
+mod tests;

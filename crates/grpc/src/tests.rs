@@ -1,18 +1,13 @@
 //! End-to-end tests: the service on `127.0.0.1:0` with a tiny identity backend, driven by
 //! the generated tonic client.
 
-use std::path::Path;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use nereid_core::backend::{Backend, ComputeTiming, InstanceBackend, InstanceConfig, ModelBackend};
-use nereid_core::batch::Batch;
-use nereid_core::config::{ModelConfig, NormalizeOptions};
-use nereid_core::model::ModelSpec;
-use nereid_core::repository::{BackendRegistry, LoadSettings};
-use nereid_core::request::OutputTensor;
+use nereid_core::config::NormalizeOptions;
+use nereid_core::repository::LoadSettings;
 use nereid_core::server::ServerIdentity;
-use nereid_core::{ControlMode, ModelRepository, RepositoryOptions, Result as CoreResult};
+use nereid_core::testing::{self, fp32_bytes, TestBackend, MODEL_FILE};
+use nereid_core::{ControlMode, ModelRepository, RepositoryOptions};
 use nereid_proto::health::health_client::HealthClient;
 use nereid_proto::health::HealthCheckRequest;
 use nereid_proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
@@ -24,49 +19,6 @@ use tokio_stream::StreamExt;
 use tonic::codec::CompressionEncoding;
 use tonic::transport::Channel;
 use tonic::Code;
-
-/// Copies `INPUT0` to `OUTPUT0`.
-struct Identity;
-
-impl Backend for Identity {
-    fn name(&self) -> &'static str {
-        "identity"
-    }
-    fn default_model_filename(&self) -> &'static str {
-        "model.id"
-    }
-    fn autocomplete(&self, _config: &mut ModelConfig, _model_file: &Path) -> CoreResult<()> {
-        Ok(())
-    }
-    fn load_model(&self, _spec: Arc<ModelSpec>, _file: &Path) -> CoreResult<Box<dyn ModelBackend>> {
-        Ok(Box::new(Identity))
-    }
-}
-
-impl ModelBackend for Identity {
-    fn create_instance(&self, _i: &InstanceConfig) -> CoreResult<Box<dyn InstanceBackend>> {
-        Ok(Box::new(Identity))
-    }
-}
-
-impl InstanceBackend for Identity {
-    fn execute(
-        &mut self,
-        batch: &Batch<'_>,
-        _timing: &mut ComputeTiming,
-    ) -> Vec<CoreResult<Vec<OutputTensor>>> {
-        match batch.gather_input("INPUT0") {
-            Ok(Some(input)) => batch.scatter(vec![OutputTensor {
-                name: "OUTPUT0".into(),
-                datatype: batch.spec().inputs[0].datatype,
-                shape: input.shape,
-                data: input.data,
-            }]),
-            Ok(None) => batch.requests().iter().map(|_| Ok(Vec::new())).collect(),
-            Err(e) => batch.requests().iter().map(|_| Err(e.clone())).collect(),
-        }
-    }
-}
 
 struct Harness {
     client: GrpcInferenceServiceClient<Channel>,
@@ -84,12 +36,8 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 
 async fn start(control_mode: ControlMode) -> Harness {
     let repo = tempfile::tempdir().expect("temp dir");
-    let model = repo.path().join("ident");
-    std::fs::create_dir_all(model.join("1")).expect("model dir");
-    std::fs::write(model.join("config.pbtxt"), CONFIG).expect("config");
-    std::fs::write(model.join("1/model.id"), b"").expect("model file");
-    let mut backends = BackendRegistry::new();
-    backends.insert("identity", Arc::new(Identity) as Arc<dyn Backend>);
+    testing::write_model(repo.path(), "ident", CONFIG, &[1]);
+    let backends = TestBackend::identity().registry();
     let options = RepositoryOptions {
         roots: vec![repo.path().to_path_buf()],
         control_mode,
@@ -128,10 +76,6 @@ async fn start(control_mode: ControlMode) -> Harness {
     }
 }
 
-fn fp32(values: &[f32]) -> Bytes {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
 fn infer_request(id: &str, values: &[f32]) -> ModelInferRequest {
     ModelInferRequest {
         model_name: "ident".into(),
@@ -142,7 +86,7 @@ fn infer_request(id: &str, values: &[f32]) -> ModelInferRequest {
             shape: vec![1, values.len() as i64],
             ..Default::default()
         }],
-        raw_input_contents: vec![fp32(values)],
+        raw_input_contents: vec![fp32_bytes(values)],
         ..Default::default()
     }
 }
@@ -239,7 +183,7 @@ async fn infer_round_trip_and_statistics() {
     assert_eq!(r.outputs[0].name, "OUTPUT0");
     assert_eq!(r.outputs[0].datatype, "FP32");
     assert_eq!(r.outputs[0].shape, vec![1, 2]);
-    assert_eq!(r.raw_output_contents[0], fp32(&[1.0, 2.0]));
+    assert_eq!(r.raw_output_contents[0], fp32_bytes(&[1.0, 2.0]));
 
     let mut typed = infer_request("r2", &[3.0]);
     typed.raw_input_contents.clear();
@@ -248,7 +192,10 @@ async fn infer_round_trip_and_statistics() {
         ..Default::default()
     });
     let response = h.client.model_infer(typed).await.expect("typed infer");
-    assert_eq!(response.get_ref().raw_output_contents[0], fp32(&[3.0]));
+    assert_eq!(
+        response.get_ref().raw_output_contents[0],
+        fp32_bytes(&[3.0])
+    );
 
     let mut bad = infer_request("r3", &[1.0]);
     bad.parameters.insert(
@@ -276,14 +223,17 @@ async fn infer_round_trip_and_statistics() {
         .model_infer(infer_request("big", &big))
         .await
         .expect("large request");
-    assert_eq!(response.get_ref().raw_output_contents[0], fp32(&big));
+    assert_eq!(response.get_ref().raw_output_contents[0], fp32_bytes(&big));
     // Compressed requests are accepted.
     let mut gzip = h.client.clone().send_compressed(CompressionEncoding::Gzip);
     let response = gzip
         .model_infer(infer_request("gzip", &[4.0]))
         .await
         .expect("compressed request");
-    assert_eq!(response.get_ref().raw_output_contents[0], fp32(&[4.0]));
+    assert_eq!(
+        response.get_ref().raw_output_contents[0],
+        fp32_bytes(&[4.0])
+    );
 
     let stats = h
         .client
@@ -320,7 +270,7 @@ async fn stream_answers_every_request_and_survives_errors() {
         let response = message.infer_response.expect("always set");
         seen.push((response.id.clone(), message.error_message.is_empty()));
         if response.id == "b" {
-            assert_eq!(response.raw_output_contents[0], fp32(&[2.0, 3.0]));
+            assert_eq!(response.raw_output_contents[0], fp32_bytes(&[2.0, 3.0]));
         }
         if response.id == "bad" {
             assert!(message.error_message.contains("data-type is 'INT32'"));
@@ -381,7 +331,7 @@ async fn repository_and_unsupported_features() {
         ..Default::default()
     };
     load.parameters.insert(
-        "file:1/model.id".into(),
+        format!("file:1/{MODEL_FILE}"),
         ModelRepositoryParameter {
             parameter_choice: Some(model_repository_parameter::ParameterChoice::BytesParam(
                 vec![],

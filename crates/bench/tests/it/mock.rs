@@ -21,8 +21,9 @@ use serde_json::{json, Value};
 
 #[derive(Default)]
 struct Counters {
-    requests: AtomicU64,
-    inferences: AtomicU64,
+    /// (requests, inferences) served, updated together so that a statistics read never
+    /// sees one without the other (the bench's average batch size must stay exact).
+    served: Mutex<(u64, u64)>,
     bad_bodies: AtomicU64,
     /// Registered regions: name → byte size.
     regions: Mutex<HashMap<String, u64>>,
@@ -162,12 +163,12 @@ async fn config(Path(model): Path<String>) -> Json<Value> {
 }
 
 async fn stats(State(c): State<Arc<Counters>>) -> Json<Value> {
-    let requests = c.requests.load(Ordering::Relaxed);
+    let (requests, inferences) = *c.served.lock().expect("not poisoned");
     let d = |per_request_ns: u64| json!({"count": requests, "ns": requests * per_request_ns});
     Json(json!({"model_stats": [{
         "name": "batched",
         "version": "1",
-        "inference_count": c.inferences.load(Ordering::Relaxed),
+        "inference_count": inferences,
         "execution_count": requests,
         "inference_stats": {
             "success": d(50_000),
@@ -220,8 +221,10 @@ async fn infer(
     }
     match body_matches(&c, &headers, &body) {
         Some(batch) => {
-            c.requests.fetch_add(1, Ordering::Relaxed);
-            c.inferences.fetch_add(batch, Ordering::Relaxed);
+            let mut served = c.served.lock().expect("not poisoned");
+            served.0 += 1;
+            served.1 += batch;
+            drop(served);
             (
                 StatusCode::OK,
                 Json(json!({"model_name": model, "outputs": []})),

@@ -158,3 +158,6 @@ impl ResponseCache {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,88 +1,31 @@
-//! Ensembles end to end inside the core: fake composing models behind real default
-//! schedulers, a table of them, and ensembles built over it.
+//! Ensembles end to end inside the core: test-backend composing models behind real
+//! default schedulers, a table of them, and ensembles built over it.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
-
 use super::graph::Plan;
 use super::{Ensemble, StepModel, StepModels};
-use crate::backend::{ComputeTiming, InstanceBackend};
-use crate::batch::Batch;
-use crate::config::{
-    normalize_and_validate, parse_model_config, NormalizeOptions, PublishedConfig,
-};
+use crate::config::PublishedConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::loaded::LoadedModel;
 use crate::model::ModelSpec;
-use crate::request::{InferRequest, InputTensor, OutputTensor};
-use crate::scheduler::{DefaultScheduler, InstancePool, DEFAULT_QUEUE_CAPACITY};
-use crate::stats::ModelStats;
-use crate::DataType;
+use crate::request::InferRequest;
+use crate::testing::{self, int32s, Outputs, TestBackend};
 
-/// OUT = the sum of every input plus `add`, per request; with one input and `add` 0 the
-/// output is the input's own buffer. A first element of -1 fails the request.
-struct Fake {
-    add: i32,
-}
-
-fn ints(data: &[u8]) -> Vec<i32> {
-    data.chunks_exact(4)
-        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn bytes_of(values: &[i32]) -> Bytes {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-impl InstanceBackend for Fake {
-    fn execute(
-        &mut self,
-        batch: &Batch<'_>,
-        _: &mut ComputeTiming,
-    ) -> Vec<Result<Vec<OutputTensor>>> {
-        batch
-            .requests()
-            .iter()
-            .map(|request| {
-                let first = &request.inputs[0];
-                if ints(&first.data).first() == Some(&-1) {
-                    return Err(Error::internal("boom"));
-                }
-                let data = if request.inputs.len() == 1 && self.add == 0 {
-                    first.data.clone()
-                } else {
-                    let mut sum = vec![self.add; first.data.len() / 4];
-                    for input in &request.inputs {
-                        for (s, v) in sum.iter_mut().zip(ints(&input.data)) {
-                            *s += v;
-                        }
-                    }
-                    bytes_of(&sum)
-                };
-                Ok(vec![OutputTensor {
-                    name: "OUT".into(),
-                    datatype: DataType::Int32,
-                    shape: first.shape.clone(),
-                    data,
-                }])
-            })
-            .collect()
-    }
-}
-
-fn config(text: &str, name: &str) -> nereid_proto::inference::ModelConfig {
-    let mut config = parse_model_config(Path::new("config.pbtxt"), text).expect("parses");
-    normalize_and_validate(&mut config, name, NormalizeOptions::default()).expect("valid");
-    config
-}
-
-/// A fake model with inputs `inputs` (INT32 [-1]) behind a default scheduler.
+/// A model with inputs `inputs` (INT32 [-1]) behind a default scheduler: OUT is the sum of
+/// every input plus `add` (with one input and `add` 0, the input echoed: its own buffer).
+/// A request whose first element is -1 fails with "boom".
 fn model(name: &str, inputs: &[&str], add: i32) -> Arc<LoadedModel> {
+    let backend = match inputs {
+        [input] if add == 0 => TestBackend::echo(&[(input, "OUT")]),
+        _ => TestBackend::new(Outputs::SumInt32 {
+            output: "OUT".into(),
+            add,
+        }),
+    }
+    .failing_on(-1, Error::internal("boom"));
     let inputs: String = inputs
         .iter()
         .map(|i| format!(r#"{{ name: "{i}" data_type: TYPE_INT32 dims: [ -1 ] }}"#))
@@ -92,21 +35,7 @@ fn model(name: &str, inputs: &[&str], add: i32) -> Arc<LoadedModel> {
         r#"backend: "fake" max_batch_size: 8 input [ {inputs} ]
            output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] }} ]"#
     );
-    let config = config(&text, name);
-    let spec = Arc::new(ModelSpec::new(config.clone(), 1).expect("valid"));
-    let stats = Arc::new(ModelStats::default());
-    let (sender, receiver) = InstancePool::channel(DEFAULT_QUEUE_CAPACITY);
-    let instance = Box::new(Fake { add }) as Box<dyn InstanceBackend>;
-    let pool = InstancePool::start(
-        spec.clone(),
-        stats.clone(),
-        vec![(format!("{name}_0"), instance)],
-        receiver,
-    )
-    .expect("starts");
-    let scheduler = Box::new(DefaultScheduler::new(sender, pool));
-    let published = Arc::new(PublishedConfig::new(config));
-    Arc::new(LoadedModel::new(spec, published, stats, scheduler, None))
+    testing::serve(testing::config(name, &text), &backend, None)
 }
 
 struct Table(HashMap<String, Arc<LoadedModel>>);
@@ -143,7 +72,7 @@ fn ensemble(table: &Arc<dyn StepModels>, steps: Steps<'_>) -> Arc<LoadedModel> {
            ensemble_scheduling {{ step [ {} ] }}"#,
         steps.join(", ")
     );
-    let config = config(&text, "e");
+    let config = testing::config("e", &text);
     let plan = Plan::new(&config).expect("valid plan");
     let ensemble = Ensemble::new(&config, plan, Arc::downgrade(table)).expect("valid steps");
     let spec = Arc::new(ModelSpec::new(config.clone(), 1).expect("valid"));
@@ -161,17 +90,15 @@ fn table(models: Vec<Arc<LoadedModel>>) -> Arc<dyn StepModels> {
 }
 
 fn request(values: &[i32]) -> InferRequest {
-    InferRequest {
-        model_name: "e".into(),
-        id: "r".into(),
-        inputs: vec![InputTensor {
-            name: "IN".into(),
-            datatype: DataType::Int32,
-            shape: vec![1, values.len() as i64],
-            data: bytes_of(values),
-        }],
-        ..Default::default()
-    }
+    testing::request(
+        "e",
+        "r",
+        vec![testing::int32_input(
+            "IN",
+            &[1, values.len() as i64],
+            values,
+        )],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,7 +117,7 @@ async fn chain_passes_tensors_between_steps_without_copying() {
     let sent = req.inputs[0].data.as_ptr();
     let response = e.clone().submit(req, Instant::now()).await.expect("ok");
     assert_eq!(response.id, "r");
-    assert_eq!(ints(&response.outputs[0].data), vec![1, 2, 3]);
+    assert_eq!(int32s(&response.outputs[0].data), vec![1, 2, 3]);
     assert_eq!(
         response.outputs[0].data.as_ptr(),
         sent,
@@ -228,7 +155,7 @@ async fn diamond_runs_both_branches_and_joins_them() {
         .await
         .expect("ok");
     // (v+1+10) + (v+1+100)
-    assert_eq!(ints(&response.outputs[0].data), vec![112, 122]);
+    assert_eq!(int32s(&response.outputs[0].data), vec![112, 122]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -537,3 +537,7 @@ fn unknown_version(name: &str, version: i64) -> Error {
         "Request for unknown model: '{name}' version {version} is not found"
     ))
 }
+
+#[cfg(test)]
+#[path = "manager_tests.rs"]
+mod tests;

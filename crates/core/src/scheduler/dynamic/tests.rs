@@ -1,36 +1,31 @@
-//! Tests of the dynamic batcher: the queue, the batch plan, and the running task with a
-//! fake instance under paused time.
+//! Tests of the dynamic batcher: the queue, the batch plan, and the running task with the
+//! test backend under paused time.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::plan::{plan_batch, Plan};
 use super::queue::PriorityQueues;
 use super::{DynamicBatcher, Settings};
-use crate::backend::{ComputeTiming, InstanceBackend};
-use crate::batch::Batch;
-use crate::config::{normalize_and_validate, parse_model_config, NormalizeOptions};
 use crate::error::Result;
 use crate::model::{DynamicBatchingSpec, ModelSpec, SchedulingSpec};
-use crate::request::{InferRequest, InferResponse, InputTensor, OutputTensor, ParamValue};
+use crate::request::{InferResponse, ParamValue};
 use crate::scheduler::{InstancePool, Job, Reply, Scheduler};
 use crate::stats::{FailureReason, ModelStats, RequestRecord};
-use crate::DataType;
+use crate::testing::{self, TestBackend};
 
 fn spec(batching: &str) -> Arc<ModelSpec> {
-    let text = format!(
-        r#"backend: "fake" max_batch_size: 8
-           input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }} ]
-           output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] }} ]
-           dynamic_batching {{ {batching} }}"#
-    );
-    let mut config = parse_model_config(Path::new("config.pbtxt"), &text).expect("valid");
-    normalize_and_validate(&mut config, "m", NormalizeOptions::default()).expect("valid");
-    Arc::new(ModelSpec::new(config, 1).expect("valid"))
+    testing::spec(
+        "m",
+        &format!(
+            r#"backend: "fake" max_batch_size: 8
+               input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }} ]
+               output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] }} ]
+               dynamic_batching {{ {batching} }}"#
+        ),
+    )
 }
 
 fn batching(spec: &ModelSpec) -> &DynamicBatchingSpec {
@@ -44,32 +39,27 @@ fn settings(spec: &ModelSpec) -> Settings {
     Settings::new(spec, batching(spec))
 }
 
-fn job(
-    value: i32,
-    batch: usize,
-    width: usize,
-    params: Vec<(&str, ParamValue)>,
-) -> (Job, oneshot::Receiver<Result<InferResponse>>) {
+/// A job and where its answer arrives.
+type Answered = (Job, oneshot::Receiver<Result<InferResponse>>);
+
+fn job(value: i32, batch: usize, width: usize, params: Vec<(&str, ParamValue)>) -> Answered {
     let (tx, rx) = oneshot::channel();
-    let data: Vec<u8> = (0..batch * width)
-        .flat_map(|_| value.to_le_bytes())
+    let values = vec![value; batch * width];
+    let mut request = testing::request(
+        "m",
+        &value.to_string(),
+        vec![testing::int32_input(
+            "IN",
+            &[batch as i64, width as i64],
+            &values,
+        )],
+    );
+    request.parameters = params
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
         .collect();
-    let request = InferRequest {
-        model_name: "m".into(),
-        id: value.to_string(),
-        parameters: params
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
-        inputs: vec![InputTensor {
-            name: "IN".into(),
-            datatype: DataType::Int32,
-            shape: vec![batch as i64, width as i64],
-            data: Bytes::from(data),
-        }],
-        ..Default::default()
-    };
-    let now = Instant::now();
+    // The runtime's clock (paused in the batcher tests), read as the batcher reads it.
+    let now = tokio::time::Instant::now().into_std();
     let job = Job {
         request,
         batch_size: batch,
@@ -80,6 +70,18 @@ fn job(
         padding: false,
         on_outputs: None,
     };
+    (job, rx)
+}
+
+/// `answered` with its job counted in `stats`, as a model's own requests are.
+fn counted(answered: Answered, stats: &Arc<ModelStats>) -> Answered {
+    let (mut job, rx) = answered;
+    job.record = RequestRecord::open(
+        stats.clone(),
+        job.enqueued_at,
+        None,
+        FailureReason::Rejected,
+    );
     (job, rx)
 }
 
@@ -155,54 +157,37 @@ fn queue_orders_by_priority_and_enforces_policies() {
     assert_eq!(rejected[0].request.id, "2");
 }
 
-/// An instance that echoes its input and records the batch sizes it saw.
-struct Echo {
-    seen: Arc<parking_lot::Mutex<Vec<usize>>>,
+/// The test backend echoing `IN` to `OUT`.
+fn echo() -> TestBackend {
+    TestBackend::echo(&[("IN", "OUT")])
 }
 
-impl InstanceBackend for Echo {
-    fn execute(
-        &mut self,
-        batch: &Batch<'_>,
-        _: &mut ComputeTiming,
-    ) -> Vec<Result<Vec<OutputTensor>>> {
-        self.seen.lock().push(batch.total_batch_size());
-        let input = batch.gather_input("IN").expect("valid").expect("present");
-        batch.scatter(vec![OutputTensor {
-            name: "OUT".into(),
-            datatype: DataType::Int32,
-            shape: input.shape,
-            data: input.data,
-        }])
-    }
-}
-
-/// A batcher over one `Echo` instance: the batcher, its statistics and the batch sizes seen.
-fn start_batcher(
-    spec: Arc<ModelSpec>,
-) -> (
-    DynamicBatcher,
-    Arc<ModelStats>,
-    Arc<parking_lot::Mutex<Vec<usize>>>,
-) {
+/// A batcher over one instance of `backend`: the batcher and its statistics.
+fn start_batcher(spec: Arc<ModelSpec>, backend: &TestBackend) -> (DynamicBatcher, Arc<ModelStats>) {
     let stats = Arc::new(ModelStats::default());
-    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let (sender, receiver) = InstancePool::channel(1);
-    let echo = Box::new(Echo { seen: seen.clone() }) as Box<dyn InstanceBackend>;
     let pool = InstancePool::start(
         spec.clone(),
         stats.clone(),
-        vec![("m_0".into(), echo)],
+        backend.instances("m", 1),
         receiver,
     )
     .expect("starts");
     let batcher = DynamicBatcher::start(spec, sender, pool, 1).expect("starts");
-    (batcher, stats, seen)
+    (batcher, stats)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Stops the batcher off the runtime (stopping joins the instance threads).
+async fn stop(batcher: DynamicBatcher) {
+    tokio::task::spawn_blocking(move || batcher.stop())
+        .await
+        .expect("stops");
+}
+
+#[tokio::test(start_paused = true)]
 async fn batcher_batches_waiting_requests_and_keeps_outputs_apart() {
-    let (batcher, stats, seen) = start_batcher(spec("max_queue_delay_microseconds: 20000"));
+    let backend = echo();
+    let (batcher, stats) = start_batcher(spec("max_queue_delay_microseconds: 20000"), &backend);
     let mut answers = Vec::new();
     for i in 0..6 {
         let (j, rx) = job(i, 1, 3, vec![]);
@@ -216,31 +201,102 @@ async fn batcher_batches_waiting_requests_and_keeps_outputs_apart() {
         assert_eq!(&response.outputs[0].data[..], &expected[..]);
         assert_eq!(response.outputs[0].shape, vec![1, 3]);
     }
-    let sizes = seen.lock().clone();
+    let sizes = backend.batch_sizes();
     assert_eq!(sizes.iter().sum::<usize>(), 6);
     assert!(
         sizes.iter().any(|&s| s > 1),
         "requests were batched: {sizes:?}"
     );
-    tokio::task::spawn_blocking(move || batcher.stop())
-        .await
-        .expect("stops");
+    stop(batcher).await;
     assert_eq!(stats.snapshot("m", 1).inference_count, 6);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn batcher_rejects_timed_out_requests() {
-    let (batcher, stats, _) = start_batcher(spec(
-        "max_queue_delay_microseconds: 1000000 preferred_batch_size: [ 8 ]
+    let (batcher, stats) = start_batcher(
+        spec(
+            "max_queue_delay_microseconds: 1000000 preferred_batch_size: [ 8 ]
          default_queue_policy { default_timeout_microseconds: 5000 }",
-    ));
-    let (mut j, rx) = job(1, 1, 1, vec![]);
-    j.record = RequestRecord::open(stats.clone(), Instant::now(), None, FailureReason::Rejected);
+        ),
+        &echo(),
+    );
+    let (j, rx) = counted(job(1, 1, 1, vec![]), &stats);
     batcher.enqueue(j).expect("queued");
     let err = rx.await.expect("answered").expect_err("times out");
     assert_eq!(err.message(), "Request timeout expired");
     assert_eq!(stats.snapshot("m", 1).failures[3], 1);
-    tokio::task::spawn_blocking(move || batcher.stop())
-        .await
-        .expect("stops");
+    stop(batcher).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn requests_arriving_while_the_instance_is_busy_form_the_next_batch() {
+    // No queue delay: a batch is cut as soon as the instance is free, not before. The
+    // delay is real time (the instance is an OS thread): long enough to queue three jobs.
+    let backend = echo().with_delay(Duration::from_millis(50));
+    let (batcher, _) = start_batcher(spec(""), &backend);
+    let (first, answer) = job(1, 1, 1, vec![]);
+    batcher.enqueue(first).expect("queued");
+    while backend.executions().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let mut answers = vec![answer];
+    for i in 2..5 {
+        let (j, rx) = job(i, 1, 1, vec![]);
+        batcher.enqueue(j).expect("queued");
+        answers.push(rx);
+    }
+    for rx in answers {
+        rx.await.expect("answered").expect("ok");
+    }
+    let executions = backend.executions();
+    let ids: Vec<Vec<&str>> = executions
+        .iter()
+        .map(|e| e.ids.iter().map(String::as_str).collect())
+        .collect();
+    assert_eq!(ids, vec![vec!["1"], vec!["2", "3", "4"]]);
+    assert!(executions.iter().all(|e| e.instance == "m_0"));
+    stop(batcher).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_are_answered_per_request_of_a_batch() {
+    let backend = echo().failing_on(2, crate::error::Error::internal("boom"));
+    let (batcher, stats) = start_batcher(spec("max_queue_delay_microseconds: 1000"), &backend);
+    let answers: Vec<_> = (1..4)
+        .map(|i| {
+            let (j, rx) = counted(job(i, 1, 2, vec![]), &stats);
+            batcher.enqueue(j).expect("queued");
+            rx
+        })
+        .collect();
+    let mut results = Vec::new();
+    for rx in answers {
+        results.push(
+            rx.await
+                .expect("answered")
+                .map(|r| testing::int32s(&r.outputs[0].data)),
+        );
+    }
+    assert_eq!(results[0].as_ref().expect("ok"), &vec![1, 1]);
+    assert_eq!(results[1].as_ref().expect_err("marked").message(), "boom");
+    assert_eq!(results[2].as_ref().expect("ok"), &vec![3, 3]);
+    assert_eq!(backend.batch_sizes(), vec![3], "one batch");
+    stop(batcher).await;
+    let s = stats.snapshot("m", 1);
+    assert_eq!(
+        (s.inference_stats.success.count, s.failures),
+        (2, [1, 0, 0, 0])
+    );
+
+    // A backend that fails everything answers each request with its error.
+    let backend = echo().failing(crate::error::Error::unavailable("down"));
+    let (batcher, _) = start_batcher(spec("max_queue_delay_microseconds: 1000"), &backend);
+    let (j, rx) = job(1, 2, 1, vec![]);
+    batcher.enqueue(j).expect("queued");
+    let e = rx.await.expect("answered").expect_err("fails");
+    assert_eq!(
+        (e.kind(), e.message()),
+        (crate::ErrorKind::Unavailable, "down")
+    );
+    stop(batcher).await;
 }

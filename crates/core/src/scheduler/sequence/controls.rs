@@ -89,3 +89,7 @@ fn corrid_bytes(datatype: DataType, id: Option<&SequenceId>) -> Bytes {
         _ => Bytes::copy_from_slice(&number(id).to_le_bytes()),
     }
 }
+
+#[cfg(test)]
+#[path = "controls_tests.rs"]
+mod tests;

@@ -198,3 +198,7 @@ fn initial_bytes(state: &StateSpec, model_dir: Option<&Path>) -> Result<Bytes> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;

@@ -1,0 +1,213 @@
+//! A loaded model end to end over the test backend: submission through the default
+//! scheduler, statistics after success, failure and validation rejection, the requested
+//! output selection, and the response cache path.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::*;
+use crate::cache::CacheSettings;
+use crate::error::ErrorKind;
+use crate::testing::{self, int32s, Outputs, TestBackend};
+
+/// Model `m`: INT32 input `IN` echoed to both `OUT0` and `OUT1`; a request starting with
+/// -1 fails in the backend.
+fn model(cache: Option<Arc<ResponseCache>>) -> (Arc<LoadedModel>, TestBackend) {
+    let backend = TestBackend::echo(&[("IN", "OUT0"), ("IN", "OUT1")])
+        .failing_on(-1, Error::internal("boom"));
+    (serve(&backend, cache), backend)
+}
+
+/// Model `m` (one input, outputs `OUT0` and `OUT1`) served by `backend`.
+fn serve(backend: &TestBackend, cache: Option<Arc<ResponseCache>>) -> Arc<LoadedModel> {
+    let config = testing::config(
+        "m",
+        r#"backend: "identity" max_batch_size: 4
+           input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] } ]
+           output [ { name: "OUT0" data_type: TYPE_INT32 dims: [ -1 ] },
+                    { name: "OUT1" data_type: TYPE_INT32 dims: [ -1 ] } ]"#,
+    );
+    testing::serve(config, backend, cache)
+}
+
+fn request(id: &str, values: &[i32]) -> InferRequest {
+    testing::request(
+        "m",
+        id,
+        vec![testing::int32_input(
+            "IN",
+            &[1, values.len() as i64],
+            values,
+        )],
+    )
+}
+
+fn names(response: &InferResponse) -> Vec<&str> {
+    response.outputs.iter().map(|o| o.name.as_str()).collect()
+}
+
+#[tokio::test]
+async fn success_and_backend_failure_are_counted() {
+    let (m, backend) = model(None);
+    let response = m
+        .clone()
+        .submit(request("a", &[1, 2]), Instant::now())
+        .await
+        .expect("ok");
+    assert_eq!(
+        (response.model_name.as_str(), response.model_version),
+        ("m", 1)
+    );
+    assert_eq!(response.id, "a");
+    assert_eq!(
+        names(&response),
+        vec!["OUT0", "OUT1"],
+        "every output, model order"
+    );
+    assert_eq!(int32s(&response.outputs[1].data), vec![1, 2]);
+    assert_eq!(response.outputs[1].shape, vec![1, 2]);
+
+    let e = m
+        .clone()
+        .submit(request("b", &[-1]), Instant::now())
+        .await
+        .expect_err("fails");
+    assert_eq!((e.kind(), e.message()), (ErrorKind::Internal, "boom"));
+
+    let s = m.snapshot();
+    assert_eq!(
+        (s.name.as_str(), s.version, s.cache_enabled),
+        ("m", 1, false)
+    );
+    assert_eq!(s.inference_stats.success.count, 1);
+    assert_eq!(s.inference_stats.fail.count, 1);
+    assert_eq!(s.failures, [1, 0, 0, 0], "counted as BACKEND");
+    // The failed request was executed too.
+    assert_eq!((s.inference_count, s.execution_count, s.pending), (2, 2, 0));
+    assert_eq!(backend.batch_sizes(), vec![1, 1]);
+}
+
+#[tokio::test]
+async fn a_request_rejected_by_validation_counts_neither_way() {
+    let (m, backend) = model(None);
+    let wrong_type = testing::request("m", "a", vec![testing::fp32_input("IN", &[1, 1], &[1.0])]);
+    let mut unknown_output = request("b", &[1]);
+    unknown_output.requested_outputs = Some(vec!["NOPE".into()]);
+    for bad in [wrong_type, unknown_output] {
+        let e = m
+            .clone()
+            .submit(bad, Instant::now())
+            .await
+            .expect_err("invalid");
+        assert_eq!(e.kind(), ErrorKind::InvalidArg, "{}", e.message());
+    }
+    let s = m.snapshot();
+    assert_eq!(s.inference_stats.success.count, 0);
+    assert_eq!(s.inference_stats.fail.count, 0);
+    assert_eq!((s.failures, s.pending, s.execution_count), ([0; 4], 0, 0));
+    assert!(
+        backend.executions().is_empty(),
+        "nothing reached the backend"
+    );
+}
+
+#[tokio::test]
+async fn requested_outputs_are_selected_in_the_requested_order() {
+    let (m, _) = model(None);
+    let mut one = request("a", &[3]);
+    one.requested_outputs = Some(vec!["OUT1".into()]);
+    let response = m.clone().submit(one, Instant::now()).await.expect("ok");
+    assert_eq!(names(&response), vec!["OUT1"]);
+    let mut reversed = request("b", &[3]);
+    reversed.requested_outputs = Some(vec!["OUT1".into(), "OUT0".into()]);
+    let response = m.submit(reversed, Instant::now()).await.expect("ok");
+    assert_eq!(names(&response), vec!["OUT1", "OUT0"]);
+}
+
+#[tokio::test]
+async fn a_requested_output_the_backend_did_not_produce_is_an_internal_error() {
+    let only_out0 = TestBackend::new(Outputs::Fixed(vec![OutputTensor {
+        name: "OUT0".into(),
+        datatype: crate::DataType::Int32,
+        shape: vec![1, 1],
+        data: testing::int32_bytes(&[8]),
+    }]));
+    let m = serve(&only_out0, None);
+    let response = m
+        .clone()
+        .submit(request("a", &[1, 2, 3]), Instant::now())
+        .await
+        .expect("ok");
+    assert_eq!(names(&response), vec!["OUT0"]);
+    assert_eq!(
+        int32s(&response.outputs[0].data),
+        vec![8],
+        "the fixed answer"
+    );
+    let mut wants_out1 = request("b", &[1]);
+    wants_out1.requested_outputs = Some(vec!["OUT1".into()]);
+    let e = m
+        .clone()
+        .submit(wants_out1, Instant::now())
+        .await
+        .expect_err("not produced");
+    assert_eq!(
+        (e.kind(), e.message()),
+        (
+            ErrorKind::Internal,
+            "model 'm' did not produce output 'OUT1'"
+        )
+    );
+    let s = m.snapshot();
+    assert_eq!(
+        (s.inference_stats.success.count, s.failures),
+        (1, [1, 0, 0, 0])
+    );
+}
+
+#[tokio::test]
+async fn a_cache_hit_skips_the_model_and_still_selects_outputs() {
+    let cache =
+        Arc::new(ResponseCache::new(CacheSettings::Local { size: 1 << 20 }).expect("cache"));
+    let (m, backend) = model(Some(cache));
+    assert!(m.uses_cache());
+    let first = m
+        .clone()
+        .submit(request("a", &[5, 6]), Instant::now())
+        .await
+        .expect("miss");
+    let mut again = request("b", &[5, 6]);
+    again.requested_outputs = Some(vec!["OUT1".into()]);
+    let hit = m.clone().submit(again, Instant::now()).await.expect("hit");
+    assert_eq!(
+        hit.id, "b",
+        "the id is the request's own, not the cached one's"
+    );
+    assert_eq!(names(&hit), vec!["OUT1"]);
+    assert_eq!(hit.outputs[0], first.outputs[1]);
+    // A failure is not cached: the same failing input runs the model each time.
+    for _ in 0..2 {
+        m.clone()
+            .submit(request("c", &[-1]), Instant::now())
+            .await
+            .expect_err("fails");
+    }
+    assert_eq!(
+        backend.batch_sizes(),
+        vec![1, 1, 1],
+        "the hit did not execute"
+    );
+    let s = m.snapshot();
+    assert!(s.cache_enabled);
+    assert_eq!(s.inference_stats.cache_hit.count, 1);
+    assert_eq!(s.inference_stats.cache_miss.count, 1);
+    assert_eq!(
+        s.inference_stats.success.count, 2,
+        "a hit counts as a success"
+    );
+    assert_eq!(
+        (s.inference_count, s.execution_count),
+        (3, 3),
+        "but not as an inference"
+    );
+}

@@ -1,0 +1,258 @@
+//! The repository in explicit mode over a model directory on disk, with the test backend:
+//! load, unload and reload, the index's states and reasons, failed loads and reloads as
+//! the code reports them today, and version policies.
+
+use std::path::Path;
+
+use super::*;
+use crate::config::NormalizeOptions;
+use crate::error::ErrorKind;
+use crate::testing::{self, TestBackend, MODEL_FILE};
+
+const CONFIG: &str = r#"backend: "identity" max_batch_size: 4
+    input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ -1 ] } ]
+    output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ -1 ] } ]"#;
+
+fn repository(root: &Path, control_mode: ControlMode) -> Arc<ModelRepository> {
+    let options = RepositoryOptions {
+        roots: vec![root.to_path_buf()],
+        control_mode,
+        startup_models: Vec::new(),
+        settings: super::super::LoadSettings {
+            strict_model_config: true,
+            normalize: NormalizeOptions::default(),
+            cache: None,
+        },
+    };
+    Arc::new(ModelRepository::new(
+        options,
+        TestBackend::identity().registry(),
+    ))
+}
+
+/// `(name, version, state, reason)` of an index row.
+type Row = (String, Option<i64>, Option<&'static str>, String);
+
+fn index(repo: &ModelRepository, ready_only: bool) -> Vec<Row> {
+    repo.index(ready_only)
+        .expect("readable repository")
+        .into_iter()
+        .map(|e| (e.name, e.version, e.state.map(ModelState::as_str), e.reason))
+        .collect()
+}
+
+fn row(name: &str, version: Option<i64>, state: Option<&'static str>, reason: &str) -> Row {
+    (name.to_string(), version, state, reason.to_string())
+}
+
+/// The error `get` answers for a model version that is not served.
+fn not_served(repo: &ModelRepository, name: &str, version: Option<i64>) -> Error {
+    let Err(e) = repo.get(name, version) else {
+        panic!("{name} {version:?} is served")
+    };
+    e
+}
+
+async fn echo(repo: &ModelRepository, name: &str, version: Option<i64>) -> Result<Vec<i32>> {
+    let model = repo.get(name, version)?;
+    let request = testing::request(
+        name,
+        "r",
+        vec![testing::int32_input("INPUT0", &[1, 2], &[4, 2])],
+    );
+    let response = model.submit(request, std::time::Instant::now()).await?;
+    Ok(testing::int32s(&response.outputs[0].data))
+}
+
+#[tokio::test]
+async fn explicit_load_unload_and_reload() {
+    let root = tempfile::tempdir().expect("temp dir");
+    testing::write_model(root.path(), "a", CONFIG, &[1]);
+    testing::write_model(root.path(), "b", CONFIG, &[1]);
+    let repo = repository(root.path(), ControlMode::Explicit);
+    assert!(repo.load_startup_models().await.expect("starts").is_empty());
+    // Nothing loaded: the index lists the directories without states.
+    assert_eq!(
+        index(&repo, false),
+        vec![row("a", None, None, ""), row("b", None, None, "")]
+    );
+    assert!(index(&repo, true).is_empty());
+    let e = not_served(&repo, "a", None);
+    assert_eq!(e.message(), "Request for unknown model: 'a' is not found");
+
+    repo.load("a", None).await.expect("loads");
+    assert_eq!(echo(&repo, "a", None).await.expect("served"), vec![4, 2]);
+    assert_eq!(
+        index(&repo, true),
+        vec![row("a", Some(1), Some("READY"), "")]
+    );
+    assert!(repo.all_ready());
+
+    repo.unload("a", false).await.expect("unloads");
+    assert_eq!(
+        index(&repo, false),
+        vec![
+            row("a", Some(1), Some("UNAVAILABLE"), "unloaded"),
+            row("b", None, None, "")
+        ]
+    );
+    let e = not_served(&repo, "a", None);
+    assert_eq!(
+        e.message(),
+        "Request for unknown model: 'a' has no available versions"
+    );
+    let e = not_served(&repo, "a", Some(1));
+    assert_eq!(
+        e.message(),
+        "Request for unknown model: 'a' version 1 is not found"
+    );
+    // Unloading what is not loaded succeeds, as in Triton.
+    repo.unload("b", false).await.expect("no-op");
+
+    // A reload picks up what changed on disk: a new version directory and policy.
+    testing::write_model(
+        root.path(),
+        "a",
+        &format!("{CONFIG} version_policy: {{ latest {{ num_versions: 2 }} }}"),
+        &[1, 2],
+    );
+    repo.load("a", None).await.expect("reloads");
+    assert_eq!(
+        index(&repo, true),
+        vec![
+            row("a", Some(1), Some("READY"), ""),
+            row("a", Some(2), Some("READY"), "")
+        ]
+    );
+    assert_eq!(repo.get("a", None).expect("ready").spec().version, 2);
+    assert_eq!(echo(&repo, "a", Some(1)).await.expect("served"), vec![4, 2]);
+
+    let e = repo.load("zz", None).await.expect_err("no such directory");
+    assert_eq!(
+        e.message(),
+        format!(
+            "failed to load 'zz', failed to poll from model repository: no model directory named 'zz' in {}",
+            root.path().display()
+        )
+    );
+}
+
+#[tokio::test]
+async fn failed_loads_and_reloads_are_reported_in_the_index() {
+    let root = tempfile::tempdir().expect("temp dir");
+    testing::write_model(root.path(), "a", CONFIG, &[1]);
+    let repo = repository(root.path(), ControlMode::Explicit);
+    repo.load("a", None).await.expect("loads");
+
+    // The model file disappears: the reload fails for the version...
+    let file = root.path().join("a/1").join(MODEL_FILE);
+    std::fs::remove_file(&file).expect("remove");
+    let e = repo.load("a", None).await.expect_err("no model file");
+    let reason = format!("unable to find '{}' for model 'a'", file.display());
+    assert_eq!(e.kind(), ErrorKind::InvalidArg);
+    assert_eq!(
+        e.message(),
+        format!("load failed for model 'a': version 1 is at UNAVAILABLE state: {reason};")
+    );
+    assert_eq!(
+        index(&repo, false),
+        vec![row("a", Some(1), Some("UNAVAILABLE"), &reason)]
+    );
+    // ...and, as the code stands, the version that was serving is gone with it.
+    assert!(repo.get("a", None).is_err());
+    assert!(!repo.all_ready());
+
+    // A configuration that cannot be read fails before any version is tried.
+    std::fs::write(root.path().join("a/config.pbtxt"), "max_batch_size: [").expect("write");
+    let e = repo.load("a", None).await.expect_err("bad config");
+    assert_eq!(e.kind(), ErrorKind::Internal);
+    assert!(
+        e.message()
+            .starts_with("failed to load 'a', failed to poll from model repository: "),
+        "{}",
+        e.message()
+    );
+    let rows = index(&repo, false);
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].1, rows[0].2), (None, Some("UNAVAILABLE")));
+    assert!(
+        e.message().ends_with(&rows[0].3),
+        "the reason is the parse error"
+    );
+
+    // An unknown backend fails every selected version.
+    testing::write_model(root.path(), "a", &CONFIG.replace("identity", "nope"), &[1]);
+    let e = repo.load("a", None).await.expect_err("no backend");
+    assert_eq!(
+        e.message(),
+        "load failed for model 'a': version 1 is at UNAVAILABLE state: unable to find backend library for backend 'nope', try specifying runtime on the model configuration.;"
+    );
+}
+
+#[tokio::test]
+async fn load_and_unload_need_explicit_mode() {
+    let root = tempfile::tempdir().expect("temp dir");
+    testing::write_model(root.path(), "a", CONFIG, &[1]);
+    let repo = repository(root.path(), ControlMode::None);
+    assert!(repo.load_startup_models().await.expect("starts").is_empty());
+    assert_eq!(
+        index(&repo, true),
+        vec![row("a", Some(1), Some("READY"), "")]
+    );
+    for e in [
+        repo.load("a", None).await.expect_err("not explicit"),
+        repo.unload("a", false).await.expect_err("not explicit"),
+    ] {
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
+        assert_eq!(
+            e.message(),
+            "explicit model load / unload is not allowed if polling is enabled"
+        );
+    }
+}
+
+#[tokio::test]
+async fn version_policies_choose_the_versions_loaded() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let policies = [
+        ("latest", "", vec![3]),
+        ("all", "version_policy: { all { } }", vec![1, 2, 3]),
+        (
+            "specific",
+            "version_policy: { specific { versions: [ 1, 3, 7 ] } }",
+            vec![1, 3],
+        ),
+    ];
+    for (name, policy, _) in &policies {
+        testing::write_model(root.path(), name, &format!("{CONFIG} {policy}"), &[1, 2, 3]);
+    }
+    testing::write_model(
+        root.path(),
+        "none",
+        &format!("{CONFIG} version_policy: {{ specific {{ versions: [ 7 ] }} }}"),
+        &[1],
+    );
+    let repo = repository(root.path(), ControlMode::Explicit);
+    for (name, _, versions) in policies {
+        repo.load(name, None).await.expect("loads");
+        let ready: Vec<Option<i64>> = index(&repo, true)
+            .into_iter()
+            .filter(|r| r.0 == name)
+            .map(|r| r.1)
+            .collect();
+        assert_eq!(
+            ready,
+            versions.iter().map(|v| Some(*v)).collect::<Vec<_>>(),
+            "{name}"
+        );
+        for v in versions {
+            assert_eq!(repo.get(name, Some(v)).expect("ready").spec().version, v);
+        }
+    }
+    assert!(repo.get("specific", Some(2)).is_err(), "not selected");
+    let e = repo.load("none", None).await.expect_err("nothing selected");
+    assert_eq!(
+        e.message(),
+        "failed to load 'none', failed to poll from model repository: at least one version must be available under the version policy of model 'none'"
+    );
+}
