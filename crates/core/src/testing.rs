@@ -90,8 +90,8 @@ struct Shared {
 
 /// A configurable identity backend: echoes inputs to outputs (or answers a fixed output),
 /// optionally after a delay or with failures, and records every execution so tests can
-/// assert batching. It implements the backend, model and instance traits at once; every
-/// clone and every instance it creates shares one record.
+/// assert batching. It is both the `Backend` and the loaded `ModelBackend`; its instances
+/// (`InstanceBackend`s) are private. Every clone and every instance shares one record.
 #[derive(Debug, Clone)]
 pub struct TestBackend {
     shared: Arc<Shared>,
