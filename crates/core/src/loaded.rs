@@ -244,7 +244,7 @@ impl LoadedModel {
                 admitted.step_times,
                 FailureReason::Rejected,
             ),
-            enqueued_at: Instant::now(),
+            enqueued_at: crate::scheduler::now(),
             span,
             padding: false,
             on_outputs: None,

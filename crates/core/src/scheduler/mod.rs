@@ -18,7 +18,15 @@ pub use job::{Job, OutputCallback, OutputHook};
 pub use reply::{Reply, ReplyOrder};
 pub use sequence::SequenceBatcher;
 
+use std::time::Instant;
+
 use crate::error::Result;
+
+/// The schedulers' clock for deadlines. It is tokio's, so that tests under paused time
+/// move it; outside them it reads the system's monotonic clock like `Instant::now`.
+pub fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
 
 /// Triton's answer to a request that reaches a scheduler after shutdown began.
 pub fn stopping_error() -> crate::error::Error {

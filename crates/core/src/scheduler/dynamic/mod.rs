@@ -123,7 +123,7 @@ impl BatcherTask {
             while let Ok(job) = self.receiver.try_recv() {
                 self.ingest(job);
             }
-            for job in self.queues.expire(tokio::time::Instant::now().into_std()) {
+            for job in self.queues.expire(super::now()) {
                 job.reject(Error::unavailable("Request timeout expired"));
             }
             if self.queues.is_empty() {
@@ -151,12 +151,7 @@ impl BatcherTask {
                 }
                 continue;
             };
-            match plan_batch(
-                &self.settings,
-                &self.spec,
-                &self.queues,
-                tokio::time::Instant::now().into_std(),
-            ) {
+            match plan_batch(&self.settings, &self.spec, &self.queues, super::now()) {
                 Plan::Execute(count) => {
                     let jobs = self.queues.take(count);
                     self.dispatch(jobs, held);

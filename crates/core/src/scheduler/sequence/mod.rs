@@ -20,7 +20,6 @@ pub mod table;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Instant;
 
 use crossbeam_channel::Sender as PayloadSender;
 use parking_lot::Mutex;
@@ -190,7 +189,7 @@ impl Shared {
         request.inputs.extend(self.states.inputs(None).0);
         request.inputs.extend(self.controls.tensors(None));
         let (sender, _) = tokio::sync::oneshot::channel();
-        let now = Instant::now();
+        let now = super::now();
         Job {
             request,
             batch_size: 1,
@@ -213,7 +212,7 @@ async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<
         };
         let (entries, released) = loop {
             let (round, wake, released) = shared.update(|t| {
-                let (round, wake) = t.next_round(instance, Instant::now());
+                let (round, wake) = t.next_round(instance, super::now());
                 (round, wake, t.take_releases(instance))
             });
             shared.wake_all(wake);
@@ -278,7 +277,7 @@ async fn reap(shared: Arc<Shared>) {
             return;
         }
         let (reaped, next) = shared.update(|t| {
-            let reaped = t.reap(Instant::now());
+            let reaped = t.reap(super::now());
             (reaped, t.next_reap())
         });
         for id in &reaped.released {
@@ -314,7 +313,7 @@ impl Scheduler for SequenceBatcher {
             )));
         }
         let flags = SequenceFlags::of(&job.request, &shared.spec.name)?;
-        let wake = shared.update(|t| t.admit(Pending { job, flags }, Instant::now()))?;
+        let wake = shared.update(|t| t.admit(Pending { job, flags }, super::now()))?;
         shared.wake_all(wake);
         Ok(())
     }
@@ -332,3 +331,6 @@ impl Scheduler for SequenceBatcher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
