@@ -7,7 +7,7 @@ mod plan;
 mod queue;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::Sender as PayloadSender;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
@@ -44,11 +44,11 @@ impl DynamicBatcher {
             .map_err(|_| Error::internal("the dynamic batcher needs a tokio runtime to run on"))?;
         let (sender, receiver) = mpsc::channel(DEFAULT_QUEUE_CAPACITY);
         let task = BatcherTask {
-            settings: Settings::new(&spec, &config),
             queues: PriorityQueues::new(&config),
             order: config
                 .preserve_ordering
                 .then(|| Arc::new(ReplyOrder::default())),
+            config,
             spec,
             receiver,
             payloads,
@@ -82,30 +82,9 @@ impl Scheduler for DynamicBatcher {
     }
 }
 
-/// What batch formation needs of the model's settings.
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    /// Largest batch (at least 1).
-    pub max_batch_size: usize,
-    /// Preferred sizes, ascending.
-    pub preferred: Vec<usize>,
-    /// How long the oldest request may wait for a fuller batch.
-    pub max_queue_delay: Duration,
-}
-
-impl Settings {
-    fn new(spec: &ModelSpec, config: &DynamicBatchingSpec) -> Self {
-        Self {
-            max_batch_size: spec.max_batch_size.max(1),
-            preferred: config.preferred_batch_sizes.clone(),
-            max_queue_delay: config.max_queue_delay,
-        }
-    }
-}
-
 /// The task that owns the queues.
 struct BatcherTask {
-    settings: Settings,
+    config: DynamicBatchingSpec,
     queues: PriorityQueues,
     order: Option<Arc<ReplyOrder>>,
     spec: Arc<ModelSpec>,
@@ -151,7 +130,7 @@ impl BatcherTask {
                 }
                 continue;
             };
-            match plan_batch(&self.settings, &self.spec, &self.queues, super::now()) {
+            match plan_batch(&self.config, &self.spec, &self.queues, super::now()) {
                 Plan::Execute(count) => {
                     let jobs = self.queues.take(count);
                     self.dispatch(jobs, held);

@@ -4,8 +4,7 @@
 use std::time::Instant;
 
 use super::queue::PriorityQueues;
-use super::Settings;
-use crate::model::ModelSpec;
+use crate::model::{DynamicBatchingSpec, ModelSpec};
 use crate::scheduler::Job;
 
 /// The batcher's decision.
@@ -34,11 +33,12 @@ fn compatible(spec: &ModelSpec, first: &Job, job: &Job) -> bool {
 
 /// Plans the next batch from `queues` at `now`.
 pub fn plan_batch(
-    settings: &Settings,
+    settings: &DynamicBatchingSpec,
     spec: &ModelSpec,
     queues: &PriorityQueues,
     now: Instant,
 ) -> Plan {
+    let max_batch_size = spec.max_batch_size.max(1);
     let mut jobs = queues.iter();
     let Some(first) = jobs.next() else {
         return Plan::WaitUntil(now + settings.max_queue_delay);
@@ -48,16 +48,15 @@ pub fn plan_batch(
     let mut oldest = first.enqueued_at;
     for job in jobs {
         let total = sizes[sizes.len() - 1] + job.batch_size;
-        if total > settings.max_batch_size || !compatible(spec, first, job) {
+        if total > max_batch_size || !compatible(spec, first, job) {
             break;
         }
         oldest = oldest.min(job.enqueued_at);
         sizes.push(total);
     }
     let pending = sizes[sizes.len() - 1];
-    let largest_preferred = settings.preferred.last().copied();
-    let full =
-        pending >= settings.max_batch_size || largest_preferred.is_some_and(|p| pending >= p);
+    let largest_preferred = settings.preferred_batch_sizes.last().copied();
+    let full = pending >= max_batch_size || largest_preferred.is_some_and(|p| pending >= p);
     let waited_enough = now.duration_since(oldest) >= settings.max_queue_delay;
     if !full && !waited_enough {
         return Plan::WaitUntil(oldest + settings.max_queue_delay);
@@ -65,7 +64,7 @@ pub fn plan_batch(
     // Cut at the largest preferred size the queue can fill exactly, else take everything
     // that fits.
     let cut = settings
-        .preferred
+        .preferred_batch_sizes
         .iter()
         .rev()
         .find_map(|&p| sizes.iter().position(|&s| s == p))

@@ -8,7 +8,7 @@ use tokio::sync::oneshot;
 
 use super::plan::{plan_batch, Plan};
 use super::queue::PriorityQueues;
-use super::{DynamicBatcher, Settings};
+use super::DynamicBatcher;
 use crate::error::Result;
 use crate::model::{DynamicBatchingSpec, ModelSpec, SchedulingSpec};
 use crate::request::{InferResponse, ParamValue};
@@ -33,10 +33,6 @@ fn batching(spec: &ModelSpec) -> &DynamicBatchingSpec {
         SchedulingSpec::Dynamic(d) => d,
         _ => unreachable!("the test spec batches"),
     }
-}
-
-fn settings(spec: &ModelSpec) -> Settings {
-    Settings::new(spec, batching(spec))
 }
 
 /// A job and where its answer arrives.
@@ -96,21 +92,21 @@ fn queues_of(spec: &ModelSpec, jobs: Vec<Job>) -> PriorityQueues {
 #[test]
 fn plan_executes_full_or_preferred_batches_at_once() {
     let spec = spec("preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 100000");
-    let s = settings(&spec);
+    let s = batching(&spec);
     let jobs: Vec<Job> = (0..5).map(|i| job(i, 1, 2, vec![]).0).collect();
     let now = jobs[0].enqueued_at;
     let q = queues_of(&spec, jobs);
-    assert_eq!(plan_batch(&s, &spec, &q, now), Plan::Execute(4));
+    assert_eq!(plan_batch(s, &spec, &q, now), Plan::Execute(4));
     let jobs: Vec<Job> = (0..3).map(|i| job(i, 1, 2, vec![]).0).collect();
     let now = jobs[0].enqueued_at;
     let q = queues_of(&spec, jobs);
     assert_eq!(
-        plan_batch(&s, &spec, &q, now),
+        plan_batch(s, &spec, &q, now),
         Plan::WaitUntil(now + Duration::from_millis(100))
     );
     // Once the delay has passed, the largest preferred size that fits is cut.
     assert_eq!(
-        plan_batch(&s, &spec, &q, now + Duration::from_millis(100)),
+        plan_batch(s, &spec, &q, now + Duration::from_millis(100)),
         Plan::Execute(2)
     );
 }
@@ -118,11 +114,11 @@ fn plan_executes_full_or_preferred_batches_at_once() {
 #[test]
 fn plan_respects_max_batch_size_and_shapes() {
     let spec = spec("");
-    let s = settings(&spec);
+    let s = batching(&spec);
     let jobs = vec![job(0, 5, 2, vec![]).0, job(1, 4, 2, vec![]).0];
     let now = jobs[0].enqueued_at;
     assert_eq!(
-        plan_batch(&s, &spec, &queues_of(&spec, jobs), now),
+        plan_batch(s, &spec, &queues_of(&spec, jobs), now),
         Plan::Execute(1)
     );
     let jobs = vec![
@@ -131,7 +127,7 @@ fn plan_respects_max_batch_size_and_shapes() {
         job(2, 1, 2, vec![]).0,
     ];
     assert_eq!(
-        plan_batch(&s, &spec, &queues_of(&spec, jobs), now),
+        plan_batch(s, &spec, &queues_of(&spec, jobs), now),
         Plan::Execute(1)
     );
 }
