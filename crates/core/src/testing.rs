@@ -22,9 +22,9 @@ use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
 use crate::model::ModelSpec;
 use crate::repository::BackendRegistry;
-use crate::request::{InferRequest, InputTensor, OutputTensor};
-use crate::scheduler::{DefaultScheduler, InstancePool, DEFAULT_QUEUE_CAPACITY};
-use crate::stats::ModelStats;
+use crate::request::{InferRequest, InferResponse, InputTensor, OutputTensor};
+use crate::scheduler::{DefaultScheduler, InstancePool, Job, Reply, DEFAULT_QUEUE_CAPACITY};
+use crate::stats::{ModelStats, RequestRecord};
 use crate::DataType;
 
 /// The backend name [`TestBackend`] registers under: what test configs write as
@@ -432,6 +432,27 @@ pub fn write_model(root: &Path, name: &str, config: &str, versions: &[i64]) {
         std::fs::create_dir_all(&version).expect("version directory");
         std::fs::write(version.join(MODEL_FILE), b"").expect("model file");
     }
+}
+
+/// Where a job's answer arrives.
+pub type Answer = tokio::sync::oneshot::Receiver<Result<InferResponse>>;
+
+/// `request` as a job of `batch_size` rows, enqueued now on the schedulers' clock and
+/// counted nowhere (give it a record with [`RequestRecord::open`] to count it).
+pub fn job(request: InferRequest, batch_size: usize) -> (Job, Answer) {
+    let (sender, answer) = tokio::sync::oneshot::channel();
+    let at = crate::scheduler::now();
+    let job = Job {
+        request,
+        batch_size,
+        reply: Reply::new(sender),
+        record: RequestRecord::untracked(at),
+        enqueued_at: at,
+        span: tracing::Span::none(),
+        padding: false,
+        on_outputs: None,
+    };
+    (job, answer)
 }
 
 /// Version 1 of the model `config` (normalized, see [`config`]) served by one instance of

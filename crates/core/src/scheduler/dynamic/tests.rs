@@ -4,17 +4,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
-
 use super::plan::{plan_batch, Plan};
 use super::queue::PriorityQueues;
 use super::DynamicBatcher;
-use crate::error::Result;
 use crate::model::{DynamicBatchingSpec, ModelSpec, SchedulingSpec};
-use crate::request::{InferResponse, ParamValue};
-use crate::scheduler::{InstancePool, Job, Reply, Scheduler};
+use crate::request::ParamValue;
+use crate::scheduler::{InstancePool, Job, Scheduler};
 use crate::stats::{FailureReason, ModelStats, RequestRecord};
-use crate::testing::{self, TestBackend};
+use crate::testing::{self, Answer, TestBackend};
 
 fn spec(batching: &str) -> Arc<ModelSpec> {
     testing::spec(
@@ -36,10 +33,9 @@ fn batching(spec: &ModelSpec) -> &DynamicBatchingSpec {
 }
 
 /// A job and where its answer arrives.
-type Answered = (Job, oneshot::Receiver<Result<InferResponse>>);
+type Answered = (Job, Answer);
 
 fn job(value: i32, batch: usize, width: usize, params: Vec<(&str, ParamValue)>) -> Answered {
-    let (tx, rx) = oneshot::channel();
     let values = vec![value; batch * width];
     let mut request = testing::request(
         "m",
@@ -54,19 +50,7 @@ fn job(value: i32, batch: usize, width: usize, params: Vec<(&str, ParamValue)>) 
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-    // The runtime's clock (paused in the batcher tests), read as the batcher reads it.
-    let now = tokio::time::Instant::now().into_std();
-    let job = Job {
-        request,
-        batch_size: batch,
-        reply: Reply::new(tx),
-        record: RequestRecord::untracked(now),
-        enqueued_at: now,
-        span: tracing::Span::none(),
-        padding: false,
-        on_outputs: None,
-    };
-    (job, rx)
+    testing::job(request, batch)
 }
 
 /// `answered` with its job counted in `stats`, as a model's own requests are.

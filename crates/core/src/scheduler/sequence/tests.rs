@@ -4,14 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
-
 use super::SequenceBatcher;
-use crate::error::Result;
-use crate::request::{InferResponse, ParamValue};
-use crate::scheduler::{now, Job, Reply, Scheduler};
-use crate::stats::{ModelStats, RequestRecord};
-use crate::testing::{self, TestBackend};
+use crate::request::ParamValue;
+use crate::scheduler::{Job, Scheduler};
+use crate::stats::ModelStats;
+use crate::testing::{self, Answer, TestBackend};
 
 /// A sequence model released after one second without a request, on one identity instance.
 fn start() -> (SequenceBatcher, Arc<ModelStats>) {
@@ -30,7 +27,7 @@ fn start() -> (SequenceBatcher, Arc<ModelStats>) {
 }
 
 /// A request of sequence `id`, and where its answer arrives.
-fn job(id: u64, start: bool) -> (Job, oneshot::Receiver<Result<InferResponse>>) {
+fn job(id: u64, start: bool) -> (Job, Answer) {
     let mut request = testing::request(
         "seq",
         &id.to_string(),
@@ -40,19 +37,7 @@ fn job(id: u64, start: bool) -> (Job, oneshot::Receiver<Result<InferResponse>>) 
         ("sequence_id".into(), ParamValue::Uint(id)),
         ("sequence_start".into(), ParamValue::Bool(start)),
     ];
-    let (sender, receiver) = oneshot::channel();
-    let at = now();
-    let job = Job {
-        request,
-        batch_size: 1,
-        reply: Reply::new(sender),
-        record: RequestRecord::untracked(at),
-        enqueued_at: at,
-        span: tracing::Span::none(),
-        padding: false,
-        on_outputs: None,
-    };
-    (job, receiver)
+    testing::job(request, 1)
 }
 
 fn active(stats: &ModelStats) -> u64 {

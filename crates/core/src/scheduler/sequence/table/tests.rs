@@ -2,22 +2,13 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::request::InferRequest;
-use crate::scheduler::Reply;
-use crate::stats::RequestRecord;
+use crate::testing;
 
 fn pending(id: u64, start: bool, end: bool, at: Instant) -> Pending {
-    let (sender, _) = tokio::sync::oneshot::channel();
+    let (mut job, _) = testing::job(InferRequest::default(), 1);
+    job.enqueued_at = at;
     Pending {
-        job: Job {
-            request: InferRequest::default(),
-            batch_size: 1,
-            reply: Reply::new(sender),
-            record: RequestRecord::untracked(at),
-            enqueued_at: at,
-            span: tracing::Span::none(),
-            padding: false,
-            on_outputs: None,
-        },
+        job,
         flags: SequenceFlags {
             id: SequenceId::Number(id),
             start,
