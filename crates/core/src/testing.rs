@@ -374,6 +374,20 @@ pub fn spec(name: &str, text: &str) -> Arc<ModelSpec> {
     Arc::new(ModelSpec::new(config(name, text), 1).expect("test spec builds"))
 }
 
+/// The spec of a sequence model `seq` (INT32 `IN` to `OUT`, one element) whose
+/// `sequence_batching` section holds `section`.
+pub fn sequence_spec(max_batch_size: u32, section: &str) -> Arc<ModelSpec> {
+    spec(
+        "seq",
+        &format!(
+            r#"backend: "identity" max_batch_size: {max_batch_size}
+               input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+               output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+               sequence_batching {{ {section} }}"#
+        ),
+    )
+}
+
 /// INT32 values as little-endian bytes, as tensors carry them.
 pub fn int32_bytes(values: &[i32]) -> Bytes {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()

@@ -9,15 +9,7 @@ use crate::testing;
 
 /// The spec of a model configured with `controls` (the `control_input` entries).
 fn spec(max_batch_size: u32, controls: &str) -> Arc<ModelSpec> {
-    testing::spec(
-        "seq",
-        &format!(
-            r#"backend: "identity" max_batch_size: {max_batch_size}
-               input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }} ]
-               output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }} ]
-               sequence_batching {{ control_input [ {controls} ] }}"#
-        ),
-    )
+    testing::sequence_spec(max_batch_size, &format!("control_input [ {controls} ]"))
 }
 
 /// The controls of a model configured with `controls`.

@@ -9,15 +9,7 @@ use crate::testing::{self, int32_bytes};
 
 /// The states of a model whose `state` entries are `states`.
 fn states(max_batch_size: u32, states: &str, model_dir: Option<&Path>) -> States {
-    let spec = testing::spec(
-        "seq",
-        &format!(
-            r#"backend: "identity" max_batch_size: {max_batch_size}
-               input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }} ]
-               output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }} ]
-               sequence_batching {{ state [ {states} ] }}"#
-        ),
-    );
+    let spec = testing::sequence_spec(max_batch_size, &format!("state [ {states} ]"));
     let sequence = spec
         .scheduling
         .sequence()
