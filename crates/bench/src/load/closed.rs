@@ -8,19 +8,21 @@ use tokio::task::JoinSet;
 use tokio::time::{sleep, Instant};
 
 use super::threads::ClientThreads;
-use super::{SourceFactory, RECONNECT_BACKOFF};
+use super::{SourceFactory, StopSignal, RECONNECT_BACKOFF};
 use crate::client::{Connector, InferError};
 use crate::stats::Recorder;
 
 /// Starts `concurrency` workers spread over the client threads, each opening its own
 /// connection on its own thread. Returns once all are connected; fails if any connection
-/// cannot be opened (the started workers are then stopped).
+/// cannot be opened (the started workers are then stopped). A worker ends after its
+/// current request once `stop` turns true.
 pub async fn start(
     concurrency: usize,
     threads: &ClientThreads,
     connector: &Connector,
     sources: &SourceFactory,
     recorder: Arc<Recorder>,
+    stop: StopSignal,
 ) -> Result<JoinSet<()>, InferError> {
     let mut workers = JoinSet::new();
     let mut connected = Vec::with_capacity(concurrency);
@@ -30,6 +32,7 @@ pub async fn start(
         let connector = connector.clone();
         let mut source = sources(i);
         let recorder = recorder.clone();
+        let stop = stop.clone();
         threads.spawn(&mut workers, i, async move {
             let mut conn = match connector.conn().await {
                 Ok(conn) => conn,
@@ -39,7 +42,7 @@ pub async fn start(
                 }
             };
             let _ = ready.send(Ok(()));
-            loop {
+            while !*stop.borrow() {
                 let request = source.next_request();
                 let start = Instant::now();
                 match conn.infer(&request.wire).await {

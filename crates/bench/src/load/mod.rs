@@ -14,8 +14,9 @@ pub mod threads;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tokio::time::{sleep, sleep_until, Instant};
+use tokio::time::{sleep, sleep_until, timeout, Instant};
 
 use self::threads::ClientThreads;
 use crate::client::{Client, WireRequest};
@@ -142,6 +143,13 @@ impl RequestSource for SequenceSource {
 /// that went away is not hammered in a tight loop.
 pub const RECONNECT_BACKOFF: Duration = Duration::from_millis(10);
 
+/// How long the end of a step waits for the requests still in flight to be answered
+/// before abandoning them.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// Tells a step's workers to stop sending; `true` once the step ends.
+pub type StopSignal = watch::Receiver<bool>;
+
 /// The load of one sweep step.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Load {
@@ -202,10 +210,12 @@ pub async fn run_step(
     };
     let recorder = Arc::new(Recorder::new());
     progress.show(&format!("{label}: connecting"));
-    // Dropping the set aborts every worker, in-flight requests included.
-    let workers: JoinSet<()> = match load {
+    let (stop, stop_signal) = watch::channel(false);
+    let mut workers: JoinSet<()> = match load {
         Load::Concurrency(n) => {
-            closed::start(n, threads, &control.connector(), sources, recorder.clone()).await?
+            let connector = control.connector();
+            let recorder = recorder.clone();
+            closed::start(n, threads, &connector, sources, recorder, stop_signal).await?
         }
         Load::Rate(rate) => open::start(
             rate,
@@ -214,6 +224,7 @@ pub async fn run_step(
             &control.connector(),
             sources,
             recorder.clone(),
+            stop_signal,
         ),
     };
     if !config.warmup.is_zero() {
@@ -249,6 +260,14 @@ pub async fn run_step(
             break;
         }
     }
+    // Stop sending and let the requests in flight finish, so none reaches the server
+    // after the run unregisters its shared-memory regions; dropping the set then aborts
+    // whatever is still stuck after the limit.
+    stop.send_replace(true);
+    let _ = timeout(DRAIN_LIMIT, async {
+        while workers.join_next().await.is_some() {}
+    })
+    .await;
     drop(workers);
     let first = windows.len().saturating_sub(REPORTED_WINDOWS);
     let server = match (snapshots.get(first), snapshots.last()) {

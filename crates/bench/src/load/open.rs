@@ -17,7 +17,7 @@ use tokio::task::JoinSet;
 use tokio::time::{sleep, sleep_until, Instant};
 
 use super::threads::ClientThreads;
-use super::{RequestSource, SourceFactory, RECONNECT_BACKOFF};
+use super::{RequestSource, SourceFactory, StopSignal, RECONNECT_BACKOFF};
 use crate::cli::Distribution;
 use crate::client::{Conn, Connector};
 use crate::data::Prng;
@@ -45,8 +45,9 @@ pub fn next_gap(rate: f64, distribution: Distribution, rng: &mut Prng) -> Durati
     Duration::from_secs_f64(secs.max(0.0))
 }
 
-/// Starts one dispatcher per client thread; dropping the returned set stops them and
-/// every request in flight.
+/// Starts one dispatcher per client thread. Once `stop` turns true a dispatcher sends
+/// nothing more and ends when its requests in flight are answered; dropping the returned
+/// set stops them and every request in flight at once.
 pub fn start(
     rate: f64,
     settings: &OpenLoop,
@@ -54,6 +55,7 @@ pub fn start(
     connector: &Connector,
     sources: &SourceFactory,
     recorder: Arc<Recorder>,
+    stop: StopSignal,
 ) -> JoinSet<()> {
     let n = threads.len();
     let mut set = JoinSet::new();
@@ -67,7 +69,13 @@ pub fn start(
             // Constant schedules interleave: dispatcher i starts i/rate seconds in.
             first: start + Duration::from_secs_f64(i as f64 / rate),
         };
-        let task = dispatch(share, connector.clone(), sources(i), recorder.clone());
+        let task = dispatch(
+            share,
+            connector.clone(),
+            sources(i),
+            recorder.clone(),
+            stop.clone(),
+        );
         threads.spawn(&mut set, i, task);
     }
     set
@@ -87,6 +95,7 @@ async fn dispatch(
     connector: Connector,
     mut source: Box<dyn RequestSource>,
     recorder: Arc<Recorder>,
+    mut stop: StopSignal,
 ) {
     // Idle connections; a std-style mutex held only to push or pop.
     let pool: Arc<Mutex<Vec<Conn>>> = Arc::new(Mutex::new(Vec::new()));
@@ -96,8 +105,12 @@ async fn dispatch(
     let mut rng = Prng::new(settings.seed);
     let mut due = settings.first;
     let rate = settings.rate;
-    loop {
-        sleep_until(due).await;
+    while !*stop.borrow() {
+        tokio::select! {
+            () = sleep_until(due) => {}
+            // A closed channel means the step is gone too.
+            _ = stop.changed() => break,
+        }
         while in_flight.try_join_next().is_some() {}
         let (permit, delayed) = match slots.clone().try_acquire_owned() {
             Ok(permit) => (permit, false),
@@ -133,6 +146,7 @@ async fn dispatch(
         });
         due += next_gap(rate, settings.distribution, &mut rng);
     }
+    while in_flight.join_next().await.is_some() {}
 }
 
 #[cfg(test)]
