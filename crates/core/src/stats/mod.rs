@@ -233,11 +233,9 @@ impl ModelStats {
         self.compute_output.record(timing.output_ns);
     }
 
-    /// A request failed; `entered_scheduler` says whether [`Self::request_started`] was called.
-    pub fn request_failed(&self, total: Duration, reason: FailureReason, entered_scheduler: bool) {
-        if entered_scheduler {
-            self.pending.fetch_sub(1, Relaxed);
-        }
+    /// A request that entered the scheduler failed.
+    pub fn request_failed(&self, total: Duration, reason: FailureReason) {
+        self.pending.fetch_sub(1, Relaxed);
         self.fail.record(duration_ns(total));
         let index = FailureReason::ALL
             .iter()
@@ -348,7 +346,7 @@ mod tests {
         stats.request_started();
         stats.execution_finished(3, timing);
         stats.request_succeeded(Duration::from_nanos(100), Duration::from_nanos(5), timing);
-        stats.request_failed(Duration::from_nanos(7), FailureReason::Backend, true);
+        stats.request_failed(Duration::from_nanos(7), FailureReason::Backend);
         let s = stats.snapshot("m", 1);
         assert_eq!(s.inference_count, 3);
         assert_eq!(s.execution_count, 1);

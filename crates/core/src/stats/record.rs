@@ -74,7 +74,7 @@ impl RequestRecord {
 
     fn close_failed(&mut self, reason: FailureReason) {
         if let Some(stats) = self.stats.take() {
-            stats.request_failed(self.received_at.elapsed(), reason, true);
+            stats.request_failed(self.received_at.elapsed(), reason);
         }
     }
 }
