@@ -33,7 +33,7 @@ use crate::backend::InstanceBackend;
 use crate::error::{Error, Result};
 use crate::model::{ModelSpec, SequenceSpec};
 use crate::request::InferRequest;
-use crate::sequence_flags::SequenceFlags;
+use crate::sequence_flags::{SequenceFlags, SequenceId};
 use crate::stats::{ModelStats, RequestRecord};
 
 /// What the request path, the dispatchers and the reaper share.
@@ -206,10 +206,17 @@ impl Shared {
 /// Forms and sends `instance`'s batches, one at a time.
 async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<Payload>) {
     let in_flight = Arc::new(Semaphore::new(1));
+    // The sequences of the batch in flight: their idle clocks start when it has run.
+    let mut running: Vec<SequenceId> = Vec::new();
     loop {
         let Ok(permit) = in_flight.clone().acquire_owned().await else {
             return;
         };
+        // The permit is back: the previous batch finished executing.
+        if !running.is_empty() {
+            let finished = std::mem::take(&mut running);
+            shared.update(|t| t.executed(&finished, super::now()));
+        }
         let (entries, released) = loop {
             let (round, wake, released) = shared.update(|t| {
                 let (round, wake) = t.next_round(instance, super::now());
@@ -233,6 +240,11 @@ async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<
                 }
             }
         };
+        running = entries
+            .iter()
+            .flatten()
+            .map(|p| p.flags.id.clone())
+            .collect();
         // Padding copies the first real request's inputs; built only when a slot is idle.
         let base = entries
             .iter()

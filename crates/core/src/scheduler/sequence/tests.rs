@@ -10,8 +10,9 @@ use crate::scheduler::{Job, Scheduler};
 use crate::stats::ModelStats;
 use crate::testing::{self, Answer, TestBackend};
 
-/// A sequence model released after one second without a request, on one identity instance.
-fn start() -> (SequenceBatcher, Arc<ModelStats>) {
+/// A sequence model released after one second without a request, on one instance of
+/// `backend`.
+fn start(backend: &TestBackend) -> (SequenceBatcher, Arc<ModelStats>) {
     let spec = testing::spec(
         "seq",
         r#"backend: "identity" max_batch_size: 1
@@ -20,7 +21,7 @@ fn start() -> (SequenceBatcher, Arc<ModelStats>) {
            sequence_batching { max_sequence_idle_microseconds: 1000000 }"#,
     );
     let stats = Arc::new(ModelStats::default());
-    let instances = TestBackend::identity().instances("seq", 1);
+    let instances = backend.instances("seq", 1);
     let batcher =
         SequenceBatcher::start(spec, stats.clone(), instances, None).expect("batcher starts");
     (batcher, stats)
@@ -56,19 +57,54 @@ async fn settle() {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_idle_sequence_is_released_when_its_deadline_passes() {
-    let (batcher, stats) = start();
-    let (first, mut answer) = job(7, true);
-    batcher.enqueue(first).expect("admitted");
-    // The instance is an OS thread: wait for it while keeping the runtime busy.
+/// Waits for an answer from the instance (an OS thread) while keeping the runtime busy.
+async fn answered(mut answer: Answer) {
     let response = loop {
         match answer.try_recv() {
             Ok(response) => break response,
             Err(_) => tokio::task::yield_now().await,
         }
     };
-    response.expect("the START request succeeds");
+    response.expect("the request succeeds");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sequence_is_not_idle_while_its_request_runs() {
+    // The request runs for 300 ms of real time; meanwhile the clock moves past the idle
+    // timeout. Idle time counts from when the request finished, not from its arrival.
+    let backend = TestBackend::identity().with_delay(Duration::from_millis(300));
+    let (batcher, stats) = start(&backend);
+    let (first, answer) = job(7, true);
+    batcher.enqueue(first).expect("admitted");
+    settle().await;
+    tokio::time::advance(Duration::from_millis(1500)).await;
+    settle().await;
+    assert_eq!(active(&stats), 1, "released while its request was running");
+    answered(answer).await;
+    settle().await;
+    tokio::time::advance(Duration::from_millis(999)).await;
+    settle().await;
+    assert_eq!(
+        active(&stats),
+        1,
+        "idle for less than a second since it finished"
+    );
+    let (next, answer) = job(7, false);
+    batcher.enqueue(next).expect("the sequence is still there");
+    answered(answer).await;
+    tokio::task::spawn_blocking(move || batcher.stop())
+        .await
+        .expect("stops");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_sequence_is_released_when_its_deadline_passes() {
+    let (batcher, stats) = start(&TestBackend::identity());
+    let (first, answer) = job(7, true);
+    batcher.enqueue(first).expect("admitted");
+    answered(answer).await;
+    // The dispatcher, woken when the instance finished, starts the idle clock.
+    settle().await;
     assert_eq!(active(&stats), 1);
 
     tokio::time::advance(Duration::from_millis(999)).await;

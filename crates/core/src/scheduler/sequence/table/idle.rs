@@ -1,8 +1,9 @@
 //! When each idle sequence is due for release, ordered by time, so the reaper finds what is
 //! due without scanning every active sequence and knows exactly how long to sleep.
 //!
-//! A sequence is armed when its slot's queue drains (a sequence with queued requests is
-//! never idle) and disarmed when a request for it arrives or it leaves its slot.
+//! A sequence is armed when its last request finished executing and nothing more is queued
+//! for it (a sequence with a request queued or running is never idle), and disarmed when
+//! a request for it arrives or it leaves its slot.
 
 use std::collections::BTreeSet;
 use std::time::Instant;

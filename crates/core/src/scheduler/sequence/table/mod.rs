@@ -425,8 +425,6 @@ impl Table {
             };
             if pending.flags.end {
                 wake.extend(self.release(index));
-            } else if self.slots[index].queue.is_empty() {
-                self.arm_idle(&pending.flags.id);
             }
             popped.push((index, pending));
         }
@@ -440,14 +438,23 @@ impl Table {
         (Round::Ready(entries), wake)
     }
 
-    /// Starts `id`'s idle clock: its slot queue just drained.
-    fn arm_idle(&mut self, id: &SequenceId) {
-        let Some(active) = self.active.get_mut(id) else {
-            return;
-        };
-        let at = active.last_seen + self.idle_timeout;
-        self.idle.arm(&mut active.idle_at, id, at);
-        self.expect_reaper_by(at);
+    /// The requests of `sequences` finished executing at `now`: each sequence with nothing
+    /// more queued starts its idle clock, so a sequence is never released while its own
+    /// request runs, however long that takes.
+    pub fn executed(&mut self, sequences: &[SequenceId], now: Instant) {
+        let at = now + self.idle_timeout;
+        for id in sequences {
+            let Some(active) = self.active.get_mut(id) else {
+                continue; // ended, or released meanwhile
+            };
+            let Place::Slot(index) = active.place else {
+                continue;
+            };
+            if self.slots[index].queue.is_empty() {
+                self.idle.arm(&mut active.idle_at, id, at);
+                self.expect_reaper_by(at);
+            }
+        }
     }
 
     /// Notes that [`Self::reap`] has something to do at `at`.

@@ -109,6 +109,11 @@ fn unknown_ended_and_expired_sequences_need_start() {
     let _ = t.next_round(0, now);
     t.admit(pending(9, true, false, now), now).expect("start");
     let _ = t.next_round(0, now);
+    assert!(
+        t.reap(now + Duration::from_millis(20)).released.is_empty(),
+        "not idle while its request runs"
+    );
+    t.executed(&[SequenceId::Number(9)], now);
     assert!(t.reap(now + Duration::from_millis(5)).released.is_empty());
     assert_eq!(t.occupancy().active, 1);
     t.reap(now + Duration::from_millis(20));
