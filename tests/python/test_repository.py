@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import re
+import time
 
 import numpy as np
 import pytest
@@ -321,5 +322,50 @@ def test_poll_mode_loads_new_and_unloads_removed_models(make_repo, start_server,
         shutil.rmtree(os.path.join(repo, "add_sub"))
         poll(lambda: not http.is_model_ready("add_sub"), timeout=15, what="add_sub to unload")
         assert http.is_model_ready("identity_fp32")
+    finally:
+        http.close()
+
+
+def broken_add_sub(repo):
+    """Replaces add_sub's config with one that no longer parses."""
+    with open(os.path.join(repo, "add_sub", "config.pbtxt"), "w") as f:
+        f.write(BROKEN_SYNTAX.replace("broken_syntax", "add_sub"))
+
+
+def test_failed_reload_keeps_the_loaded_version_serving(make_repo, start_server, error_of):
+    # Triton's rule (model_management.md): if a reload fails for any reason, the
+    # already-loaded model is unchanged and remains loaded. The load still answers the
+    # failure.
+    repo = make_repo(["add_sub"])
+    server = start_server(repo, "--model-control-mode", "explicit", "--load-model", "add_sub")
+    http, grpc_ = server.http_client(), server.grpc_client()
+    try:
+        infer_add_sub(httpclient, http)
+        broken_add_sub(repo)
+        for client, status in ((http, "500"), (grpc_, "StatusCode.INTERNAL")):
+            e = error_of(client.load_model, "add_sub")
+            assert e.status() == status, e.status()
+            assert e.message().startswith("failed to load 'add_sub', failed to poll from model repository"), e.message()
+        infer_add_sub(httpclient, http)
+        infer_add_sub(grpcclient, grpc_)
+        assert http.is_model_ready("add_sub") and http.is_server_ready()
+        assert entry(server, "add_sub") == {"name": "add_sub", "version": "1", "state": "READY"}
+    finally:
+        http.close()
+        grpc_.close()
+
+
+def test_poll_keeps_serving_through_a_broken_config_edit(make_repo, start_server):
+    repo = make_repo(["add_sub"])
+    server = start_server(repo, "--model-control-mode=poll", "--repository-poll-secs=1")
+    http = server.http_client()
+    try:
+        infer_add_sub(httpclient, http)
+        broken_add_sub(repo)
+        # Two poll cycles see the broken edit; the model answers throughout.
+        for _ in range(5):
+            time.sleep(0.5)
+            infer_add_sub(httpclient, http)
+        assert http.is_model_ready("add_sub")
     finally:
         http.close()

@@ -493,21 +493,54 @@ impl ModelRepository {
                 )));
             }
         }
-        let previous = self.table.write().insert(name.to_string(), record);
-        if let Some(previous) = previous {
-            stop_in_background(
-                previous
-                    .versions
-                    .into_values()
-                    .filter_map(|v| v.model)
-                    .collect(),
-            );
-        }
+        let retired = {
+            let mut table = self.table.write();
+            let retired = match table.remove(name) {
+                Some(previous) => keep_serving_where_reload_failed(name, previous, &mut record),
+                None => Vec::new(),
+            };
+            table.insert(name.to_string(), record);
+            retired
+        };
+        stop_in_background(retired);
         match first_error {
             Some(e) => Err(e),
             None => Ok(()),
         }
     }
+}
+
+/// Triton's rule for a reload: a version that was serving keeps serving when its reload
+/// fails (or when the whole load failed before any version was tried); the failure is
+/// still answered to the caller and logged. Returns the previous models that `record`
+/// replaces, to be stopped.
+fn keep_serving_where_reload_failed(
+    name: &str,
+    previous: ModelRecord,
+    record: &mut ModelRecord,
+) -> Vec<Arc<LoadedModel>> {
+    let failed_before_versions = record.error.is_some();
+    let mut retired = Vec::new();
+    for (version, old) in previous.versions {
+        let Some(model) = old.model.clone() else {
+            continue;
+        };
+        let reload_failed = match record.versions.get(&version) {
+            Some(new) => new.model.is_none(),
+            None => failed_before_versions,
+        };
+        if reload_failed {
+            tracing::warn!(model = %name, version, "reload failed; the loaded version keeps serving");
+            record.versions.insert(version, old);
+        } else {
+            retired.push(model);
+        }
+    }
+    if failed_before_versions && !record.versions.is_empty() {
+        // The model is still served as it was; the load answer carried the error.
+        record.error = None;
+    }
+    retired
 }
 
 /// Stops replaced or unloaded models off the async runtime: their queued requests finish

@@ -154,11 +154,21 @@ async fn failed_loads_and_reloads_are_reported_in_the_index() {
         e.message(),
         format!("load failed for model 'a': version 1 is at UNAVAILABLE state: {reason};")
     );
+    // ...but the version that was serving keeps serving, as in Triton.
+    assert_eq!(
+        index(&repo, false),
+        vec![row("a", Some(1), Some("READY"), "")]
+    );
+    assert!(repo.get("a", None).is_ok());
+    assert!(repo.all_ready());
+
+    // On a model that is not loaded the same failure shows in the index.
+    repo.unload("a", false).await.expect("unloads");
+    repo.load("a", None).await.expect_err("no model file");
     assert_eq!(
         index(&repo, false),
         vec![row("a", Some(1), Some("UNAVAILABLE"), &reason)]
     );
-    // ...and, as the code stands, the version that was serving is gone with it.
     assert!(repo.get("a", None).is_err());
     assert!(!repo.all_ready());
 
@@ -258,9 +268,6 @@ async fn version_policies_choose_the_versions_loaded() {
 }
 
 #[tokio::test]
-#[ignore = "bug: a failed reload drops the version that was serving; Triton keeps it \
-            (model_management.md: 'if the reload fails for any reason, the already-loaded \
-            model will be unchanged and will remain loaded')"]
 async fn a_failed_reload_keeps_the_loaded_version_serving() {
     let root = tempfile::tempdir().expect("temp dir");
     testing::write_model(root.path(), "a", CONFIG, &[1]);
@@ -268,6 +275,15 @@ async fn a_failed_reload_keeps_the_loaded_version_serving() {
     repo.load("a", None).await.expect("loads");
     std::fs::remove_file(root.path().join("a/1").join(MODEL_FILE)).expect("remove");
     repo.load("a", None).await.expect_err("the reload fails");
+    assert_eq!(
+        echo(&repo, "a", None).await.expect("still served"),
+        vec![4, 2]
+    );
+    assert!(repo.all_ready());
+    // A configuration edit that no longer parses fails before any version is tried: the
+    // loaded version still serves.
+    std::fs::write(root.path().join("a/config.pbtxt"), "max_batch_size: [").expect("write");
+    repo.load("a", None).await.expect_err("bad config");
     assert_eq!(
         echo(&repo, "a", None).await.expect("still served"),
         vec![4, 2]
