@@ -449,11 +449,11 @@ pub fn write_model(root: &Path, name: &str, config: &str, versions: &[i64]) {
 }
 
 /// Where a job's answer arrives.
-pub type Answer = tokio::sync::oneshot::Receiver<Result<InferResponse>>;
+pub type JobAnswer = tokio::sync::oneshot::Receiver<Result<InferResponse>>;
 
 /// `request` as a job of `batch_size` rows, enqueued now on the schedulers' clock and
 /// counted nowhere (give it a record with [`RequestRecord::open`] to count it).
-pub fn job(request: InferRequest, batch_size: usize) -> (Job, Answer) {
+pub fn job(request: InferRequest, batch_size: usize) -> (Job, JobAnswer) {
     let (sender, answer) = tokio::sync::oneshot::channel();
     let at = crate::scheduler::now();
     let job = Job {

@@ -11,7 +11,7 @@ use crate::model::{DynamicBatchingSpec, ModelSpec, SchedulingSpec};
 use crate::request::ParamValue;
 use crate::scheduler::{InstancePool, Job, Scheduler};
 use crate::stats::{FailureReason, ModelStats, RequestRecord};
-use crate::testing::{self, Answer, TestBackend};
+use crate::testing::{self, JobAnswer, TestBackend};
 
 fn spec(batching: &str) -> Arc<ModelSpec> {
     testing::spec(
@@ -33,7 +33,7 @@ fn batching(spec: &ModelSpec) -> &DynamicBatchingSpec {
 }
 
 /// A job and where its answer arrives.
-type Answered = (Job, Answer);
+type Answered = (Job, JobAnswer);
 
 fn job(value: i32, batch: usize, width: usize, params: Vec<(&str, ParamValue)>) -> Answered {
     let values = vec![value; batch * width];

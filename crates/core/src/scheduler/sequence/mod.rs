@@ -31,7 +31,7 @@ use self::table::{Pending, Round, Table};
 use super::{stopping_error, InstancePool, Job, OutputHook, Payload, Reply, Scheduler};
 use crate::backend::InstanceBackend;
 use crate::error::{Error, Result};
-use crate::model::{ModelSpec, SequenceSpec};
+use crate::model::ModelSpec;
 use crate::request::InferRequest;
 use crate::sequence_flags::{SequenceFlags, SequenceId};
 use crate::stats::{ModelStats, RequestRecord};
@@ -69,7 +69,7 @@ impl SequenceBatcher {
     ) -> Result<Self> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::internal("the sequence batcher needs a tokio runtime to run on"))?;
-        let config = spec.scheduling.sequence().cloned().ok_or_else(|| {
+        let config = spec.scheduling.sequence().ok_or_else(|| {
             Error::internal(format!(
                 "model '{}' has no sequence_batching settings",
                 spec.name
@@ -80,11 +80,8 @@ impl SequenceBatcher {
         let states = States::new(&config.states, model_dir, batching)?;
         let max_batch = spec.max_batch_size.max(1);
         let per_instance = config.slots_per_instance(spec.max_batch_size);
-        let SequenceSpec {
-            strategy,
-            max_sequence_idle: idle,
-            ..
-        } = config;
+        let strategy = config.strategy.clone();
+        let idle = config.max_sequence_idle;
         let count = instances.len().max(1);
         // A backend that keeps state itself bounds the slots by what it can hold.
         let capacity = instances

@@ -8,7 +8,7 @@ use super::SequenceBatcher;
 use crate::request::ParamValue;
 use crate::scheduler::{Job, Scheduler};
 use crate::stats::ModelStats;
-use crate::testing::{self, Answer, TestBackend};
+use crate::testing::{self, JobAnswer, TestBackend};
 
 /// A sequence model released after one second without a request, on one instance of
 /// `backend`.
@@ -28,7 +28,7 @@ fn start(backend: &TestBackend) -> (SequenceBatcher, Arc<ModelStats>) {
 }
 
 /// A request of sequence `id`, and where its answer arrives.
-fn job(id: u64, start: bool) -> (Job, Answer) {
+fn job(id: u64, start: bool) -> (Job, JobAnswer) {
     let mut request = testing::request(
         "seq",
         &id.to_string(),
@@ -58,7 +58,7 @@ async fn settle() {
 }
 
 /// Waits for an answer from the instance (an OS thread) while keeping the runtime busy.
-async fn answered(mut answer: Answer) {
+async fn answered(mut answer: JobAnswer) {
     let response = loop {
         match answer.try_recv() {
             Ok(response) => break response,

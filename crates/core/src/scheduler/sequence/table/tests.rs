@@ -195,3 +195,34 @@ fn direct_waits_for_minimum_slot_utilization_or_the_delay() {
     let later = now + Duration::from_millis(20);
     assert_eq!(ids(t.next_round(0, later).0), vec![Some(1)]);
 }
+
+#[test]
+fn the_backlog_refuses_requests_beyond_its_bound() {
+    let now = Instant::now();
+    let mut t = Table::new("m", 1, 1, 1, direct(), Duration::from_secs(1));
+    t.admit(pending(1, true, false, now), now)
+        .expect("takes the slot");
+    for id in 2..2 + MAX_BACKLOG_REQUESTS as u64 {
+        t.admit(pending(id, true, false, now), now)
+            .expect("backlogged");
+    }
+    assert_eq!(t.occupancy().backlog, MAX_BACKLOG_REQUESTS as u64);
+    let full = |t: &mut Table, id| {
+        t.admit(pending(id, id > 1_000_000, false, now), now)
+            .expect_err("the backlog is full")
+            .message()
+            .to_string()
+    };
+    assert_eq!(
+        full(&mut t, 2_000_000),
+        "Exceeds maximum queue size",
+        "a new sequence"
+    );
+    assert_eq!(
+        full(&mut t, 2),
+        "Exceeds maximum queue size",
+        "a backlogged one"
+    );
+    t.admit(pending(1, false, false, now), now)
+        .expect("a sequence in a slot is not held back");
+}
