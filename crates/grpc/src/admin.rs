@@ -136,12 +136,12 @@ fn no_repository_name(repository_name: &str) -> Result<()> {
 }
 
 /// `RepositoryIndex`, optionally only ready models.
-pub fn repository_index(
+pub async fn repository_index(
     server: &Server,
     request: &RepositoryIndexRequest,
 ) -> Result<RepositoryIndexResponse> {
     no_repository_name(&request.repository_name)?;
-    let entries = server.repository().index(request.ready)?;
+    let entries = server.repository().index(request.ready).await?;
     Ok(RepositoryIndexResponse {
         models: entries.into_iter().map(index_entry).collect(),
     })

@@ -190,7 +190,7 @@ impl GrpcInferenceService for InferenceService {
         &self,
         request: Request<RepositoryIndexRequest>,
     ) -> Result<Response<RepositoryIndexResponse>, Status> {
-        reply(admin::repository_index(&self.server, request.get_ref()))
+        reply(admin::repository_index(&self.server, request.get_ref()).await)
     }
 
     async fn repository_model_load(

@@ -47,6 +47,7 @@ async fn start(control_mode: ControlMode) -> Harness {
             normalize: NormalizeOptions::default(),
             cache: None,
         },
+        storage: Default::default(),
     };
     let repository = Arc::new(ModelRepository::new(options, backends));
     repository.load_startup_models().await.expect("models load");

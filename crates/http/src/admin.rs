@@ -165,7 +165,7 @@ pub(crate) async fn repository_index(
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
     let request: IndexRequest = optional_body(&body)?;
-    let entries = s.server.repository().index(request.ready)?;
+    let entries = s.server.repository().index(request.ready).await?;
     Ok(Json(Value::Array(
         entries
             .into_iter()

@@ -5,10 +5,12 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{ArgAction, Parser};
 use nereid_core::cache::CacheSettings;
+use nereid_core::repository::StorageLimits;
 use nereid_core::ControlMode;
 
 fn parse_bool(s: &str) -> Result<bool, String> {
@@ -81,6 +83,14 @@ pub struct Cli {
     /// Seconds to wait for in-flight requests at shutdown.
     #[arg(long, default_value_t = 30)]
     pub exit_timeout_secs: u64,
+    /// Seconds one model load may take (its files, backend model and instances) before it
+    /// fails; the server keeps serving meanwhile.
+    #[arg(long, default_value_t = 600)]
+    pub model_load_timeout_secs: u64,
+    /// Seconds a repository listing or a `config.pbtxt` read may take before the
+    /// operation that needs it fails (a stalled mount).
+    #[arg(long, default_value_t = 30)]
+    pub repository_timeout_secs: u64,
     /// `<backend>,<key>=<value>` (repeatable).
     #[arg(long)]
     pub backend_config: Vec<String>,
@@ -200,6 +210,14 @@ impl Config {
 }
 
 impl Config {
+    /// How long the repository waits for its storage.
+    pub fn storage_limits(&self) -> StorageLimits {
+        StorageLimits {
+            scan: Duration::from_secs(self.cli.repository_timeout_secs.max(1)),
+            load: Duration::from_secs(self.cli.model_load_timeout_secs.max(1)),
+        }
+    }
+
     /// The response cache's settings from `--cache-config` (or the deprecated
     /// `--response-cache-byte-size`), with tritonserver's messages for malformed flags.
     /// Called once logging is up, since it warns.

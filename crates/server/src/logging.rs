@@ -1,9 +1,22 @@
 //! Log setup from `--log-verbose`, `--log-info`, `--log-warning`, `--log-error` and
-//! `--log-format`; logs go to stderr.
+//! `--log-format`; logs go to stderr. A log line that cannot be written (stderr closed,
+//! a pipe whose reader exited) is counted and dropped: logging never stops the server.
 
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::{Config, LogFormat};
+
+/// Log lines lost because stderr could not take them, for the metrics port.
+static LOST_LINES: AtomicU64 = AtomicU64::new(0);
+
+/// How many log lines were dropped so far because stderr refused them.
+pub fn lost_lines() -> u64 {
+    LOST_LINES.load(Ordering::Relaxed)
+}
 
 /// Installs the global subscriber.
 pub fn init(config: &Config) {
@@ -28,11 +41,45 @@ pub fn init(config: &Config) {
     ));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(LossyStderr)
+        // Its fallback report of a failed write goes to stderr with `eprintln!`, which
+        // panics when stderr is what failed.
+        .log_internal_errors(false)
         .with_ansi(false)
         .with_target(false);
     match config.log_format {
         LogFormat::Default => builder.compact().init(),
         LogFormat::Iso8601 => builder.init(),
+    }
+}
+
+/// Prints a last message to stderr without `eprintln!`'s panic when stderr is closed.
+pub fn report(message: &str) {
+    let _ = writeln!(std::io::stderr(), "{message}");
+}
+
+/// stderr, where a failed write counts one lost line instead of reporting an error.
+struct LossyStderr;
+
+impl<'a> MakeWriter<'a> for LossyStderr {
+    type Writer = LossyStderr;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        LossyStderr
+    }
+}
+
+impl Write for LossyStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // One formatted event is one `write_all`; losing part of it loses the line.
+        if std::io::stderr().write_all(buf).is_err() {
+            LOST_LINES.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
     }
 }

@@ -33,7 +33,7 @@ fn main() {
     let config = match Config::from_cli(cli) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            logging::report(&format!("error: {e:#}"));
             std::process::exit(2);
         }
     };
@@ -45,13 +45,17 @@ fn main() {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            logging::report(&format!("error: cannot start the async runtime: {e}"));
             std::process::exit(1);
         }
     };
-    if let Err(e) = runtime.block_on(run(config)) {
+    let result = runtime.block_on(run(config));
+    // `run` has already waited as long as `--exit-timeout-secs` allows; a thread still
+    // stuck on storage (a load reading a FIFO) must not hold the exit.
+    runtime.shutdown_background();
+    if let Err(e) = result {
         tracing::error!("{e:#}");
-        eprintln!("error: {e:#}");
+        logging::report(&format!("error: {e:#}"));
         std::process::exit(1);
     }
 }
@@ -114,7 +118,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     // Listen for signals before the (possibly slow) model loading, so an early SIGTERM is
     // a clean stop rather than the default kill.
-    let signal = shutdown::signal_listener()?;
+    let mut signal = std::pin::pin!(shutdown::signal_listener()?);
     let registry = backends(&config)?;
     let cache = response_cache(&config)?;
     let repository = Arc::new(ModelRepository::new(
@@ -128,10 +132,17 @@ async fn run(config: Config) -> anyhow::Result<()> {
                 normalize: NormalizeOptions { gpu_count: 0 },
                 cache,
             },
+            storage: config.storage_limits(),
         },
         registry,
     ));
-    let failures = repository.load_startup_models().await?;
+    let failures = tokio::select! {
+        loaded = repository.load_startup_models() => loaded?,
+        () = &mut signal => {
+            tracing::info!("signal received while loading models: exiting");
+            return Ok(());
+        }
+    };
     if config.cli.exit_on_error && !failures.is_empty() {
         repository.stop_all();
         anyhow::bail!(
@@ -209,7 +220,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             }
         });
     }
-    signal.await;
+    (&mut signal).await;
     tracing::info!("shutting down: no new connections, draining in-flight requests");
     server.begin_shutdown();
     shutdown.trigger();

@@ -35,9 +35,22 @@ pub async fn serve(
         .await
 }
 
+/// Nereid's own counter (Triton has none): log lines dropped because stderr refused them,
+/// so an operator can see that a log shipper went away.
+fn render_lost_log_lines(out: &mut String, lost: u64) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        out,
+        "# HELP nereid_log_lines_dropped_total Log lines dropped because stderr could not take them"
+    );
+    let _ = writeln!(out, "# TYPE nereid_log_lines_dropped_total counter");
+    let _ = writeln!(out, "nereid_log_lines_dropped_total {lost}");
+}
+
 async fn metrics(State(state): State<MetricsState>) -> impl IntoResponse {
     let mut text = state.server.metrics_text();
     state.system.render(&mut text);
+    render_lost_log_lines(&mut text, crate::logging::lost_lines());
     (
         [(
             header::CONTENT_TYPE,

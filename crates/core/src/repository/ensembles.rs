@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::loader::load_ensemble;
 use super::manager::ModelRepository;
 use super::record::Origin;
-use super::scan::{list_models, read_config, signature};
+use super::scan::{read_config, ModelDirs};
 use crate::config::{is_ensemble, normalize_and_validate, ModelConfig};
 use crate::ensemble::graph::{composing_models, Plan};
 use crate::ensemble::{Ensemble, StepModel, StepModels};
@@ -31,7 +31,7 @@ impl ModelRepository {
         mut config: ModelConfig,
         explicit: bool,
     ) -> Result<()> {
-        let signature = signature(dir);
+        let signature = self.dir_signature(name, dir).await.unwrap_or_default();
         let origin = Origin {
             explicit,
             composing: composing_models(&config),
@@ -59,16 +59,30 @@ impl ModelRepository {
                 )));
             }
         };
-        let outcome = load_ensemble(&self.options.settings, &config, dir, &ensemble);
+        let (settings, dir) = (self.options.settings.clone(), dir.to_path_buf());
+        let outcome = self
+            .load_off_thread(name, move || {
+                ((), load_ensemble(&settings, &config, &dir, &ensemble))
+            })
+            .await
+            .and_then(|((), outcome)| outcome);
         self.install(name, signature, origin, outcome)
     }
 
     /// Loads the composing models of ensemble `name` that are not ready.
     async fn load_composing(self: &Arc<Self>, name: &str, config: &ModelConfig) -> Result<()> {
-        if let Some(cycle) = self.cycle_through(name, config) {
+        let on_disk = self.scan().await?;
+        let (dirs, root, walked) = (on_disk.clone(), name.to_string(), config.clone());
+        let cycle = self
+            .read_off_thread(
+                &format!("ensemble:{name}"),
+                "reading the configurations of the ensembles",
+                move || cycle_through(&dirs, &root, &walked),
+            )
+            .await?;
+        if let Some(cycle) = cycle {
             return Err(Error::invalid_arg(cycle));
         }
-        let on_disk = list_models(&self.options.roots)?;
         let composing = composing_models(config);
         let missing: Vec<&str> = composing
             .iter()
@@ -95,46 +109,46 @@ impl ModelRepository {
         }
         Ok(())
     }
+}
 
-    /// Triton's error when the ensembles on disk lead from `root` back to itself.
-    fn cycle_through(&self, root: &str, config: &ModelConfig) -> Option<String> {
-        let mut path = vec![root.to_string()];
-        self.walk_for_cycle(root, config, &mut path)
-    }
+/// Triton's error when the ensembles on disk (`dirs`) lead from `root` back to itself.
+/// Reads their configurations: call it off the request threads.
+fn cycle_through(dirs: &ModelDirs, root: &str, config: &ModelConfig) -> Option<String> {
+    let mut path = vec![root.to_string()];
+    walk_for_cycle(dirs, root, config, &mut path)
+}
 
-    fn walk_for_cycle(
-        &self,
-        root: &str,
-        config: &ModelConfig,
-        path: &mut Vec<String>,
-    ) -> Option<String> {
-        for model in composing_models(config) {
-            if model == root {
-                let last = path.last().map_or(root, String::as_str);
-                return Some(format!(
-                    "circular dependency between ensembles: {root} -> ... -> {last} -> {root}"
-                ));
-            }
-            // A cycle that does not pass through `root` is reported when its own
-            // ensembles load.
-            if path.contains(&model) {
-                continue;
-            }
-            let Some(inner) = self
-                .model_dir(&model)
-                .ok()
-                .and_then(|dir| read_config(&dir).ok().flatten())
-                .filter(is_ensemble)
-            else {
-                continue;
-            };
-            path.push(model);
-            let found = self.walk_for_cycle(root, &inner, path);
-            path.pop();
-            if found.is_some() {
-                return found;
-            }
+fn walk_for_cycle(
+    dirs: &ModelDirs,
+    root: &str,
+    config: &ModelConfig,
+    path: &mut Vec<String>,
+) -> Option<String> {
+    for model in composing_models(config) {
+        if model == root {
+            let last = path.last().map_or(root, String::as_str);
+            return Some(format!(
+                "circular dependency between ensembles: {root} -> ... -> {last} -> {root}"
+            ));
         }
-        None
+        // A cycle that does not pass through `root` is reported when its own ensembles load.
+        if path.contains(&model) {
+            continue;
+        }
+        let Some(inner) = dirs
+            .get(&model)
+            .and_then(|dir| dir.as_ref().ok())
+            .and_then(|dir| read_config(dir).ok().flatten())
+            .filter(is_ensemble)
+        else {
+            continue;
+        };
+        path.push(model);
+        let found = walk_for_cycle(dirs, root, &inner, path);
+        path.pop();
+        if found.is_some() {
+            return found;
+        }
     }
+    None
 }

@@ -5,17 +5,17 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use parking_lot::RwLock;
 
 use super::loader::{load_model, BackendRegistry, LoadSettings, VersionOutcomes};
 use super::record::{unload_set, ModelRecord, ModelState, Origin, VersionRecord};
-use super::scan::{is_ensemble_dir, list_models, read_config, signature};
-use crate::config::{config_from_json, is_ensemble};
+use super::scan::{is_ensemble_dir, list_models, read_config, signature, ModelDirs, Signature};
+use super::storage::{Storage, StorageLimits};
+use crate::config::{config_from_json, is_ensemble, ModelConfig};
 use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
 
@@ -41,6 +41,8 @@ pub struct RepositoryOptions {
     pub startup_models: Vec<String>,
     /// Per-load settings.
     pub settings: LoadSettings,
+    /// How long scans and loads may wait for the storage.
+    pub storage: StorageLimits,
 }
 
 /// One row of the repository index.
@@ -65,6 +67,8 @@ pub struct ModelRepository {
     pub(super) table: RwLock<BTreeMap<String, ModelRecord>>,
     // Serializes load/unload/poll so two administrative operations never interleave.
     admin: tokio::sync::Mutex<()>,
+    // Every filesystem access goes through here, off the request threads.
+    storage: Storage,
 }
 
 impl ModelRepository {
@@ -75,6 +79,7 @@ impl ModelRepository {
             backends,
             table: RwLock::new(BTreeMap::new()),
             admin: tokio::sync::Mutex::new(()),
+            storage: Storage::default(),
         }
     }
 
@@ -92,7 +97,25 @@ impl ModelRepository {
     /// (those models are recorded as unavailable). Fails only when a repository cannot be
     /// read or `--load-model` names an unknown model.
     pub async fn load_startup_models(self: &Arc<Self>) -> Result<Vec<Error>> {
-        let models = list_models(&self.options.roots)?;
+        let roots = self.options.roots.clone();
+        let (models, ensemble_dirs) = self
+            .storage
+            .run(
+                "repository",
+                "listing the model repositories",
+                self.options.storage.scan,
+                move || {
+                    let models = list_models(&roots)?;
+                    let ensembles: Vec<String> = models
+                        .iter()
+                        .filter(|(_, dir)| is_ensemble_dir(dir.as_ref().ok()))
+                        .map(|(name, _)| name.clone())
+                        .collect();
+                    Ok::<_, Error>((models, ensembles))
+                },
+                drop,
+            )
+            .await??;
         let names: Vec<String> = match self.options.control_mode {
             ControlMode::Explicit => {
                 if self.options.startup_models.iter().any(|m| m == "*") {
@@ -110,11 +133,8 @@ impl ModelRepository {
         }
         // Ensembles load after everything else, one at a time, so that each finds its
         // composing models loaded (or loads them) without racing the parallel loads.
-        let (ensembles, names): (Vec<String>, Vec<String>) = names.into_iter().partition(|n| {
-            models
-                .get(n)
-                .is_some_and(|d| is_ensemble_dir(d.as_ref().ok()))
-        });
+        let (ensembles, names): (Vec<String>, Vec<String>) =
+            names.into_iter().partition(|n| ensemble_dirs.contains(n));
         // Models load in parallel (ONNX Runtime session creation is CPU-bound), one per core.
         let _admin = self.admin.lock().await;
         let permits = Arc::new(tokio::sync::Semaphore::new(
@@ -203,8 +223,8 @@ impl ModelRepository {
     }
 
     /// The repository index: every model directory, with its versions' states.
-    pub fn index(&self, ready_only: bool) -> Result<Vec<IndexEntry>> {
-        let on_disk = list_models(&self.options.roots)?;
+    pub async fn index(&self, ready_only: bool) -> Result<Vec<IndexEntry>> {
+        let on_disk = self.scan().await?;
         let table = self.table.read();
         let mut names: Vec<&String> = on_disk.keys().chain(table.keys()).collect();
         names.sort();
@@ -293,7 +313,7 @@ impl ModelRepository {
 
     /// Poll mode: loads new models, reloads changed ones, unloads removed ones.
     pub async fn poll(self: &Arc<Self>) -> Result<()> {
-        let on_disk = list_models(&self.options.roots)?;
+        let on_disk = self.scan().await?;
         let known: Vec<String> = self.table.read().keys().cloned().collect();
         for name in &known {
             if !on_disk.contains_key(name) {
@@ -319,11 +339,18 @@ impl ModelRepository {
         }
         for (name, dir) in on_disk {
             let Ok(dir) = dir else { continue };
+            let now = match self.dir_signature(&name, &dir).await {
+                Ok(now) => now,
+                Err(e) => {
+                    tracing::error!(model = %name, error = %e, "cannot poll the model directory");
+                    continue;
+                }
+            };
             let changed = self
                 .table
                 .read()
                 .get(&name)
-                .is_none_or(|r| r.signature != signature(&dir));
+                .is_none_or(|r| r.signature != now);
             if changed {
                 if let Err(e) = self.load_unlocked(&name, None).await {
                     tracing::error!(model = %name, error = %e, "failed to load");
@@ -354,6 +381,68 @@ impl ModelRepository {
         }
     }
 
+    /// Runs a read of the repository (`key` names what it touches, `what` completes the
+    /// timeout message) off the request threads, under the scan time limit.
+    pub(super) async fn read_off_thread<T: Send + 'static>(
+        &self,
+        key: &str,
+        what: &str,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T> {
+        self.storage
+            .run(key, what, self.options.storage.scan, work, drop)
+            .await
+    }
+
+    /// Every model directory across the repositories.
+    pub(super) async fn scan(&self) -> Result<ModelDirs> {
+        let roots = self.options.roots.clone();
+        self.read_off_thread("repository", "listing the model repositories", move || {
+            list_models(&roots)
+        })
+        .await?
+    }
+
+    /// The change signature of model `name`'s directory.
+    pub(super) async fn dir_signature(&self, name: &str, dir: &Path) -> Result<Signature> {
+        let dir = dir.to_path_buf();
+        let what = format!("reading the directory of model '{name}'");
+        self.read_off_thread(&model_key(name), &what, move || signature(&dir))
+            .await
+    }
+
+    /// The `config.pbtxt` of model `name`'s directory.
+    async fn config_of(&self, name: &str, dir: &Path) -> Result<Option<ModelConfig>> {
+        let dir = dir.to_path_buf();
+        let what = format!("reading the configuration of model '{name}'");
+        self.read_off_thread(&model_key(name), &what, move || read_config(&dir))
+            .await?
+    }
+
+    /// Runs blocking filesystem work for model `name` under the load time limit; when it
+    /// outlives the limit, the models it loads late are stopped.
+    pub(super) async fn load_off_thread<T: Send + 'static>(
+        &self,
+        name: &str,
+        work: impl FnOnce() -> (T, Result<VersionOutcomes>) + Send + 'static,
+    ) -> Result<(T, Result<VersionOutcomes>)> {
+        self.storage
+            .run(
+                &model_key(name),
+                &format!("loading model '{name}'"),
+                self.options.storage.load,
+                work,
+                |(_, late)| {
+                    if let Ok(versions) = late {
+                        stop_in_background(
+                            versions.into_iter().filter_map(|(_, m)| m.ok()).collect(),
+                        );
+                    }
+                },
+            )
+            .await
+    }
+
     async fn load_unlocked(
         self: &Arc<Self>,
         name: &str,
@@ -382,11 +471,16 @@ impl ModelRepository {
         explicit: bool,
     ) -> Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>> {
         Box::pin(async move {
-            let dir = self.model_dir(name)?;
+            let dir = self.model_dir(name).await?;
             let ensemble = match &override_config {
                 Some(config) => is_ensemble(config).then(|| config.clone()),
                 // A configuration that cannot be read is reported by the ordinary load.
-                None => read_config(&dir).ok().flatten().filter(is_ensemble),
+                None => self
+                    .config_of(name, &dir)
+                    .await
+                    .ok()
+                    .flatten()
+                    .filter(is_ensemble),
             };
             match ensemble {
                 Some(config) => self.load_ensemble(name, &dir, config, explicit).await,
@@ -399,8 +493,9 @@ impl ModelRepository {
     }
 
     /// The directory of model `name`, or Triton's error for a model not in any repository.
-    pub(super) fn model_dir(&self, name: &str) -> Result<PathBuf> {
-        list_models(&self.options.roots)?
+    pub(super) async fn model_dir(&self, name: &str) -> Result<PathBuf> {
+        self.scan()
+            .await?
             .remove(name)
             .ok_or_else(|| {
                 Error::internal(format!(
@@ -425,30 +520,36 @@ impl ModelRepository {
     ) -> Result<()> {
         let this = self.clone();
         let name_owned = name.to_string();
-        let dir_owned = dir.clone();
-        let outcome = tokio::task::spawn_blocking(move || {
-            load_model(
-                &this.backends,
-                &this.options.settings,
-                &name_owned,
-                &dir_owned,
-                override_config,
-            )
-        })
-        .await
-        .map_err(|e| Error::internal(format!("model load task failed: {e}")))?;
+        let (signature, outcome) = match self
+            .load_off_thread(name, move || {
+                let outcome = load_model(
+                    &this.backends,
+                    &this.options.settings,
+                    &name_owned,
+                    &dir,
+                    override_config,
+                );
+                (signature(&dir), outcome)
+            })
+            .await
+        {
+            Ok(loaded) => loaded,
+            // The storage did not answer: the model keeps what it serves, and the next poll
+            // tries again (an empty signature never matches the directory's).
+            Err(e) => (Signature::default(), Err(e)),
+        };
         let origin = Origin {
             explicit,
             composing: Vec::new(),
         };
-        self.install(name, signature(&dir), origin, outcome)
+        self.install(name, signature, origin, outcome)
     }
 
     /// Records a load's outcome in the table; the first failure becomes the call's error.
     pub(super) fn install(
         &self,
         name: &str,
-        signature: Vec<(PathBuf, u64, Option<SystemTime>)>,
+        signature: Signature,
         origin: Origin,
         outcome: Result<VersionOutcomes>,
     ) -> Result<()> {
@@ -559,6 +660,11 @@ fn stop_in_background(models: Vec<Arc<LoadedModel>>) {
     if let Err(e) = spawned {
         tracing::error!(error = %e, "cannot start the unload thread");
     }
+}
+
+/// The storage key of everything read for model `name`.
+fn model_key(name: &str) -> String {
+    format!("model:{name}")
 }
 
 fn unknown_model(name: &str) -> Error {

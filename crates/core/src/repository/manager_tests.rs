@@ -23,6 +23,7 @@ fn repository(root: &Path, control_mode: ControlMode) -> Arc<ModelRepository> {
             normalize: NormalizeOptions::default(),
             cache: None,
         },
+        storage: Default::default(),
     };
     Arc::new(ModelRepository::new(
         options,
@@ -33,8 +34,9 @@ fn repository(root: &Path, control_mode: ControlMode) -> Arc<ModelRepository> {
 /// `(name, version, state, reason)` of an index row.
 type Row = (String, Option<i64>, Option<&'static str>, String);
 
-fn index(repo: &ModelRepository, ready_only: bool) -> Vec<Row> {
+async fn index(repo: &ModelRepository, ready_only: bool) -> Vec<Row> {
     repo.index(ready_only)
+        .await
         .expect("readable repository")
         .into_iter()
         .map(|e| (e.name, e.version, e.state.map(ModelState::as_str), e.reason))
@@ -73,24 +75,24 @@ async fn explicit_load_unload_and_reload() {
     assert!(repo.load_startup_models().await.expect("starts").is_empty());
     // Nothing loaded: the index lists the directories without states.
     assert_eq!(
-        index(&repo, false),
+        index(&repo, false).await,
         vec![row("a", None, None, ""), row("b", None, None, "")]
     );
-    assert!(index(&repo, true).is_empty());
+    assert!(index(&repo, true).await.is_empty());
     let e = not_served(&repo, "a", None);
     assert_eq!(e.message(), "Request for unknown model: 'a' is not found");
 
     repo.load("a", None).await.expect("loads");
     assert_eq!(echo(&repo, "a", None).await.expect("served"), vec![4, 2]);
     assert_eq!(
-        index(&repo, true),
+        index(&repo, true).await,
         vec![row("a", Some(1), Some("READY"), "")]
     );
     assert!(repo.all_ready());
 
     repo.unload("a", false).await.expect("unloads");
     assert_eq!(
-        index(&repo, false),
+        index(&repo, false).await,
         vec![
             row("a", Some(1), Some("UNAVAILABLE"), "unloaded"),
             row("b", None, None, "")
@@ -118,7 +120,7 @@ async fn explicit_load_unload_and_reload() {
     );
     repo.load("a", None).await.expect("reloads");
     assert_eq!(
-        index(&repo, true),
+        index(&repo, true).await,
         vec![
             row("a", Some(1), Some("READY"), ""),
             row("a", Some(2), Some("READY"), "")
@@ -156,7 +158,7 @@ async fn failed_loads_and_reloads_are_reported_in_the_index() {
     );
     // ...but the version that was serving keeps serving, as in Triton.
     assert_eq!(
-        index(&repo, false),
+        index(&repo, false).await,
         vec![row("a", Some(1), Some("READY"), "")]
     );
     assert!(repo.get("a", None).is_ok());
@@ -166,7 +168,7 @@ async fn failed_loads_and_reloads_are_reported_in_the_index() {
     repo.unload("a", false).await.expect("unloads");
     repo.load("a", None).await.expect_err("no model file");
     assert_eq!(
-        index(&repo, false),
+        index(&repo, false).await,
         vec![row("a", Some(1), Some("UNAVAILABLE"), &reason)]
     );
     assert!(repo.get("a", None).is_err());
@@ -182,7 +184,7 @@ async fn failed_loads_and_reloads_are_reported_in_the_index() {
         "{}",
         e.message()
     );
-    let rows = index(&repo, false);
+    let rows = index(&repo, false).await;
     assert_eq!(rows.len(), 1);
     assert_eq!((rows[0].1, rows[0].2), (None, Some("UNAVAILABLE")));
     assert!(
@@ -206,7 +208,7 @@ async fn load_and_unload_need_explicit_mode() {
     let repo = repository(root.path(), ControlMode::None);
     assert!(repo.load_startup_models().await.expect("starts").is_empty());
     assert_eq!(
-        index(&repo, true),
+        index(&repo, true).await,
         vec![row("a", Some(1), Some("READY"), "")]
     );
     for e in [
@@ -246,6 +248,7 @@ async fn version_policies_choose_the_versions_loaded() {
     for (name, _, versions) in policies {
         repo.load(name, None).await.expect("loads");
         let ready: Vec<Option<i64>> = index(&repo, true)
+            .await
             .into_iter()
             .filter(|r| r.0 == name)
             .map(|r| r.1)

@@ -8,8 +8,10 @@ mod loader;
 mod manager;
 mod record;
 mod scan;
+mod storage;
 mod version_policy;
 
 pub use loader::{BackendRegistry, LoadSettings};
 pub use manager::{ControlMode, IndexEntry, ModelRepository, RepositoryOptions};
 pub use record::ModelState;
+pub use storage::StorageLimits;

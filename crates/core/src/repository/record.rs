@@ -4,10 +4,9 @@
 //! functions over it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::SystemTime;
 
+use super::scan::Signature;
 use crate::loaded::LoadedModel;
 
 /// A model version's state, as the repository index reports it.
@@ -47,7 +46,7 @@ pub(super) struct ModelRecord {
     /// A load error that prevented any version from being tried.
     pub(super) error: Option<String>,
     /// Directory fingerprint at load time (poll mode).
-    pub(super) signature: Vec<(PathBuf, u64, Option<SystemTime>)>,
+    pub(super) signature: Signature,
     /// How it came to be loaded, and for an ensemble what it uses.
     pub(super) origin: Origin,
 }

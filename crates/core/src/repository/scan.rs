@@ -2,6 +2,7 @@
 //! directories, their `config.pbtxt`, and a change signature for polling.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -9,9 +10,15 @@ use crate::config::{is_ensemble, parse_model_config, ModelConfig};
 
 use crate::error::{Error, Result};
 
+/// Model name → its directory, or why the name cannot be used.
+pub type ModelDirs = BTreeMap<String, Result<PathBuf>>;
+
+/// A model directory's contents for change detection: (path, size, modification time).
+pub type Signature = Vec<(PathBuf, u64, Option<SystemTime>)>;
+
 /// Every model directory across `roots`: name → directory. A name found in two roots is
 /// an error for that name, as in Triton.
-pub fn list_models(roots: &[PathBuf]) -> Result<BTreeMap<String, Result<PathBuf>>> {
+pub fn list_models(roots: &[PathBuf]) -> Result<ModelDirs> {
     let mut models: BTreeMap<String, Result<PathBuf>> = BTreeMap::new();
     for root in roots {
         let entries = std::fs::read_dir(root).map_err(|e| {
@@ -63,22 +70,49 @@ pub fn list_versions(model_dir: &Path) -> Vec<i64> {
         .collect()
 }
 
-/// Reads `config.pbtxt` of a model directory; `Ok(None)` when there is none.
+/// The largest `config.pbtxt` read. Real configurations are a few KiB; the bound keeps a
+/// link to `/dev/zero` or a runaway generated file from exhausting memory.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// Reads `config.pbtxt` of a model directory; `Ok(None)` when there is none. Only a
+/// regular file of at most [`MAX_CONFIG_BYTES`] is read: a FIFO or a device would block
+/// or never end.
 pub fn read_config(model_dir: &Path) -> Result<Option<ModelConfig>> {
     let path = model_dir.join("config.pbtxt");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => parse_model_config(&path, &text).map(Some),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::invalid_arg(format!(
-            "failed to read {}: {e}",
-            path.display()
-        ))),
+    let failed = |e: &dyn std::fmt::Display| {
+        Error::invalid_arg(format!("failed to read {}: {e}", path.display()))
+    };
+    // `metadata` follows links and, unlike `open`, does not wait for a FIFO's writer.
+    let meta = match std::fs::metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(failed(&e)),
+    };
+    if !meta.is_file() {
+        return Err(failed(&"not a regular file"));
     }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(failed(&format_args!(
+            "{} bytes, more than the {MAX_CONFIG_BYTES} bytes a model configuration may have",
+            meta.len()
+        )));
+    }
+    let mut text = String::new();
+    std::fs::File::open(&path)
+        .and_then(|file| file.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| failed(&e))?;
+    // The file may have grown since `metadata`.
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(failed(&format_args!(
+            "more than the {MAX_CONFIG_BYTES} bytes a model configuration may have"
+        )));
+    }
+    parse_model_config(&path, &text).map(Some)
 }
 
 /// A fingerprint of a model directory's contents (paths, sizes, modification times), so
 /// polling can tell whether anything changed.
-pub fn signature(model_dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+pub fn signature(model_dir: &Path) -> Signature {
     let mut out = Vec::new();
     let mut stack = vec![model_dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -126,6 +160,27 @@ mod tests {
         assert_eq!(config.max_batch_size, 2);
         assert!(read_config(dir.path()).expect("no error").is_none());
         let before = signature(&m);
+        std::fs::write(
+            m.join("config.pbtxt"),
+            "x".repeat(MAX_CONFIG_BYTES as usize + 1),
+        )
+        .expect("write");
+        let error = read_config(&m).expect_err("too large");
+        assert!(
+            error.message().contains("more than the 4194304 bytes"),
+            "{}",
+            error.message()
+        );
+        std::fs::remove_file(m.join("config.pbtxt")).expect("remove");
+        std::os::unix::fs::symlink("/dev/zero", m.join("config.pbtxt")).expect("link");
+        let error = read_config(&m).expect_err("a device");
+        assert!(
+            error
+                .message()
+                .ends_with("config.pbtxt: not a regular file"),
+            "{}",
+            error.message()
+        );
         std::fs::write(m.join("1/model.onnx"), "x").expect("write");
         assert_ne!(before, signature(&m));
     }

@@ -1,0 +1,187 @@
+"""Operator failure modes (issue 14): storage that never answers, a closed log pipe.
+Each test reproduces a failure that used to freeze or kill the server, against the
+real binary."""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import tritonclient.http as httpclient
+
+from conftest import add_sub_config, base_args, nereid_bin, wait_for
+
+
+def _fifo_model(repo, name, fifo_file):
+    """A model directory named `name` whose `fifo_file` (relative) is a FIFO nobody writes:
+    opening it for reading blocks forever, as a file on a stalled mount does."""
+    model = os.path.join(repo, name)
+    os.makedirs(os.path.join(model, "1"), exist_ok=True)
+    if fifo_file != "config.pbtxt":
+        with open(os.path.join(model, "config.pbtxt"), "w") as f:
+            f.write(add_sub_config(name))
+    os.mkfifo(os.path.join(model, fifo_file))
+
+
+def _serving(srv):
+    """add_sub answers and the metrics port answers."""
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    client = srv.http_client()
+    try:
+        inputs = []
+        for name in ("INPUT0", "INPUT1"):
+            inp = httpclient.InferInput(name, [2, 4], "FP32")
+            inp.set_data_from_numpy(a)
+            inputs.append(inp)
+        result = client.infer("add_sub", inputs)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + a)
+    finally:
+        client.close()
+    assert "nv_inference_request_success" in srv.metrics()
+
+
+def _sigterm_exits(srv, within):
+    started = time.monotonic()
+    srv.signal(signal.SIGTERM)
+    code = srv.wait_exit(within)
+    assert code == 0, f"still running {within}s after SIGTERM:\n{srv.log(last=30)}"
+    return time.monotonic() - started
+
+
+def test_a_fifo_config_is_refused_at_once_in_explicit_mode(start_server, make_repo):
+    repo = make_repo(["add_sub"])
+    _fifo_model(repo, "stuck", "config.pbtxt")
+    srv = start_server(repo, "--model-control-mode", "explicit", "--load-model", "add_sub")
+    started = time.monotonic()
+    resp = srv.request("POST", "/v2/repository/models/stuck/load")
+    # Triton's status for a configuration that cannot be read ("failed to poll").
+    assert resp.status == 500, resp
+    assert "config.pbtxt: not a regular file" in resp.json()["error"], resp
+    assert time.monotonic() - started < 5
+    _serving(srv)
+    _sigterm_exits(srv, 10)
+
+
+def test_a_load_stuck_on_storage_times_out_while_the_server_answers(start_server, make_repo):
+    repo = make_repo(["add_sub"])
+    _fifo_model(repo, "stuck", os.path.join("1", "model.onnx"))
+    srv = start_server(
+        repo,
+        "--model-control-mode", "explicit", "--load-model", "add_sub",
+        "--model-load-timeout-secs", "3", "--exit-timeout-secs", "2",
+    )
+    answer = {}
+
+    def load():
+        answer["response"] = srv.request("POST", "/v2/repository/models/stuck/load")
+
+    loader = threading.Thread(target=load)
+    started = time.monotonic()
+    loader.start()
+    time.sleep(0.5)
+    # The stuck load blocks neither inference nor metrics nor the index.
+    _serving(srv)
+    index = srv.request("POST", "/v2/repository/index", body={})
+    assert index.status == 200, index
+    loader.join(20)
+    elapsed = time.monotonic() - started
+    resp = answer["response"]
+    assert resp.status in (400, 500, 503), resp
+    assert "timed out after 3s loading model 'stuck'" in resp.json()["error"], resp
+    assert 2.5 < elapsed < 10, elapsed
+
+    # The first read is still stuck: a retry fails at once instead of adding a thread.
+    again = srv.request("POST", "/v2/repository/models/stuck/load")
+    assert "has not returned yet" in again.json()["error"], again
+    _serving(srv)
+    # Shutdown does not wait for the thread stuck on the FIFO.
+    assert _sigterm_exits(srv, 10) < 8
+
+
+def test_poll_mode_serves_through_a_model_stuck_on_storage(start_server, make_repo):
+    repo = make_repo(["add_sub"])
+    _fifo_model(repo, "stuck", os.path.join("1", "model.onnx"))
+    srv = start_server(
+        repo,
+        "--model-control-mode", "poll", "--repository-poll-secs", "1",
+        "--model-load-timeout-secs", "2", "--exit-timeout-secs", "2", "--exit-on-error", "false",
+    )
+    _serving(srv)
+
+    def stuck_reason():
+        rows = srv.request("POST", "/v2/repository/index", body={}).json()
+        row = next((r for r in rows if r["name"] == "stuck"), {})
+        return row.get("reason", "")
+
+    assert "timed out after 2s loading model 'stuck'" in wait_for(
+        stuck_reason, timeout=10, what="the stuck model's reason"
+    )
+    # A few poll cycles later the server still answers and nothing piled up.
+    time.sleep(2.5)
+    _serving(srv)
+    assert _sigterm_exits(srv, 10) < 8
+
+
+def test_sigterm_during_a_stuck_startup_load_exits(start_server, make_repo):
+    repo = make_repo(["add_sub"])
+    _fifo_model(repo, "stuck", os.path.join("1", "model.onnx"))
+    srv = start_server(repo, "--exit-on-error", "false", wait=False)
+    wait_for(lambda: "ONNX Runtime loaded" in srv.log(), timeout=10, what="start-up")
+    time.sleep(0.5)
+    started = time.monotonic()
+    srv.signal(signal.SIGTERM)
+    assert srv.wait_exit(10) == 0, srv.log(last=30)
+    assert time.monotonic() - started < 5
+
+
+def test_a_closed_log_pipe_does_not_stop_the_server(make_repo):
+    """Like `nereid ... 2>&1 | head`: the log's reader goes away once the server is up."""
+    repo = make_repo(["add_sub"])
+    proc = subprocess.Popen(
+        [
+            nereid_bin(),
+            *base_args(repo, ["--model-control-mode", "explicit", "--load-model", "add_sub"]),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        ports = {}
+        for raw in proc.stdout:
+            line = raw.decode("utf-8", "replace")
+            for key, label in (("http", "HTTPService"), ("metrics", "Metrics Service")):
+                if f"Started {label} at " in line:
+                    ports[key] = int(line.rsplit(":", 1)[1].split()[0])
+            if "server started" in line:
+                break
+        proc.stdout.close()
+        srv_http = f"127.0.0.1:{ports['http']}"
+        client = httpclient.InferenceServerClient(srv_http)
+        a = np.ones((1, 4), dtype=np.float32)
+        for _ in range(20):
+            inputs = []
+            for name in ("INPUT0", "INPUT1"):
+                inp = httpclient.InferInput(name, [1, 4], "FP32")
+                inp.set_data_from_numpy(a)
+                inputs.append(inp)
+            assert client.infer("add_sub", inputs).as_numpy("OUTPUT0").tolist() == [[2.0] * 4]
+            # Each reload logs INFO lines into the closed pipe.
+            client.load_model("add_sub")
+        client.close()
+        assert proc.poll() is None, f"exited with {proc.returncode}"
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics").read()
+        dropped = [
+            line for line in metrics.decode().splitlines()
+            if line.startswith("nereid_log_lines_dropped_total ")
+        ]
+        assert dropped and int(dropped[0].split()[1]) > 0, dropped
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
