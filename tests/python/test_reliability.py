@@ -185,3 +185,87 @@ def test_a_closed_log_pipe_does_not_stop_the_server(make_repo):
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def _shm_add_sub(client, region, nbytes):
+    inputs = []
+    for index, name in enumerate(("INPUT0", "INPUT1")):
+        inp = httpclient.InferInput(name, [1, 4], "FP32")
+        inp.set_shared_memory(region, nbytes, offset=index * nbytes)
+        inputs.append(inp)
+    return client.infer("add_sub", inputs)
+
+
+def test_a_client_truncating_its_region_gets_an_error_and_the_server_lives(
+    start_server, make_repo
+):
+    import tritonclient.utils.shared_memory as shm
+    from tritonclient.utils import InferenceServerException
+
+    srv = start_server(make_repo(["add_sub"]))
+    client = srv.http_client()
+    key = f"/nereid_trunc_{os.getpid()}"
+    handle = shm.create_shared_memory_region("trunc", key, 3 * 4096)
+    try:
+        a = np.array([[1.0, 2.0, 3.0, 4.0]], np.float32)
+        shm.set_shared_memory_region(handle, [a, a])
+        client.register_system_shared_memory("trunc", key, 3 * 4096)
+        assert _shm_add_sub(client, "trunc", 16).as_numpy("OUTPUT0").tolist() == [[2, 4, 6, 8]]
+
+        # The client shrinks its own object: touching the lost pages used to raise SIGBUS.
+        os.truncate(f"/dev/shm{key}", 0)
+        try:
+            _shm_add_sub(client, "trunc", 16)
+            raise AssertionError("a truncated region was read")
+        except InferenceServerException as e:
+            assert e.status() == "400", e
+            assert "shared memory region 'trunc' is no longer usable" in e.message(), e
+        assert srv.proc.poll() is None
+        _serving(srv)
+
+        # Grown again and registered again, it works.
+        client.unregister_system_shared_memory("trunc")
+        os.truncate(f"/dev/shm{key}", 3 * 4096)
+        shm.set_shared_memory_region(handle, [a, a])
+        client.register_system_shared_memory("trunc", key, 3 * 4096)
+        assert _shm_add_sub(client, "trunc", 16).as_numpy("OUTPUT0").tolist() == [[2, 4, 6, 8]]
+    finally:
+        client.close()
+        shm.destroy_shared_memory_region(handle)
+
+
+def test_registered_regions_are_capped(start_server, make_repo):
+    import tritonclient.utils.shared_memory as shm
+    from tritonclient.utils import InferenceServerException
+
+    srv = start_server(
+        make_repo(["add_sub"]), "--shm-max-regions", "4", "--shm-max-total-bytes", "100000"
+    )
+    client, grpc = srv.http_client(), srv.grpc_client()
+    key = f"/nereid_cap_{os.getpid()}"
+    handle = shm.create_shared_memory_region("cap", key, 65536)
+
+    def refused(register, name, size, why):
+        try:
+            register(name, key, size)
+        except InferenceServerException as e:
+            assert why in e.message(), e
+            return
+        raise AssertionError(f"{name} was registered")
+
+    try:
+        # One object registered many times: each registration is a mapping.
+        for i in range(4):
+            client.register_system_shared_memory(f"cap{i}", key, 64)
+        for register in (client.register_system_shared_memory, grpc.register_system_shared_memory):
+            refused(register, "cap4", 64, "4 regions are registered, the most this server allows (--shm-max-regions)")
+        client.unregister_system_shared_memory("cap0")
+        client.unregister_system_shared_memory("cap1")
+        grpc.register_system_shared_memory("big1", key, 65536)
+        refused(client.register_system_shared_memory, "big2", 65536, "(--shm-max-total-bytes; 65664 registered)")
+        _serving(srv)
+    finally:
+        client.unregister_system_shared_memory()
+        client.close()
+        grpc.close()
+        shm.destroy_shared_memory_region(handle)

@@ -86,6 +86,12 @@ impl Server {
         }
     }
 
+    /// Sets how much shared memory clients may register (before serving starts).
+    pub fn with_shm_limits(mut self, limits: crate::shm::ShmLimits) -> Self {
+        self.shm = crate::shm::ShmRegistry::with_limits(limits);
+        self
+    }
+
     /// The shared-memory regions (for the shared-memory extension and tensors in them).
     pub fn shm(&self) -> &crate::shm::ShmRegistry {
         &self.shm

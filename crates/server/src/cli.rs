@@ -11,6 +11,7 @@ use anyhow::{bail, Context};
 use clap::{ArgAction, Parser};
 use nereid_core::cache::CacheSettings;
 use nereid_core::repository::StorageLimits;
+use nereid_core::shm::ShmLimits;
 use nereid_core::ControlMode;
 
 fn parse_bool(s: &str) -> Result<bool, String> {
@@ -91,6 +92,13 @@ pub struct Cli {
     /// operation that needs it fails (a stalled mount).
     #[arg(long, default_value_t = 30)]
     pub repository_timeout_secs: u64,
+    /// Most shared-memory regions (system and CUDA together) clients may register; each
+    /// system region holds a mapping and a file descriptor.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=nereid_core::shm::MAX_MAPPINGS as u64))]
+    pub shm_max_regions: u64,
+    /// Most bytes all registered shared-memory regions may span together.
+    #[arg(long, default_value_t = 64 << 30)]
+    pub shm_max_total_bytes: u64,
     /// `<backend>,<key>=<value>` (repeatable).
     #[arg(long)]
     pub backend_config: Vec<String>,
@@ -215,6 +223,14 @@ impl Config {
         StorageLimits {
             scan: Duration::from_secs(self.cli.repository_timeout_secs.max(1)),
             load: Duration::from_secs(self.cli.model_load_timeout_secs.max(1)),
+        }
+    }
+
+    /// How much shared memory clients may register.
+    pub fn shm_limits(&self) -> ShmLimits {
+        ShmLimits {
+            max_regions: usize::try_from(self.cli.shm_max_regions).unwrap_or(usize::MAX),
+            max_total_bytes: self.cli.shm_max_total_bytes,
         }
     }
 

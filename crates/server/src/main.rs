@@ -150,14 +150,17 @@ async fn run(config: Config) -> anyhow::Result<()> {
             failures.len()
         );
     }
-    let server = Arc::new(Server::new(
-        ServerIdentity {
-            name: config.cli.id.clone(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-        },
-        repository.clone(),
-        config.cli.strict_readiness,
-    ));
+    let server = Arc::new(
+        Server::new(
+            ServerIdentity {
+                name: config.cli.id.clone(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            },
+            repository.clone(),
+            config.cli.strict_readiness,
+        )
+        .with_shm_limits(config.shm_limits()),
+    );
     let shutdown = Shutdown::new();
     let mut tasks = Vec::new();
     if config.cli.allow_grpc {

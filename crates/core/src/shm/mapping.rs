@@ -1,12 +1,16 @@
-//! A read-write `mmap` of part of a POSIX shared-memory object. One of the two modules
-//! that touch raw memory (the other is [`super::cuda`], for the CUDA driver): every access
-//! goes through a bounds-checked slice or copy.
+//! A read-write `mmap` of part of a POSIX shared-memory object. One of the modules that
+//! touch raw memory (with [`super::cuda`] for the CUDA driver and [`super::sigbus`]):
+//! every access goes through a bounds-checked slice or copy. The object's descriptor stays
+//! open so that each use can check the object still covers the mapping: the client owns
+//! the object and may shrink it at any time.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use parking_lot::Mutex;
 
+use super::sigbus::Guarded;
 use crate::error::{Error, Result};
 
 /// A mapped window `[offset, offset + len)` of a shared-memory object. The mapping starts at
@@ -21,6 +25,12 @@ pub(super) struct Mapping {
     /// Held while `write_at` copies, so two requests' output writes into this region
     /// never interleave, even when a client gave them overlapping windows.
     writes: Mutex<()>,
+    /// The object, to see whether it still reaches `needs` bytes.
+    fd: OwnedFd,
+    /// The object size the mapping needs: the window's end.
+    needs: u64,
+    /// The mapping's entry in the SIGBUS table; removed before the unmap.
+    guard: Option<Guarded>,
 }
 
 // SAFETY: the mapping is plain memory owned by this value until drop; concurrent access
@@ -47,23 +57,18 @@ impl Mapping {
                 "Unable to open shared memory region: '{key}'"
             )));
         }
-        let result = Self::map_fd(fd, key, offset, len);
-        // SAFETY: `fd` is an open descriptor we own; the mapping (if any) stays valid after
-        // the descriptor is closed.
-        unsafe { libc::close(fd) };
-        result
+        // SAFETY: `fd` is a descriptor shm_open just returned to us; OwnedFd closes it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Self::map_fd(fd, key, offset, len)
     }
 
-    fn map_fd(fd: libc::c_int, key: &str, offset: usize, len: usize) -> Result<Self> {
-        // SAFETY: an all-zero `stat` is a valid value for fstat to overwrite.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: `fd` is open and `st` is a valid out-pointer.
-        if unsafe { libc::fstat(fd, &mut st) } != 0 {
-            return Err(Error::invalid_arg(format!(
+    fn map_fd(fd: OwnedFd, key: &str, offset: usize, len: usize) -> Result<Self> {
+        let object_size = usize::try_from(object_size(&fd).ok_or_else(|| {
+            Error::invalid_arg(format!(
                 "Unable to read the size of shared memory region: '{key}'"
-            )));
-        }
-        let object_size = usize::try_from(st.st_size).unwrap_or(0);
+            ))
+        })?)
+        .unwrap_or(usize::MAX);
         let end = offset.saturating_add(len);
         if end > object_size {
             return Err(Error::invalid_arg(format!(
@@ -90,7 +95,7 @@ impl Mapping {
                 mapped_len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
-                fd,
+                fd.as_raw_fd(),
                 file_offset,
             )
         };
@@ -100,13 +105,40 @@ impl Mapping {
                 std::io::Error::last_os_error()
             )));
         }
+        let Some(guard) = Guarded::watch(base as usize, mapped_len) else {
+            // SAFETY: `base`/`mapped_len` is the mapping just made; nothing else refers to it.
+            unsafe { libc::munmap(base, mapped_len) };
+            return Err(Error::unavailable(
+                "too many shared memory regions are mapped in this process",
+            ));
+        };
         Ok(Self {
             base,
             mapped_len,
             delta,
             len,
             writes: Mutex::new(()),
+            fd,
+            needs: end as u64,
+            guard: Some(guard),
         })
+    }
+
+    /// Why the mapping can no longer be used, if it cannot: the object shrank below the
+    /// window (using it would fault), or it did while the server was reading or writing
+    /// it (the lost pages were replaced with zeros by [`super::sigbus`]).
+    pub fn unusable(&self) -> Option<String> {
+        if self.guard.as_ref().is_some_and(Guarded::damaged) {
+            return Some("its object was truncated while the server was using it".into());
+        }
+        match object_size(&self.fd) {
+            Some(size) if size >= self.needs => None,
+            Some(size) => Some(format!(
+                "its object is now {size} bytes, smaller than the {} bytes the region was registered with",
+                self.needs
+            )),
+            None => Some("the size of its object cannot be read".into()),
+        }
     }
 
     /// The window's size in bytes.
@@ -151,8 +183,22 @@ impl Mapping {
     }
 }
 
+/// The current size of the object behind `fd`.
+fn object_size(fd: &OwnedFd) -> Option<u64> {
+    // SAFETY: an all-zero `stat` is a valid value for fstat to overwrite.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open and `st` is a valid out-pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return None;
+    }
+    u64::try_from(st.st_size).ok()
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
+        // Out of the SIGBUS table first, so a later mapping at this address is not taken
+        // for this one.
+        drop(self.guard.take());
         // SAFETY: `base`/`mapped_len` describe a mapping this value created and still owns.
         unsafe { libc::munmap(self.base, self.mapped_len) };
     }

@@ -7,6 +7,7 @@
 mod cuda;
 mod mapping;
 mod params;
+mod sigbus;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use parking_lot::Mutex;
 
 pub use cuda::LIBRARY_ENV as CUDA_LIBRARY_ENV;
 pub use params::{ShmParams, ShmRef};
+pub use sigbus::MAX_MAPPINGS;
 
 use crate::error::{Error, ErrorKind, Result};
 use cuda::DeviceMemory;
@@ -107,11 +109,31 @@ pub struct CudaRegionStatus {
     pub byte_size: u64,
 }
 
+/// How much clients may register: each system region holds a mapping (one of the
+/// process's `vm.max_map_count`) and a descriptor, and a CUDA region holds device memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShmLimits {
+    /// Registered regions, system and CUDA together (`--shm-max-regions`).
+    pub max_regions: usize,
+    /// Their total byte size (`--shm-max-total-bytes`).
+    pub max_total_bytes: u64,
+}
+
+impl Default for ShmLimits {
+    fn default() -> Self {
+        Self {
+            max_regions: 1024,
+            max_total_bytes: 64 << 30,
+        }
+    }
+}
+
 /// All registered regions, system and CUDA, in one name space (as in Triton).
 #[derive(Debug, Default)]
 pub struct ShmRegistry {
     // Held only to look up, insert or remove a region; never across I/O on a mapping.
     regions: Mutex<BTreeMap<String, Arc<Region>>>,
+    limits: ShmLimits,
 }
 
 /// `key` must be a plain POSIX shared-memory name: an optional leading `/` and one path
@@ -146,12 +168,42 @@ fn too_large(name: &str) -> Error {
 }
 
 impl ShmRegistry {
-    fn insert(&self, region: Region) -> Result<()> {
-        let mut regions = self.regions.lock();
-        if regions.contains_key(&region.name) {
-            return Err(already_registered(&region.name));
+    /// An empty registry that refuses registrations beyond `limits`.
+    pub fn with_limits(limits: ShmLimits) -> Self {
+        Self {
+            regions: Mutex::default(),
+            limits,
         }
-        regions.insert(region.name.clone(), Arc::new(region));
+    }
+
+    /// Refuses a new region of `byte_size` bytes that would pass a limit.
+    fn check_room(&self, name: &str, byte_size: u64) -> Result<()> {
+        let regions = self.regions.lock();
+        if regions.contains_key(name) {
+            return Err(already_registered(name));
+        }
+        if regions.len() >= self.limits.max_regions {
+            return Err(Error::invalid_arg(format!(
+                "failed to register shared memory region '{name}': {} regions are registered, the most this server allows (--shm-max-regions); unregister some first",
+                regions.len()
+            )));
+        }
+        let total: u64 = regions.values().map(|r| r.len() as u64).sum();
+        if total.saturating_add(byte_size) > self.limits.max_total_bytes {
+            return Err(Error::invalid_arg(format!(
+                "failed to register shared memory region '{name}': {byte_size} more bytes would pass the {} bytes all regions may take together (--shm-max-total-bytes; {total} registered)",
+                self.limits.max_total_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    fn insert(&self, region: Region) -> Result<()> {
+        // Checked again under the same lock as the insert: registrations may race.
+        self.check_room(&region.name, region.len() as u64)?;
+        self.regions
+            .lock()
+            .insert(region.name.clone(), Arc::new(region));
         Ok(())
     }
 
@@ -165,9 +217,7 @@ impl ShmRegistry {
         byte_size: u64,
     ) -> Result<()> {
         validate_key(key)?;
-        if self.regions.lock().contains_key(name) {
-            return Err(already_registered(name));
-        }
+        self.check_room(name, byte_size)?;
         let mapping = Mapping::open(
             key,
             usize::try_from(offset).map_err(|_| too_large(name))?,
@@ -197,9 +247,7 @@ impl ShmRegistry {
                 "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t",
             ));
         }
-        if self.regions.lock().contains_key(name) {
-            return Err(already_registered(name));
-        }
+        self.check_room(name, byte_size)?;
         let len = usize::try_from(byte_size).map_err(|_| too_large(name))?;
         let device = DeviceMemory::open(handle, device_id, len).map_err(|e| {
             Error::new(
@@ -315,6 +363,7 @@ impl ShmRegistry {
                 shm.region
             )));
         }
+        usable(&region)?;
         Ok((region, shm.offset as usize, shm.byte_size as usize))
     }
 
@@ -340,6 +389,21 @@ impl ShmRegistry {
             offset,
             len,
         })
+    }
+}
+
+/// Triton's 400 for a region whose object no longer backs it, instead of the SIGBUS that
+/// touching it would raise.
+fn usable(region: &Region) -> Result<()> {
+    let Memory::System { key, mapping, .. } = &region.memory else {
+        return Ok(());
+    };
+    match mapping.unusable() {
+        None => Ok(()),
+        Some(why) => Err(Error::invalid_arg(format!(
+            "shared memory region '{}' is no longer usable: {why} (object '{key}'); unregister it and register it again",
+            region.name
+        ))),
     }
 }
 
@@ -394,7 +458,8 @@ impl OutputTarget {
                 data.len()
             )));
         }
-        Ok(())
+        // The object may have shrunk under the copy: then the bytes went to zero pages.
+        usable(&self.region)
     }
 }
 

@@ -167,3 +167,104 @@ fn cuda_handle_must_be_64_bytes_and_status_starts_empty() {
     assert!(registry.cuda_status(None).expect("status").is_empty());
     registry.unregister(RegionKind::Cuda, Some("c"));
 }
+
+impl Object {
+    /// What a client does to its own object: shrink it under the registered region.
+    fn truncate(&self, size: usize) {
+        // SAFETY: valid C string; the fd is checked and closed.
+        unsafe {
+            let fd = libc::shm_open(self.0.as_ptr(), libc::O_RDWR, 0);
+            assert!(fd >= 0, "shm_open");
+            assert_eq!(libc::ftruncate(fd, size as libc::off_t), 0);
+            libc::close(fd);
+        }
+    }
+}
+
+#[test]
+fn a_region_whose_object_shrank_is_an_error_not_a_sigbus() {
+    let object = Object::new(3 * 4096);
+    let registry = ShmRegistry::default();
+    registry
+        .register_system("r", object.key(), 0, 3 * 4096)
+        .expect("registers");
+    object.truncate(4096);
+    let error = registry.input(&shm("r", 8192, 16)).expect_err("shrunk");
+    assert_eq!(error.kind(), ErrorKind::InvalidArg);
+    assert!(
+        error.message().contains(
+            "shared memory region 'r' is no longer usable: its object is now 4096 bytes, smaller than the 12288 bytes"
+        ),
+        "{}",
+        error.message()
+    );
+    assert!(registry.output(&shm("r", 0, 16)).is_err());
+}
+
+#[test]
+fn a_truncation_under_a_write_costs_that_write_an_error() {
+    // Object keys are per size: a size no other test uses.
+    let object = Object::new(3 * 4096 + 8);
+    let registry = ShmRegistry::default();
+    registry
+        .register_system("w", object.key(), 0, 3 * 4096)
+        .expect("registers");
+    // The window was checked while the object was whole; it shrinks before the copy, as
+    // when a client truncates while its request runs. The copy into the lost pages
+    // raises SIGBUS, which is repaired and answered as an error.
+    let target = registry.output(&shm("w", 4096, 8192)).expect("whole");
+    object.truncate(4096);
+    let error = target.write("OUT", &[7u8; 8192]).expect_err("damaged");
+    assert!(
+        error
+            .message()
+            .contains("truncated while the server was using it"),
+        "{}",
+        error.message()
+    );
+    // The region stays unusable until registered again; a new registration works.
+    assert!(registry.input(&shm("w", 0, 16)).is_err());
+    registry.unregister(RegionKind::System, Some("w"));
+    registry
+        .register_system("w", object.key(), 0, 4096)
+        .expect("registers again");
+    assert_eq!(
+        registry.input(&shm("w", 0, 4)).expect("usable")[..],
+        [0, 1, 2, 3]
+    );
+}
+
+#[test]
+fn registrations_beyond_the_limits_are_refused() {
+    let object = Object::new(4096);
+    let registry = ShmRegistry::with_limits(ShmLimits {
+        max_regions: 2,
+        max_total_bytes: 6000,
+    });
+    registry
+        .register_system("a", object.key(), 0, 4096)
+        .expect("first");
+    let error = registry
+        .register_system("b", object.key(), 0, 4096)
+        .expect_err("too many bytes");
+    assert!(
+        error.message().contains("--shm-max-total-bytes"),
+        "{}",
+        error.message()
+    );
+    registry
+        .register_system("b", object.key(), 0, 1000)
+        .expect("fits");
+    let error = registry
+        .register_system("c", object.key(), 0, 10)
+        .expect_err("too many regions");
+    assert!(
+        error.message().contains("2 regions are registered"),
+        "{}",
+        error.message()
+    );
+    registry.unregister(RegionKind::System, Some("a"));
+    registry
+        .register_system("c", object.key(), 0, 10)
+        .expect("room again");
+}
