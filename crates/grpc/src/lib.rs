@@ -54,11 +54,12 @@ pub struct GrpcOptions {
     /// compresses every response. Compressed *requests* are always accepted.
     pub response_compression: Option<CompressionEncoding>,
     /// Largest request message in bytes, compressed or decompressed
-    /// (`--grpc-max-input-size`); a larger one fails with RESOURCE_EXHAUSTED (while being
-    /// decompressed) or OUT_OF_RANGE (announced size) before it is buffered whole.
+    /// (`--grpc-max-input-size`); a larger one fails with RESOURCE_EXHAUSTED before it is
+    /// buffered or inflated whole.
     pub max_input_bytes: usize,
-    /// Connection cap and idle timeout for the port (its header and body timeouts do not
-    /// apply: HTTP/2 frames its headers, and a stalled call is caught by keep-alive pings).
+    /// Connection cap and idle timeout for the port. Its header and body timeouts do not
+    /// apply: HTTP/2 frames its headers (a connection stuck in one is idle), and a call
+    /// whose request stalls holds one stream of one connection under the cap.
     pub limits: Limits,
     /// Interval of the server's HTTP/2 keep-alive pings, which find dead peers
     /// (`--grpc-keepalive-time`).

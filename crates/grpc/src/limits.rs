@@ -11,8 +11,9 @@ use nereid_net::{Acceptor, Activity, Guarded, InFlightBody};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_stream::Stream;
 use tonic::body::Body;
-use tonic::codegen::http::{Request, Response};
+use tonic::codegen::http::{HeaderValue, Request, Response};
 use tonic::transport::server::Connected;
+use tonic::Code;
 
 /// The accepted connections, as tonic's `serve_with_incoming` wants them. Never ends;
 /// dropping it closes the listening socket.
@@ -79,6 +80,27 @@ impl AsyncWrite for Connection {
     }
 }
 
+/// tonic refuses a request message whose announced length is over
+/// `--grpc-max-input-size` with OUT_OF_RANGE, and one that inflates past it with
+/// RESOURCE_EXHAUSTED; gRPC's own servers (Triton's) answer RESOURCE_EXHAUSTED for both.
+/// Nothing else here answers OUT_OF_RANGE (the core's error kinds have no such code), so
+/// every OUT_OF_RANGE status in a response's headers is that refusal.
+fn too_large_is_resource_exhausted(response: &mut Response<Body>) {
+    let out_of_range = i32::from(Code::OutOfRange).to_string();
+    if response
+        .headers()
+        .get(GRPC_STATUS)
+        .is_some_and(|status| status.as_bytes() == out_of_range.as_bytes())
+    {
+        let code = i32::from(Code::ResourceExhausted);
+        response
+            .headers_mut()
+            .insert(GRPC_STATUS, HeaderValue::from(code));
+    }
+}
+
+const GRPC_STATUS: &str = "grpc-status";
+
 /// Layer for [`TrackCalls`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TrackCallsLayer;
@@ -120,7 +142,8 @@ where
             .map(|info| info.0.begin());
         let call = self.inner.call(request);
         Box::pin(async move {
-            let response = call.await?;
+            let mut response = call.await?;
+            too_large_is_resource_exhausted(&mut response);
             Ok(response.map(|body| Body::new(InFlightBody::new(body, in_flight))))
         })
     }
