@@ -23,8 +23,9 @@ pub use accept::Acceptor;
 pub use body::{BodyTimedOut, BodyTimer, InFlightBody, TimedBody};
 pub use guarded::{Activity, Guarded, InFlight};
 
-/// Default cap on open connections per port (`--max-connections`).
-pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// Default cap on open connections per port (`--max-connections`): above the 10,000
+/// concurrent sequences of BENCHMARKS.md §7 (one connection each, plus a control one).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16_384;
 /// Default seconds for a request's head to arrive once its first byte has (nginx's
 /// `client_header_timeout`).
 pub const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 60;

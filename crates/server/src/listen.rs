@@ -2,7 +2,7 @@
 //! the system's maximum (tokio's `TcpListener::bind` uses 128, which dropped connects
 //! when 10,000 clients arrived at once, BENCHMARKS.md §7), RLIMIT_NOFILE is raised to its
 //! hard limit at start-up (the usual soft limit, 1,024, is below the connection cap), and
-//! the per-port connection cap is kept below what that limit allows.
+//! the connection cap is kept below what that limit allows.
 
 use std::net::SocketAddr;
 
@@ -63,25 +63,25 @@ pub fn raise_fd_limit() {
     }
 }
 
-/// `--max-connections` for each of `ports` ports, lowered (with a warning) to fit the
-/// open file limit now in effect.
-pub fn fitted_connection_cap(requested: usize, ports: usize) -> usize {
+/// `--max-connections`, lowered (with a warning) to fit the open file limit now in effect.
+pub fn fitted_connection_cap(requested: usize) -> usize {
     let fd_limit = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
-    let cap = connection_cap(requested, fd_limit, ports);
+    let cap = connection_cap(requested, fd_limit);
     if cap < requested {
         tracing::warn!(
-            "--max-connections {requested} lowered to {cap} per port: {ports} ports must fit the open file limit of {fd_limit} with {FD_HEADROOM} to spare"
+            "--max-connections {requested} lowered to {cap}: the open file limit is {fd_limit}, and {FD_HEADROOM} descriptors are kept for models and logs"
         );
     }
     cap
 }
 
-/// The connection cap each of `ports` ports can have: `requested`, lowered so that all
-/// ports together stay [`FD_HEADROOM`] descriptors below `fd_limit` (never below 1).
-pub fn connection_cap(requested: usize, fd_limit: u64, ports: usize) -> usize {
-    let per_port = fd_limit.saturating_sub(FD_HEADROOM) / ports.max(1) as u64;
-    let per_port = usize::try_from(per_port).unwrap_or(usize::MAX).max(1);
-    requested.min(per_port)
+/// The connection cap of a port: `requested`, lowered to stay [`FD_HEADROOM`]
+/// descriptors below `fd_limit` (never below 1). Each port may use that many: the HTTP,
+/// gRPC and metrics ports are seldom all full at once, and if they are, the accept
+/// errors (EMFILE) are logged and retried, not silent.
+fn connection_cap(requested: usize, fd_limit: u64) -> usize {
+    let available = fd_limit.saturating_sub(FD_HEADROOM);
+    requested.min(usize::try_from(available).unwrap_or(usize::MAX).max(1))
 }
 
 #[cfg(test)]
@@ -90,10 +90,10 @@ mod tests {
 
     #[test]
     fn the_cap_leaves_headroom_below_the_fd_limit() {
-        assert_eq!(connection_cap(10_000, 1_048_576, 3), 10_000);
-        assert_eq!(connection_cap(10_000, 1_024, 3), (1_024 - 256) / 3);
-        assert_eq!(connection_cap(10_000, 100, 3), 1, "never zero");
-        assert_eq!(connection_cap(5, 1_024, 1), 5);
+        assert_eq!(connection_cap(10_000, 1_048_576), 10_000);
+        assert_eq!(connection_cap(10_000, 1_024), 1_024 - 256);
+        assert_eq!(connection_cap(10_000, 100), 1, "never zero");
+        assert_eq!(connection_cap(5, 1_024), 5);
     }
 
     #[tokio::test]

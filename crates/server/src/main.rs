@@ -149,15 +149,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         config.cli.strict_readiness,
     ));
     let shutdown = Shutdown::new();
-    let ports = [
-        config.cli.allow_grpc,
-        config.cli.allow_http,
-        config.cli.allow_metrics,
-    ];
-    let max_connections = listen::fitted_connection_cap(
-        config.cli.max_connections,
-        ports.iter().filter(|on| **on).count(),
-    );
+    let max_connections = listen::fitted_connection_cap(config.cli.max_connections);
     let http_limits = config.http_limits(max_connections);
     let mut tasks = Vec::new();
     if config.cli.allow_grpc {
