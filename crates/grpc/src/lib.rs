@@ -9,20 +9,24 @@
 //! - [`admin`]: metadata, configuration, statistics, repository.
 //! - [`shm`]: the system and CUDA shared-memory RPCs.
 //! - [`stream`]: the bidirectional `ModelStreamInfer`.
+//! - [`limits`]: the connection cap and idle timer on tonic's server.
 //! - [`status`]: core error → gRPC status.
 
 pub mod admin;
 pub mod contents;
 pub mod convert;
+pub mod limits;
 pub mod shm;
 pub mod status;
 pub mod stream;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use nereid_core::shm::RegionKind;
 use nereid_core::Server;
+use nereid_net::{Acceptor, Limits};
 use nereid_proto::health::health_check_response::ServingStatus;
 use nereid_proto::health::health_server::{Health, HealthServer};
 use nereid_proto::health::{HealthCheckRequest, HealthCheckResponse};
@@ -31,24 +35,51 @@ use nereid_proto::inference::grpc_inference_service_server::{
 };
 use nereid_proto::inference::*;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
-use tokio_stream::StreamExt;
 use tonic::codec::CompressionEncoding;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::status::to_status;
 
-/// Largest request Triton's gRPC server accepts (`MAX_GRPC_MESSAGE_SIZE`, `INT32_MAX`).
-pub const MAX_MESSAGE_SIZE: usize = i32::MAX as usize;
+/// Default largest request message, after decompression: the HTTP frontend's default
+/// `--http-max-input-size`. Triton accepts up to `INT32_MAX`, which let one 1 MB gzip
+/// request inflate to 2 GiB in memory (issue 14, item 7).
+pub const DEFAULT_MAX_INPUT_SIZE: usize = 256 * 1024 * 1024;
 
 /// Frontend settings beyond the listener.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct GrpcOptions {
     /// Compress responses with this encoding when the client accepts it (Triton's
     /// `--grpc-infer-response-compression-level`). Off by default, as in Triton: gRPC
     /// clients (Python's included) advertise gzip/deflate on every call, so enabling it
     /// compresses every response. Compressed *requests* are always accepted.
     pub response_compression: Option<CompressionEncoding>,
+    /// Largest request message in bytes, compressed or decompressed
+    /// (`--grpc-max-input-size`); a larger one fails with RESOURCE_EXHAUSTED before it is
+    /// buffered or inflated whole.
+    pub max_input_bytes: usize,
+    /// Connection cap and idle timeout for the port. Its header and body timeouts do not
+    /// apply: HTTP/2 frames its headers (a connection stuck in one is idle), and a call
+    /// whose request stalls holds one stream of one connection under the cap.
+    pub limits: Limits,
+    /// Interval of the server's HTTP/2 keep-alive pings, which find dead peers
+    /// (`--grpc-keepalive-time`).
+    pub keepalive_time: Duration,
+    /// How long a keep-alive ping may go unanswered before the connection is closed
+    /// (`--grpc-keepalive-timeout`).
+    pub keepalive_timeout: Duration,
+}
+
+impl Default for GrpcOptions {
+    /// Triton's defaults, with the input size and connection limits of [`Limits`].
+    fn default() -> Self {
+        Self {
+            response_compression: None,
+            max_input_bytes: DEFAULT_MAX_INPUT_SIZE,
+            limits: Limits::default(),
+            keepalive_time: Duration::from_secs(2 * 60 * 60),
+            keepalive_timeout: Duration::from_secs(20),
+        }
+    }
 }
 
 /// Serves gRPC on `listener` until `shutdown` resolves.
@@ -72,25 +103,30 @@ pub async fn serve_with(
     })
     .accept_compressed(CompressionEncoding::Gzip)
     .accept_compressed(CompressionEncoding::Deflate)
-    .max_decoding_message_size(MAX_MESSAGE_SIZE)
+    .max_decoding_message_size(options.max_input_bytes)
     .max_encoding_message_size(usize::MAX);
     let mut health = HealthServer::new(HealthService { server })
         .accept_compressed(CompressionEncoding::Gzip)
-        .accept_compressed(CompressionEncoding::Deflate);
+        .accept_compressed(CompressionEncoding::Deflate)
+        .max_decoding_message_size(options.max_input_bytes);
     if let Some(encoding) = options.response_compression {
         inference = inference.send_compressed(encoding);
         health = health.send_compressed(encoding);
     }
-    // Small responses must not wait for Nagle's algorithm; tonic sets TCP_NODELAY only on
-    // listeners it binds itself.
-    let incoming = TcpListenerStream::new(listener).map(|accepted| {
-        accepted.and_then(|stream| {
-            stream.set_nodelay(true)?;
-            Ok(stream)
-        })
-    });
+    // The acceptor sets TCP_NODELAY (tonic sets it only on listeners it binds itself).
+    // Header and body timers are HTTP/1 matters; the idle timer covers an HTTP/2
+    // connection that never completes a call's headers.
+    let limits = Limits {
+        header_timeout: None,
+        body_timeout: None,
+        ..options.limits
+    };
+    let incoming = limits::incoming(Acceptor::new(listener, "gRPC", limits));
     tonic::transport::Server::builder()
         .http2_adaptive_window(Some(true))
+        .http2_keepalive_interval(Some(options.keepalive_time))
+        .http2_keepalive_timeout(Some(options.keepalive_timeout))
+        .layer(limits::TrackCallsLayer)
         .add_service(inference)
         .add_service(health)
         .serve_with_incoming_shutdown(incoming, shutdown)

@@ -6,6 +6,7 @@ mod compression;
 mod error;
 mod infer;
 mod json_data;
+mod serve;
 mod shm;
 
 use std::future::Future;
@@ -20,12 +21,15 @@ use bytes::Bytes;
 use nereid_core::Server;
 
 use crate::error::{error_body, ApiResult};
+pub use crate::serve::serve_router;
 
 /// HTTP frontend settings.
 #[derive(Debug, Clone, Copy)]
 pub struct HttpOptions {
     /// Largest accepted request body, compressed or decompressed (`--http-max-input-size`).
     pub max_body_bytes: usize,
+    /// Connection cap and timeouts for the port.
+    pub limits: nereid_net::Limits,
 }
 
 #[derive(Clone)]
@@ -40,10 +44,9 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     options: HttpOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(server, options))
-        .with_graceful_shutdown(shutdown)
-        .await
+) {
+    let app = router(server, options);
+    serve_router(app, listener, "HTTP", options.limits, shutdown).await;
 }
 
 /// The route table (public so tests can drive it without a socket).

@@ -13,6 +13,7 @@ use nereid_core::cache::CacheSettings;
 use nereid_core::repository::StorageLimits;
 use nereid_core::shm::ShmLimits;
 use nereid_core::ControlMode;
+use nereid_net::Limits;
 
 fn parse_bool(s: &str) -> Result<bool, String> {
     match s.to_ascii_lowercase().as_str() {
@@ -132,6 +133,36 @@ pub struct Cli {
     /// Largest HTTP request body in bytes.
     #[arg(long, default_value_t = 256 * 1024 * 1024)]
     pub http_max_input_size: usize,
+    /// Largest gRPC request message in bytes, compressed or decompressed (Triton has no
+    /// such flag and accepts 2 GiB; the default is --http-max-input-size's).
+    #[arg(long, default_value_t = nereid_grpc::DEFAULT_MAX_INPUT_SIZE)]
+    pub grpc_max_input_size: usize,
+    /// Most connections open at once on each port (HTTP, gRPC, metrics); the next one is
+    /// closed at once and logged. Lowered at start-up to fit the open file limit.
+    #[arg(long, default_value_t = nereid_net::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Seconds a request's head (request line and headers) may take to arrive, from its
+    /// first byte, on the HTTP and metrics ports; 0 = no limit.
+    #[arg(long, default_value_t = nereid_net::DEFAULT_HEADER_TIMEOUT_SECS)]
+    pub http_header_timeout_secs: u64,
+    /// Seconds a request body may pause between two pieces on the HTTP and metrics
+    /// ports; the request then fails with 408 and the connection closes. 0 = no limit.
+    #[arg(long, default_value_t = nereid_net::DEFAULT_BODY_TIMEOUT_SECS)]
+    pub http_body_timeout_secs: u64,
+    /// Seconds an HTTP or metrics connection may stay open with no request in flight;
+    /// 0 = no limit.
+    #[arg(long, default_value_t = nereid_net::DEFAULT_IDLE_TIMEOUT_SECS)]
+    pub http_idle_timeout_secs: u64,
+    /// Seconds a gRPC connection may stay open with no call in flight; 0 = no limit.
+    #[arg(long, default_value_t = nereid_net::DEFAULT_IDLE_TIMEOUT_SECS)]
+    pub grpc_idle_timeout_secs: u64,
+    /// Milliseconds between the server's HTTP/2 keep-alive pings on a gRPC connection,
+    /// which close connections to dead peers.
+    #[arg(long, default_value_t = 7_200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub grpc_keepalive_time: u64,
+    /// Milliseconds a keep-alive ping may go unanswered before the connection is closed.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub grpc_keepalive_timeout: u64,
 }
 
 /// `--log-format`.
@@ -191,6 +222,15 @@ impl Config {
             .iter()
             .map(|s| parse_backend_setting(s))
             .collect::<anyhow::Result<_>>()?;
+        if cli.http_max_input_size == 0 {
+            bail!("--http-max-input-size must be greater than 0.");
+        }
+        if cli.grpc_max_input_size == 0 {
+            bail!("--grpc-max-input-size must be greater than 0.");
+        }
+        if cli.max_connections == 0 {
+            bail!("--max-connections must be greater than 0.");
+        }
         for root in &cli.model_repository {
             if !root.is_dir() {
                 bail!(
@@ -234,6 +274,37 @@ impl Config {
         }
     }
 
+    /// The HTTP and metrics ports' limits, each port capped at `max_connections`.
+    pub fn http_limits(&self, max_connections: usize) -> Limits {
+        Limits {
+            max_connections,
+            header_timeout: seconds(self.cli.http_header_timeout_secs),
+            body_timeout: seconds(self.cli.http_body_timeout_secs),
+            idle_timeout: seconds(self.cli.http_idle_timeout_secs),
+        }
+    }
+
+    /// The gRPC frontend's settings, its port capped at `max_connections`.
+    pub fn grpc_options(&self, max_connections: usize) -> nereid_grpc::GrpcOptions {
+        nereid_grpc::GrpcOptions {
+            max_input_bytes: self.cli.grpc_max_input_size,
+            limits: Limits {
+                idle_timeout: seconds(self.cli.grpc_idle_timeout_secs),
+                ..self.http_limits(max_connections)
+            },
+            keepalive_time: Duration::from_millis(self.cli.grpc_keepalive_time),
+            keepalive_timeout: Duration::from_millis(self.cli.grpc_keepalive_timeout),
+            ..nereid_grpc::GrpcOptions::default()
+        }
+    }
+}
+
+/// A `--...-secs` timeout flag: 0 turns the timeout off.
+fn seconds(secs: u64) -> Option<Duration> {
+    (secs > 0).then(|| Duration::from_secs(secs))
+}
+
+impl Config {
     /// The response cache's settings from `--cache-config` (or the deprecated
     /// `--response-cache-byte-size`), with tritonserver's messages for malformed flags.
     /// Called once logging is up, since it warns.
@@ -343,6 +414,33 @@ mod tests {
         assert!(parse(&["--model-control-mode", "sometimes"]).is_err());
         assert!(parse(&["--backend-config", "onnxruntime"]).is_err());
         assert!(parse(&["--load-model", "m"]).is_err());
+        assert!(parse(&["--max-connections", "0"]).is_err());
+        assert!(parse(&["--grpc-max-input-size", "0"]).is_err());
+        assert!(parse(&["--grpc-keepalive-time", "0"]).is_err());
+    }
+
+    #[test]
+    fn connection_limits_default_like_a_reverse_proxy_and_zero_turns_a_timeout_off() {
+        let c = parse(&[]).expect("valid");
+        let http = c.http_limits(7);
+        assert_eq!(http.max_connections, 7);
+        assert_eq!(http.header_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(http.body_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(http.idle_timeout, Some(Duration::from_secs(300)));
+        let grpc = c.grpc_options(7);
+        assert_eq!(grpc.max_input_bytes, c.cli.http_max_input_size);
+        assert_eq!(grpc.keepalive_time, Duration::from_secs(7200));
+        let c = parse(&[
+            "--http-idle-timeout-secs=0",
+            "--grpc-idle-timeout-secs",
+            "2",
+        ])
+        .expect("valid");
+        assert_eq!(c.http_limits(1).idle_timeout, None);
+        assert_eq!(
+            c.grpc_options(1).limits.idle_timeout,
+            Some(Duration::from_secs(2))
+        );
     }
 
     #[test]

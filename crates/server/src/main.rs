@@ -3,6 +3,7 @@
 //! SIGTERM.
 
 mod cli;
+mod listen;
 mod logging;
 mod metrics;
 mod shutdown;
@@ -38,6 +39,7 @@ fn main() {
         }
     };
     logging::init(&config);
+    listen::raise_fd_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("nereid-io")
@@ -91,8 +93,7 @@ async fn bind(
     address: std::net::IpAddr,
     port: u16,
 ) -> anyhow::Result<(TcpListener, SocketAddr)> {
-    let listener = TcpListener::bind((address, port))
-        .await
+    let listener = listen::listen(SocketAddr::new(address, port), listen::max_backlog())
         .with_context(|| format!("failed to start {what} at {address}:{port}"))?;
     let local = listener.local_addr()?;
     Ok((listener, local))
@@ -162,6 +163,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .with_shm_limits(config.shm_limits()),
     );
     let shutdown = Shutdown::new();
+    let max_connections = listen::fitted_connection_cap(config.cli.max_connections);
+    let http_limits = config.http_limits(max_connections);
     let mut tasks = Vec::new();
     if config.cli.allow_grpc {
         let (listener, addr) = bind(
@@ -172,8 +175,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .await?;
         tracing::info!("Started GRPCInferenceService at {addr}");
         let (server, signal) = (server.clone(), shutdown.signal());
+        let options = config.grpc_options(max_connections);
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = nereid_grpc::serve(server, listener, signal).await {
+            if let Err(e) = nereid_grpc::serve_with(server, listener, signal, options).await {
                 tracing::error!("gRPC server failed: {e}");
             }
         }));
@@ -184,13 +188,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
         tracing::info!("Started HTTPService at {addr}");
         let options = nereid_http::HttpOptions {
             max_body_bytes: config.cli.http_max_input_size,
+            limits: http_limits,
         };
         let (server, signal) = (server.clone(), shutdown.signal());
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = nereid_http::serve(server, listener, options, signal).await {
-                tracing::error!("HTTP server failed: {e}");
-            }
-        }));
+        tasks.push(tokio::spawn(nereid_http::serve(
+            server, listener, options, signal,
+        )));
     }
     if config.cli.allow_metrics {
         let (listener, addr) = bind(
@@ -201,11 +204,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .await?;
         tracing::info!("Started Metrics Service at {addr}");
         let (server, signal) = (server.clone(), shutdown.signal());
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = metrics::serve(server, listener, signal).await {
-                tracing::error!("metrics server failed: {e}");
-            }
-        }));
+        tasks.push(tokio::spawn(metrics::serve(
+            server,
+            listener,
+            http_limits,
+            signal,
+        )));
     }
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,

@@ -8,6 +8,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use nereid_core::Server;
+use nereid_net::Limits;
 use tokio::net::TcpListener;
 
 use crate::system_metrics::SystemMetrics;
@@ -18,21 +19,20 @@ struct MetricsState {
     system: Arc<SystemMetrics>,
 }
 
-/// Serves `/metrics` until `shutdown` resolves.
+/// Serves `/metrics` until `shutdown` resolves, under the HTTP port's connection limits.
 pub async fn serve(
     server: Arc<Server>,
     listener: TcpListener,
+    limits: Limits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+) {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .with_state(MetricsState {
             server,
             system: Arc::new(SystemMetrics::default()),
         });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    nereid_http::serve_router(app, listener, "metrics", limits, shutdown).await;
 }
 
 /// Nereid's own counter (Triton has none): log lines dropped because stderr refused them,

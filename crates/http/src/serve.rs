@@ -1,0 +1,111 @@
+//! Serving a router on HTTP/1.1 under the port's connection limits (hyper directly:
+//! `axum::serve` has no timeouts and no connection cap). One task per connection; the
+//! accept loop stops at shutdown and the connections drain their in-flight requests.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, HeaderValue, Request, Response, StatusCode};
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use nereid_net::{Acceptor, Activity, InFlightBody, Limits, TimedBody};
+use tokio::net::TcpListener;
+use tower::Service;
+
+use crate::error::error_body;
+
+/// Serves `router` on `listener` until `shutdown` resolves, under `limits`; then stops
+/// accepting and returns once every connection has finished its request in flight.
+/// `port` names the port in log lines. Shared by the HTTP and metrics ports.
+pub async fn serve_router(
+    router: Router,
+    listener: TcpListener,
+    port: &'static str,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let mut acceptor = Acceptor::new(listener, port, limits);
+    let mut builder = http1::Builder::new();
+    // The connection's own timers replace hyper's header timer, which would also run
+    // between requests and so close idle keep-alive connections after the header timeout.
+    builder.timer(TokioTimer::new()).header_read_timeout(None);
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let io = tokio::select! {
+            io = acceptor.accept() => io,
+            () = &mut shutdown => break,
+        };
+        let peer = io.peer();
+        let service = ConnectionService {
+            router: router.clone(),
+            activity: io.activity(),
+            body_timeout: limits.body_timeout,
+        };
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(io), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("{port} connection from {peer} ended: {e}");
+            }
+        });
+    }
+    // Closes the listening socket before the drain, so new clients are refused at once.
+    drop(acceptor);
+    graceful.shutdown().await;
+}
+
+/// One connection's requests: each marked in flight on the connection until its response
+/// is sent, its body under the body timeout.
+#[derive(Clone)]
+struct ConnectionService {
+    router: Router,
+    activity: Arc<Activity>,
+    body_timeout: Option<Duration>,
+}
+
+type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+impl hyper::service::Service<Request<Incoming>> for ConnectionService {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = ResponseFuture;
+
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
+        let in_flight = self.activity.begin();
+        let mut router = self.router.clone();
+        let (request, timer) = match self.body_timeout {
+            Some(timeout) => {
+                let (parts, body) = request.into_parts();
+                let (body, timer) = TimedBody::new(body, timeout);
+                (Request::from_parts(parts, Body::new(body)), Some(timer))
+            }
+            None => (request.map(Body::new), None),
+        };
+        Box::pin(async move {
+            let response = router.call(request).await?;
+            if timer.as_ref().is_some_and(|t| t.timed_out()) {
+                return Ok(body_timed_out());
+            }
+            Ok(response.map(|body| Body::new(InFlightBody::new(body, Some(in_flight)))))
+        })
+    }
+}
+
+/// 408, and the connection closes: the rest of the body may still be on its way.
+fn body_timed_out() -> Response<Body> {
+    let mut response = error_body(
+        StatusCode::REQUEST_TIMEOUT,
+        "request body not received within the body timeout",
+    );
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
