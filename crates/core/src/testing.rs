@@ -4,6 +4,10 @@
 //! scheduler). It lives in the core, behind `cfg(test)` or the `testing` feature, because
 //! the core's own unit tests cannot use a separate crate implementing the core's traits
 //! (the dev-dependency cycle would make two distinct `nereid_core` crates).
+//!
+//! - [`fuzz`]: the mutation fuzzer behind the `fuzz_tests` modules.
+
+pub mod fuzz;
 
 use std::path::Path;
 use std::sync::Arc;
