@@ -106,7 +106,9 @@ impl InferRequest {
 }
 
 /// Keeps the `wanted` outputs in the wanted order (all of them, in model order, when
-/// `None`). A wanted output the model did not produce is an internal error: requests are
+/// `None`). A name wanted twice is answered once, as Triton keeps requested outputs in a
+/// set (asking twice used to fail with the internal error below; found by the HTTP fuzz
+/// target). A wanted output the model did not produce is an internal error: requests are
 /// validated against the model's outputs before they run.
 pub fn select_outputs(
     mut outputs: Vec<OutputTensor>,
@@ -118,6 +120,9 @@ pub fn select_outputs(
     };
     let mut selected = Vec::with_capacity(wanted.len());
     for name in wanted {
+        if selected.iter().any(|o: &OutputTensor| &o.name == name) {
+            continue;
+        }
         let index = outputs
             .iter()
             .position(|o| &o.name == name)
@@ -187,6 +192,21 @@ mod tests {
     fn bytes_elements_reject_truncation() {
         assert!(split_bytes_elements(&[1, 0, 0]).is_err());
         assert!(split_bytes_elements(&[5, 0, 0, 0, b'a']).is_err());
+    }
+
+    #[test]
+    fn an_output_wanted_twice_is_answered_once() {
+        let output = |name: &str| OutputTensor {
+            name: name.into(),
+            datatype: DataType::Int32,
+            shape: vec![1],
+            data: Bytes::from_static(&[1, 0, 0, 0]),
+        };
+        let wanted = ["B".to_string(), "A".to_string(), "B".to_string()];
+        let selected =
+            select_outputs(vec![output("A"), output("B")], Some(&wanted), "m").expect("both made");
+        let names: Vec<&str> = selected.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["B", "A"]);
     }
 
     #[test]

@@ -304,3 +304,6 @@ impl Health for HealthService {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod fuzz_tests;

@@ -19,6 +19,14 @@ use std::any::Any;
 use std::cell::Cell;
 use std::fmt::Debug;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{write_model, TestBackend};
+use crate::config::NormalizeOptions;
+use crate::repository::LoadSettings;
+use crate::server::ServerIdentity;
+use crate::{ControlMode, ModelRepository, RepositoryOptions, Server};
 
 /// Environment variable with the number of iterations of every fuzz target.
 pub const ITERATIONS_VAR: &str = "NEREID_FUZZ_ITERATIONS";
@@ -37,6 +45,60 @@ const DEFAULT_SEED: u64 = 0x6e65_7265_6964_2131;
 /// Largest single allocation an iteration may make. Seed inputs are a few KiB, so
 /// anything near this is a length taken from the input without a check.
 pub const ALLOCATION_LIMIT: usize = 64 << 20;
+
+/// The models the frontend targets fuzz against, as `(name, config.pbtxt)`: `batched`
+/// batches FP32 `INPUT0` and BYTES `INPUT1`; `plain` does not batch and
+/// takes INT32 `[2, -1]` and UINT8 `[-1]`. Served by [`echo_server`], both echo `INPUTk`
+/// as `OUTPUTk`, so a valid request's answer must equal what it sent. (No input is
+/// optional: the echo backend answers an absent input with no output, which fails a
+/// request naming that output with an internal error, a property of the test double.)
+pub const ECHO_MODELS: &[(&str, &str)] = &[
+    (
+        "batched",
+        r#"backend: "identity" max_batch_size: 8
+           input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] },
+                   { name: "INPUT1" data_type: TYPE_STRING dims: [ -1 ] } ]
+           output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] },
+                    { name: "OUTPUT1" data_type: TYPE_STRING dims: [ -1 ] } ]"#,
+    ),
+    (
+        "plain",
+        r#"backend: "identity" max_batch_size: 0
+           input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 2, -1 ] },
+                   { name: "INPUT1" data_type: TYPE_UINT8 dims: [ -1 ] } ]
+           output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 2, -1 ] },
+                    { name: "OUTPUT1" data_type: TYPE_UINT8 dims: [ -1 ] } ]"#,
+    ),
+];
+
+/// A server whose repository `root` holds [`ECHO_MODELS`], all loaded, on the current
+/// tokio runtime.
+pub async fn echo_server(root: &Path) -> Arc<Server> {
+    for (name, config) in ECHO_MODELS {
+        write_model(root, name, config, &[1]);
+    }
+    let backend = TestBackend::echo(&[("INPUT0", "OUTPUT0"), ("INPUT1", "OUTPUT1")]);
+    let options = RepositoryOptions {
+        roots: vec![root.to_path_buf()],
+        control_mode: ControlMode::None,
+        startup_models: vec!["*".into()],
+        settings: LoadSettings {
+            strict_model_config: true,
+            normalize: NormalizeOptions::default(),
+            cache: None,
+        },
+    };
+    let repository = Arc::new(ModelRepository::new(options, backend.registry()));
+    repository
+        .load_startup_models()
+        .await
+        .expect("the echo models load");
+    let identity = ServerIdentity {
+        name: "nereid".into(),
+        version: "0.0.0".into(),
+    };
+    Arc::new(Server::new(identity, repository, true))
+}
 
 /// A splitmix64 random source: tiny, fast, and the same stream for the same seed.
 #[derive(Debug, Clone)]
