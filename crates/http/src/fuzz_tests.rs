@@ -355,11 +355,18 @@ const TOKENS: [&str; 20] = [
     "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1",
 ];
 
-/// The outputs of a 200 answer, each with its datatype, shape and raw bytes.
-fn decoded_outputs(
-    headers: &axum::http::HeaderMap,
-    body: &[u8],
-) -> Vec<(String, String, Vec<i64>, Vec<u8>, bool)> {
+/// One output of a 200 answer.
+struct Answered {
+    name: String,
+    datatype: String,
+    shape: Vec<i64>,
+    raw: Vec<u8>,
+    /// Sent in the binary tail rather than as JSON `data`.
+    binary: bool,
+}
+
+/// The outputs of a 200 answer.
+fn decoded_outputs(headers: &axum::http::HeaderMap, body: &[u8]) -> Vec<Answered> {
     let json_len = headers
         .get(HEADER_LENGTH)
         .map(|v| {
@@ -392,7 +399,13 @@ fn decoded_outputs(
                 )
             }
         };
-        out.push((name, datatype, shape, raw, binary));
+        out.push(Answered {
+            name,
+            datatype,
+            shape,
+            raw,
+            binary,
+        });
     }
     assert!(tail.is_empty(), "binary tail longer than the outputs");
     out
@@ -406,19 +419,20 @@ fn check(harness: &Harness, case: &Case) {
         let outputs = decoded_outputs(&headers, &body);
         assert_eq!(outputs.len(), inputs.len());
         for (k, input) in inputs.iter().enumerate() {
-            let (name, datatype, shape, raw, was_binary) = outputs
+            let output = outputs
                 .iter()
-                .find(|o| o.0 == format!("OUTPUT{k}"))
+                .find(|o| o.name == format!("OUTPUT{k}"))
                 .expect("every output answered");
-            assert_eq!(
-                (name.as_str(), datatype.as_str()),
-                (name.as_str(), input.datatype)
-            );
-            assert_eq!(shape, &input.shape);
-            assert_eq!(*was_binary, binary[k]);
+            assert_eq!(output.datatype, input.datatype);
+            assert_eq!(output.shape, input.shape);
+            assert_eq!(output.binary, binary[k]);
             // JSON BYTES come back as (lossy) text; compare what JSON can carry.
-            if *was_binary || input.datatype != "BYTES" || input.json.is_some() {
-                assert_eq!(raw, &input.raw, "{name} echoes {}", input.name);
+            if output.binary || input.datatype != "BYTES" || input.json.is_some() {
+                assert_eq!(
+                    output.raw, input.raw,
+                    "{} echoes {}",
+                    output.name, input.name
+                );
             }
         }
         return;
