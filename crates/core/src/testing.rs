@@ -4,6 +4,10 @@
 //! scheduler). It lives in the core, behind `cfg(test)` or the `testing` feature, because
 //! the core's own unit tests cannot use a separate crate implementing the core's traits
 //! (the dev-dependency cycle would make two distinct `nereid_core` crates).
+//!
+//! - [`fuzz`]: the mutation fuzzer behind the `fuzz_tests` modules.
+
+pub mod fuzz;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -445,6 +449,26 @@ pub fn write_model(root: &Path, name: &str, config: &str, versions: &[i64]) {
         let version = dir.join(v.to_string());
         std::fs::create_dir_all(&version).expect("version directory");
         std::fs::write(version.join(MODEL_FILE), b"").expect("model file");
+    }
+}
+
+/// Options for a repository at `root` in `control_mode` that loads `startup_models` at
+/// start (`*` for all), with strict configs, no cache and the default storage limits.
+pub fn repository_options(
+    root: &Path,
+    control_mode: crate::ControlMode,
+    startup_models: &[&str],
+) -> crate::RepositoryOptions {
+    crate::RepositoryOptions {
+        roots: vec![root.to_path_buf()],
+        control_mode,
+        startup_models: startup_models.iter().map(|m| m.to_string()).collect(),
+        settings: crate::repository::LoadSettings {
+            strict_model_config: true,
+            normalize: NormalizeOptions::default(),
+            cache: None,
+        },
+        storage: Default::default(),
     }
 }
 

@@ -35,6 +35,18 @@ pub fn request_prefix(id: &str) -> String {
 
 fn check(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
     let model = &spec.name;
+    // Triton refuses a name given twice when the request is built.
+    if let Some(name) = first_repeated(request.inputs.iter().map(|i| i.name.as_str())) {
+        return Err(Error::invalid_arg(format!(
+            "input '{name}' already exists in request"
+        )));
+    }
+    let wanted = request.requested_outputs.iter().flatten();
+    if let Some(name) = first_repeated(wanted.map(String::as_str)) {
+        return Err(Error::invalid_arg(format!(
+            "output '{name}' already exists in request"
+        )));
+    }
     for input in &request.inputs {
         if spec.input(&input.name).is_none() {
             return Err(Error::invalid_arg(format!(
@@ -69,6 +81,12 @@ fn check(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
         check_input(spec, input)?;
     }
     Ok(batch_size)
+}
+
+/// The first name that comes a second time.
+fn first_repeated<'a>(names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let mut seen = std::collections::HashSet::new();
+    names.into_iter().find(|name| !seen.insert(*name))
 }
 
 fn batch_size(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
@@ -256,6 +274,10 @@ mod tests {
                 vec![input("X", &[1, 4], 16)],
                 "unexpected inference input 'X' for model 'add_sub'",
             ),
+            (
+                vec![input("INPUT0", &[1, 4], 16), input("INPUT0", &[1, 4], 16)],
+                "[request id: <id_unknown>] input 'INPUT0' already exists in request",
+            ),
         ];
         for (inputs, want) in cases {
             let err = validate_request(&spec, &request(inputs)).unwrap_err();
@@ -265,6 +287,14 @@ mod tests {
             input("INPUT0", &[1, 4], 16),
             input("INPUT1", &[1, 4], 16),
         ]);
+        r.requested_outputs = Some(vec!["OUTPUT1".into(), "OUTPUT0".into(), "OUTPUT1".into()]);
+        let err = validate_request(&spec, &r).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidArg);
+        assert_eq!(
+            err.message(),
+            "[request id: <id_unknown>] output 'OUTPUT1' already exists in request"
+        );
+        r.requested_outputs = None;
         r.inputs[1].datatype = DataType::Fp64;
         r.id = "7".into();
         let err = validate_request(&spec, &r).unwrap_err();

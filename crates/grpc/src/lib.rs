@@ -340,3 +340,6 @@ impl Health for HealthService {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod fuzz_tests;

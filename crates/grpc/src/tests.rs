@@ -3,11 +3,9 @@
 
 use std::sync::Arc;
 
-use nereid_core::config::NormalizeOptions;
-use nereid_core::repository::LoadSettings;
 use nereid_core::server::ServerIdentity;
 use nereid_core::testing::{self, fp32_bytes, TestBackend, MODEL_FILE};
-use nereid_core::{ControlMode, ModelRepository, RepositoryOptions};
+use nereid_core::{ControlMode, ModelRepository};
 use nereid_proto::health::health_client::HealthClient;
 use nereid_proto::health::HealthCheckRequest;
 use nereid_proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
@@ -38,17 +36,7 @@ async fn start(control_mode: ControlMode) -> Harness {
     let repo = tempfile::tempdir().expect("temp dir");
     testing::write_model(repo.path(), "ident", CONFIG, &[1]);
     let backends = TestBackend::identity().registry();
-    let options = RepositoryOptions {
-        roots: vec![repo.path().to_path_buf()],
-        control_mode,
-        startup_models: vec!["*".into()],
-        settings: LoadSettings {
-            strict_model_config: true,
-            normalize: NormalizeOptions::default(),
-            cache: None,
-        },
-        storage: Default::default(),
-    };
+    let options = testing::repository_options(repo.path(), control_mode, &["*"]);
     let repository = Arc::new(ModelRepository::new(options, backends));
     repository.load_startup_models().await.expect("models load");
     let identity = ServerIdentity {

@@ -4,6 +4,8 @@
 mod admin;
 mod compression;
 mod error;
+#[cfg(test)]
+mod fuzz_tests;
 mod infer;
 mod json_data;
 mod serve;
@@ -75,6 +77,7 @@ pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
             error_body(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
         })
         .layer(DefaultBodyLimit::max(options.max_body_bytes))
+        .layer(axum::middleware::map_response(error::json_rejections))
         .with_state(state)
 }
 

@@ -1,6 +1,8 @@
 //! Model configuration: `config.pbtxt` → generated `ModelConfig` → normalized (Triton's
 //! defaults filled in) → validated. The result is immutable and read by everything else.
 
+#[cfg(test)]
+mod fuzz_tests;
 mod json;
 mod normalize;
 mod parse;

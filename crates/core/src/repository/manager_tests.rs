@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use super::*;
-use crate::config::NormalizeOptions;
 use crate::error::ErrorKind;
 use crate::testing::{self, TestBackend, MODEL_FILE};
 
@@ -14,17 +13,7 @@ const CONFIG: &str = r#"backend: "identity" max_batch_size: 4
     output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ -1 ] } ]"#;
 
 fn repository(root: &Path, control_mode: ControlMode) -> Arc<ModelRepository> {
-    let options = RepositoryOptions {
-        roots: vec![root.to_path_buf()],
-        control_mode,
-        startup_models: Vec::new(),
-        settings: super::super::LoadSettings {
-            strict_model_config: true,
-            normalize: NormalizeOptions::default(),
-            cache: None,
-        },
-        storage: Default::default(),
-    };
+    let options = testing::repository_options(root, control_mode, &[]);
     Arc::new(ModelRepository::new(
         options,
         TestBackend::identity().registry(),
