@@ -128,7 +128,8 @@ def status(server):
     with open(f"/proc/{server.proc.pid}/status") as f:
         for line in f:
             key, _, value = line.partition(":")
-            fields[key] = value.split()[0]
+            fields[key] = value.split()[0] if value.split() else ""
+
     return fields
 
 

@@ -266,7 +266,7 @@ fn check_buffers(
     ];
     for (field, sequences) in candidates {
         let bytes = sequences.checked_mul(per_sequence);
-        if bytes.map_or(true, |b| b > MAX_STATE_BUFFER_BYTES) {
+        if bytes.is_none_or(|b| b > MAX_STATE_BUFFER_BYTES) {
             return Err(over_limit(
                 model,
                 &format!("state buffer ({field} × state bytes per sequence)"),
