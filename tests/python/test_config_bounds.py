@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-from conftest import EXAMPLE_MODELS, add_sub_config, add_sub_inputs
+from conftest import EXAMPLE_MODELS, Server, add_sub_config, add_sub_inputs, base_args
 
 # The whole server's resident memory and threads after every bad load; before the
 # bounds, 1e7 candidate sequences alone took 740 MB and `count: 2000` 4000 threads.
@@ -101,7 +101,6 @@ def add_model(repo, name, graph, config):
 def bounded(tmp_path_factory):
     """One explicit-mode server serving add_sub, with every bad model in its repository
     and one whose initial state is read from a link to /dev/zero."""
-    from conftest import Server, base_args
 
     repo = str(tmp_path_factory.mktemp("bounds") / "models")
     shutil.copytree(os.path.join(EXAMPLE_MODELS, "add_sub"), os.path.join(repo, "add_sub"))
