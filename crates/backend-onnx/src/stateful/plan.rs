@@ -2,12 +2,22 @@
 //! tensor and each state tensor is batched, and the boolean reset input driven by the
 //! sequence START. Instances share one plan.
 
-use nereid_core::model::{ModelSpec, SequenceStrategy};
+use nereid_core::model::{over_limit, ModelSpec, SequenceStrategy, MAX_STATE_BYTES};
 use nereid_core::{DataType, Error, Result};
 
 use super::layout::{BatchAxis, Codec};
 use super::params::{Capacity, StatefulParams};
 use crate::autocomplete::ModelTensor;
+
+/// The largest state buffer of one instance, in bytes: the sequences of one buffer (all
+/// of them without lazy allocation, `initial_buffer_size` or `subsequent_buffer_size`
+/// with it, and a full batch, which an execution gathers) times the state of one
+/// sequence. The eager buffer is allocated and its pages touched at load, so this is
+/// memory really taken. The original backend keeps its buffers in GPU memory (80 GiB on
+/// the largest GPUs); 16 GiB of host memory per buffer holds any of its real
+/// configurations, and beyond it a mistaken `max_candidate_sequences` fails the load
+/// with this message rather than by the kernel's out-of-memory killer.
+pub const MAX_STATE_BUFFER_BYTES: usize = 16 << 30;
 
 /// A client-visible input or output.
 #[derive(Debug, Clone)]
@@ -213,6 +223,7 @@ impl Plan {
                 fail("map CONTROL_SEQUENCE_START to the model's boolean reset input (e.g. ResetSequence) in sequence_batching.control_input".into())
             })?;
         let reset = reset_input(model, &find(onnx_inputs, &start, "reset input")?)?;
+        check_buffers(model, &params, &capacity, max_batch, &states)?;
         Ok(Self {
             model: model.to_string(),
             inputs,
@@ -225,6 +236,49 @@ impl Plan {
             capacity,
         })
     }
+}
+
+/// Fails when one state buffer (see [`MAX_STATE_BUFFER_BYTES`]) would be too large.
+fn check_buffers(
+    model: &str,
+    params: &StatefulParams,
+    capacity: &Capacity,
+    max_batch: usize,
+    states: &[StateTensor],
+) -> Result<()> {
+    // Each state is at most MAX_STATE_BYTES (checked by `state_tensor`): no overflow.
+    let per_sequence: usize = states.iter().map(StateTensor::stored_bytes).sum();
+    let first = if params.lazy.is_some() {
+        "initial_buffer_size"
+    } else {
+        "max_candidate_sequences × max_candidate_sequence_use_ratio"
+    };
+    // A later buffer is only ever allocated when the plan allows more than one.
+    let later = if capacity.max_buffers > 1 {
+        capacity.subsequent
+    } else {
+        0
+    };
+    let candidates = [
+        (first, capacity.initial),
+        ("subsequent_buffer_size", later),
+        ("max_batch_size", max_batch),
+    ];
+    for (field, sequences) in candidates {
+        let bytes = sequences.checked_mul(per_sequence);
+        if bytes.is_none_or(|b| b > MAX_STATE_BUFFER_BYTES) {
+            return Err(over_limit(
+                model,
+                &format!("state buffer ({field} × state bytes per sequence)"),
+                format!(
+                    "{sequences} × {per_sequence} = {}",
+                    bytes.map_or("more than 2^64".to_string(), |b| b.to_string())
+                ),
+                format!("{MAX_STATE_BUFFER_BYTES} bytes"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A config tensor, checked against its ONNX tensor.
@@ -334,6 +388,18 @@ fn state_tensor(
             input.name, input.datatype
         ))
     })?;
+    let row_bytes = input
+        .dims
+        .iter()
+        .filter(|&&d| d >= 0)
+        .try_fold(size, |bytes, &d| bytes.checked_mul(d as usize))
+        .filter(|&b| b <= MAX_STATE_BYTES);
+    if row_bytes.is_none() {
+        return Err(fail(format!(
+            "state tensor '{}' of dims {:?} holds more than the limit of {MAX_STATE_BYTES} bytes per sequence",
+            input.name, input.dims
+        )));
+    }
     if codec == Codec::Fp16 && input.datatype != DataType::Fp32 {
         return Err(fail(format!(
             "store_states_as_fp16 needs FP32 states, but '{}' is {}",
@@ -368,5 +434,87 @@ fn reset_input(model: &str, onnx: &ModelTensor) -> Result<ResetInput> {
             "Batch dimension should always be the first dimension for reset tensor '{}' (ONNX dims {:?})",
             onnx.name, onnx.dims
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn tensor(name: &str, dims: &[i64]) -> ModelTensor {
+        ModelTensor {
+            name: name.into(),
+            datatype: DataType::Fp32,
+            dims: dims.to_vec(),
+        }
+    }
+
+    fn state(dims: &[i64]) -> Result<StateTensor> {
+        state_tensor(
+            "m",
+            &tensor("S_IN", dims),
+            &tensor("S_OUT", dims),
+            Codec::Raw,
+        )
+    }
+
+    fn params(lazy: bool) -> StatefulParams {
+        let mut parameters: BTreeMap<String, String> =
+            [("state_pairs".to_string(), "<<<S_IN, S_OUT>>>".to_string())].into();
+        if lazy {
+            for key in [
+                "initial_buffer_size",
+                "subsequent_buffer_size",
+                "buffer_alloc_threshold",
+                "buffer_dealloc_threshold",
+            ] {
+                parameters.insert(key.into(), "1".into());
+            }
+        }
+        StatefulParams::parse("m", &parameters).expect("valid")
+    }
+
+    fn capacity(initial: usize, subsequent: usize, max_buffers: usize) -> Capacity {
+        Capacity {
+            max_sequences: initial + subsequent * (max_buffers - 1),
+            initial,
+            subsequent,
+            max_buffers,
+        }
+    }
+
+    #[test]
+    fn a_state_of_one_sequence_is_bounded_without_overflow() {
+        state(&[-1, 1 << 28]).expect("exactly 1 GiB");
+        for dims in [[-1, 1 << 28, 2], [-1, i64::MAX, 4]] {
+            let error = state(&dims).expect_err("too large").message().to_string();
+            assert!(
+                error.contains("more than the limit of 1073741824 bytes per sequence"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_state_buffer_is_bounded() {
+        // 256 KiB per sequence: 65536 sequences make exactly 16 GiB.
+        let states = [state(&[-1, 65536]).expect("small")];
+        let check = |lazy, capacity, batch| {
+            check_buffers("m", &params(lazy), &capacity, batch, &states)
+                .map_err(|e| e.message().to_string())
+        };
+        assert_eq!(check(false, capacity(65536, 0, 1), 16), Ok(()));
+        assert_eq!(
+            check(false, capacity(65537, 0, 1), 16),
+            Err("model 'm': state buffer (max_candidate_sequences × max_candidate_sequence_use_ratio × state bytes per sequence) 65537 × 262144 = 17180131328 exceeds the limit of 17179869184 bytes".into())
+        );
+        let lazy = check(true, capacity(1024, 1 << 20, 2), 16).expect_err("subsequent");
+        assert!(lazy.contains("(subsequent_buffer_size × state"), "{lazy}");
+        // A subsequent size that never gets allocated is not held against the model.
+        assert_eq!(check(true, capacity(1024, 1 << 20, 1), 16), Ok(()));
+        let batch = check(true, capacity(1024, 1024, 2), 1 << 20).expect_err("batch");
+        assert!(batch.contains("(max_batch_size × state"), "{batch}");
     }
 }

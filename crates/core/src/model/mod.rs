@@ -6,6 +6,11 @@
 //! - `scheduling`: which scheduler, with its settings ([`SchedulingSpec`]).
 //! - `controls` and `state`: what the sequence batcher feeds a stateful model
 //!   ([`ControlSpec`], [`StateSpec`]).
+//!
+//! Every size a configuration gives that later sizes an allocation or a thread count is
+//! bounded here, at load and before anything is allocated, so that an absurd value fails
+//! the load with a message naming the field and the limit instead of exhausting memory:
+//! [`MAX_BATCH_SIZE`], [`MAX_INSTANCES`], [`MAX_SEQUENCE_SLOTS`] and [`MAX_STATE_BYTES`].
 
 mod controls;
 mod scheduling;
@@ -19,11 +24,36 @@ use nereid_proto::inference::{ModelConfig, ModelInstanceGroup};
 pub use controls::{ControlSpec, CorridSpec, SwitchSpec};
 pub use scheduling::{
     DynamicBatchingSpec, QueuePolicy, SchedulingSpec, SequenceSpec, SequenceStrategy,
+    MAX_PRIORITY_LEVELS, MAX_SEQUENCE_SLOTS,
 };
-pub use state::{InitialState, StateSpec};
+pub use state::{InitialState, StateSpec, MAX_STATE_BYTES};
 
 use crate::error::{Error, Result};
 use crate::DataType;
+
+/// The largest `max_batch_size`. Batches are sized by the requests in them, but the
+/// `direct` sequence strategy keeps one slot per batch row and backends may pad to it;
+/// Triton deployments batch in the thousands at most, so 2^20 is never a real limit.
+pub const MAX_BATCH_SIZE: usize = 1 << 20;
+
+/// The most instances of one model version, all `instance_group`s together (passive
+/// groups included: they are configuration mistakes waiting to be made active). Each
+/// instance is an OS thread with its own backend session; a machine's cores, not its
+/// configuration, bound how many are useful, and 256 is beyond any of today's hosts.
+pub const MAX_INSTANCES: usize = 256;
+
+/// The load error for configuration value `value` of `field` above `limit`, in the
+/// shape every bound of the model configuration uses.
+pub fn over_limit(
+    model: &str,
+    field: &str,
+    value: impl std::fmt::Display,
+    limit: impl std::fmt::Display,
+) -> Error {
+    Error::invalid_arg(format!(
+        "model '{model}': {field} {value} exceeds the limit of {limit}"
+    ))
+}
 
 /// A model input or output as the server checks it.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,9 +183,32 @@ impl ModelSpec {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let max_batch_size = usize::try_from(config.max_batch_size).unwrap_or(0);
+        if max_batch_size > MAX_BATCH_SIZE {
+            return Err(over_limit(
+                &config.name,
+                "max_batch_size",
+                max_batch_size,
+                MAX_BATCH_SIZE,
+            ));
+        }
+        let instance_groups: Vec<InstanceGroupSpec> =
+            config.instance_group.iter().map(instance_group).collect();
+        let instances = instance_groups
+            .iter()
+            .fold(0usize, |sum, g| sum.saturating_add(g.count));
+        if instances > MAX_INSTANCES {
+            return Err(over_limit(
+                &config.name,
+                "instance_group count (all groups together)",
+                instances,
+                MAX_INSTANCES,
+            ));
+        }
         let scheduling = SchedulingSpec::from_config(&config)?;
         let (mut internal_inputs, mut internal_outputs) = (Vec::new(), Vec::new());
         if let Some(sequence) = scheduling.sequence() {
+            sequence.check_slots(&config.name, max_batch_size, &instance_groups)?;
             for state in &sequence.states {
                 let (input, output) = state.tensor_specs();
                 internal_inputs.push(input);
@@ -171,13 +224,13 @@ impl ModelSpec {
         Ok(Self {
             version,
             platform,
-            max_batch_size: usize::try_from(config.max_batch_size).unwrap_or(0),
+            max_batch_size,
             inputs,
             outputs,
             internal_inputs,
             internal_outputs,
             scheduling,
-            instance_groups: config.instance_group.iter().map(instance_group).collect(),
+            instance_groups,
             response_cache: config.response_cache.as_ref().is_some_and(|c| c.enable),
             decoupled: config
                 .model_transaction_policy
@@ -232,3 +285,7 @@ fn instance_group(group: &ModelInstanceGroup) -> InstanceGroupSpec {
         passive: group.passive,
     }
 }
+
+#[cfg(test)]
+#[path = "bounds_tests.rs"]
+mod tests;

@@ -12,7 +12,20 @@ use nereid_proto::inference::{
 
 use super::controls::ControlSpec;
 use super::state::StateSpec;
+use super::{over_limit, InstanceGroupSpec};
 use crate::error::Result;
+
+/// The most sequence slots of one model version, all instances together (and so also
+/// the largest `max_candidate_sequences`). The sequence batcher keeps a slot entry and a
+/// free-list entry for every slot from load on (about 100 bytes each), and the stateful
+/// backend a state slot: 2^20 slots keep that bookkeeping near 100 MB, while real
+/// deployments hold thousands of sequences per instance (the stateful backend's example
+/// holds 1280).
+pub const MAX_SEQUENCE_SLOTS: usize = 1 << 20;
+
+/// The largest `dynamic_batching.priority_levels`. Each level gets its own queue and
+/// policy at load; Triton users configure a handful of levels, 2^16 is plenty.
+pub const MAX_PRIORITY_LEVELS: u64 = 1 << 16;
 
 /// The scheduler a model gets, with its settings (Triton's choice at load: sequence
 /// batching, dynamic batching, otherwise the default scheduler).
@@ -98,6 +111,14 @@ impl SchedulingSpec {
         Ok(match &config.scheduling_choice {
             None => SchedulingSpec::Default,
             Some(SchedulingChoice::DynamicBatching(d)) => {
+                if d.priority_levels > MAX_PRIORITY_LEVELS {
+                    return Err(over_limit(
+                        &config.name,
+                        "dynamic_batching.priority_levels",
+                        d.priority_levels,
+                        MAX_PRIORITY_LEVELS,
+                    ));
+                }
                 SchedulingSpec::Dynamic(DynamicBatchingSpec::from_config(d, max_batch))
             }
             Some(SchedulingChoice::SequenceBatching(s)) => SchedulingSpec::Sequence(Box::new(
@@ -117,6 +138,7 @@ impl SchedulingSpec {
 }
 
 impl DynamicBatchingSpec {
+    /// The settings of `config`, whose `priority_levels` the caller bounded.
     fn from_config(config: &ModelDynamicBatching, max_batch_size: usize) -> Self {
         let max_batch = max_batch_size.max(1);
         let mut preferred_batch_sizes: Vec<usize> = config
@@ -197,10 +219,18 @@ impl SequenceSpec {
         let batch = max_batch.max(1);
         let strategy = match &config.strategy_choice {
             Some(StrategyChoice::Oldest(o)) => SequenceStrategy::Oldest {
-                max_candidate_sequences: usize::try_from(o.max_candidate_sequences)
-                    .ok()
-                    .filter(|c| *c > 0)
-                    .unwrap_or(batch),
+                max_candidate_sequences: match usize::try_from(o.max_candidate_sequences) {
+                    Ok(0) | Err(_) => batch,
+                    Ok(c) if c > MAX_SEQUENCE_SLOTS => {
+                        return Err(over_limit(
+                            model,
+                            "sequence_batching.oldest.max_candidate_sequences",
+                            c,
+                            MAX_SEQUENCE_SLOTS,
+                        ))
+                    }
+                    Ok(c) => c,
+                },
                 preferred_batch_sizes: o
                     .preferred_batch_size
                     .iter()
@@ -221,7 +251,8 @@ impl SequenceSpec {
         let states = config
             .state
             .iter()
-            .map(StateSpec::from_config)
+            .enumerate()
+            .map(|(index, state)| StateSpec::from_config(state, model, index))
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             strategy,
@@ -229,6 +260,39 @@ impl SequenceSpec {
             controls,
             states,
         })
+    }
+
+    /// Fails when the slots of all started instances of `groups` together exceed
+    /// [`MAX_SEQUENCE_SLOTS`]: the sequence batcher allocates them all at load.
+    pub(super) fn check_slots(
+        &self,
+        model: &str,
+        max_batch_size: usize,
+        groups: &[InstanceGroupSpec],
+    ) -> Result<()> {
+        let instances = groups
+            .iter()
+            .filter(|g| !g.passive)
+            .map(|g| g.count)
+            .sum::<usize>()
+            .max(1);
+        let per_instance = self.slots_per_instance(max_batch_size);
+        let slots = per_instance.saturating_mul(instances);
+        if slots <= MAX_SEQUENCE_SLOTS {
+            return Ok(());
+        }
+        let field = match self.strategy {
+            SequenceStrategy::Oldest { .. } => {
+                "sequence slots (sequence_batching.oldest.max_candidate_sequences × instances)"
+            }
+            SequenceStrategy::Direct { .. } => "sequence slots (max_batch_size × instances)",
+        };
+        Err(over_limit(
+            model,
+            field,
+            format!("{per_instance} × {instances} = {slots}"),
+            MAX_SEQUENCE_SLOTS,
+        ))
     }
 
     /// Sequences each instance holds at once: `max_candidate_sequences` for `oldest`, the

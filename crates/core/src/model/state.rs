@@ -5,9 +5,17 @@
 use nereid_proto::inference::model_sequence_batching::initial_state::StateData;
 use nereid_proto::inference::model_sequence_batching::State;
 
-use super::TensorSpec;
+use super::{over_limit, TensorSpec};
 use crate::error::{Error, Result};
+use crate::request::element_count;
 use crate::DataType;
+
+/// The largest state tensor of one sequence, in bytes: the initial value the sequence
+/// batcher allocates (and reads from a data file) at load, and each state the stateful
+/// backend keeps per sequence. Implicit state is a model's memory between requests
+/// (recurrent state, a small cache); a gibibyte per sequence is far beyond that, and
+/// below it an allocation is still an ordinary one that fails cleanly.
+pub const MAX_STATE_BYTES: usize = 1 << 30;
 
 /// One state tensor pair: fed to the model as `input_name`, read back from `output_name`.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +30,9 @@ pub struct StateSpec {
     pub dims: Vec<i64>,
     /// What a sequence starts from.
     pub initial: InitialState,
+    /// Byte length of the initial value (a 4-byte zero length per element for BYTES),
+    /// at most [`MAX_STATE_BYTES`].
+    pub initial_bytes: usize,
 }
 
 /// The value of a state at a sequence's START.
@@ -40,8 +51,8 @@ pub enum InitialState {
 }
 
 impl StateSpec {
-    /// Reads and checks one `state` entry.
-    pub(super) fn from_config(state: &State) -> Result<Self> {
+    /// Reads and checks entry `index` of model `model`'s `state` list.
+    pub(super) fn from_config(state: &State, model: &str, index: usize) -> Result<Self> {
         let name = &state.input_name;
         let datatype = nereid_proto::inference::DataType::try_from(state.data_type)
             .ok()
@@ -49,12 +60,31 @@ impl StateSpec {
             .ok_or_else(|| {
                 Error::invalid_arg(format!("state '{name}' has an unsupported data type"))
             })?;
+        let initial = initial_state(state)?;
+        let dims = initial.dims();
+        let bytes =
+            element_count(dims).and_then(|n| n.checked_mul(datatype.element_size().unwrap_or(4)));
+        let initial_bytes = bytes.filter(|&n| n <= MAX_STATE_BYTES).ok_or_else(|| {
+            let field = if state.initial_state.is_empty() {
+                format!("sequence_batching.state[{index}].dims")
+            } else {
+                format!("sequence_batching.state[{index}].initial_state.dims")
+            };
+            let bytes = bytes.map_or("more than 2^64 bytes".to_string(), |n| format!("{n} bytes"));
+            over_limit(
+                model,
+                &field,
+                format!("{dims:?} ({bytes} of {datatype})"),
+                format!("{MAX_STATE_BYTES} bytes"),
+            )
+        })?;
         Ok(Self {
             input_name: name.clone(),
             output_name: state.output_name.clone(),
             datatype,
             dims: state.dims.clone(),
-            initial: initial_state(state)?,
+            initial,
+            initial_bytes,
         })
     }
 

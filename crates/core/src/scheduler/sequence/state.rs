@@ -5,6 +5,7 @@
 //! by clients. The stored state is dropped at END or when the sequence is released idle.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::Path;
 
 use bytes::Bytes;
@@ -12,7 +13,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::model::{InitialState, StateSpec};
-use crate::request::{element_count, InputTensor, OutputTensor};
+use crate::request::{InputTensor, OutputTensor};
 use crate::sequence_flags::{SequenceFlags, SequenceId};
 use crate::DataType;
 
@@ -164,29 +165,37 @@ impl States {
     }
 }
 
-/// The bytes of `state`'s initial value: zeros, or its data file's first bytes.
+/// The bytes of `state`'s initial value: zeros, or its data file's first bytes. The
+/// length was bounded at load ([`crate::model::MAX_STATE_BYTES`]); the memory is still
+/// reserved fallibly, so a machine without it fails the load instead of aborting.
 fn initial_bytes(state: &StateSpec, model_dir: Option<&Path>) -> Result<Bytes> {
-    let byte_len = |dims: &[i64]| {
-        let count =
-            element_count(&dims.iter().map(|d| (*d).max(1)).collect::<Vec<_>>()).unwrap_or(1);
-        // BYTES zeros are empty strings: a zero length per element.
-        count * state.datatype.element_size().unwrap_or(4)
-    };
+    let expected = state.initial_bytes;
+    let mut data = Vec::new();
+    data.try_reserve_exact(expected).map_err(|_| {
+        Error::invalid_arg(format!(
+            "cannot allocate the {expected} bytes of the initial value of state '{}'",
+            state.input_name
+        ))
+    })?;
     match &state.initial {
-        InitialState::Zeros(dims) => Ok(Bytes::from(vec![0u8; byte_len(dims)])),
-        InitialState::DataFile { dims, file } => {
+        // BYTES zeros are empty strings: a zero length per element.
+        InitialState::Zeros(_) => data.resize(expected, 0),
+        InitialState::DataFile { file, .. } => {
             let path = model_dir
                 .map(|d| d.join("initial_state").join(file))
                 .ok_or_else(|| {
                     Error::invalid_arg("initial_state data files need a model directory")
                 })?;
-            let data = std::fs::read(&path).map_err(|e| {
+            let unreadable = |e: std::io::Error| {
                 Error::invalid_arg(format!(
                     "unable to read initial_state data file {}: {e}",
                     path.display()
                 ))
-            })?;
-            let expected = byte_len(dims);
+            };
+            // Only the bytes the state needs: the file may be longer (or endless).
+            std::fs::File::open(&path)
+                .and_then(|f| f.take(expected as u64).read_to_end(&mut data))
+                .map_err(unreadable)?;
             if data.len() < expected {
                 return Err(Error::invalid_arg(format!(
                     "initial_state setting expects {expected} bytes, but the data provided from {}only has {} bytes.",
@@ -194,9 +203,9 @@ fn initial_bytes(state: &StateSpec, model_dir: Option<&Path>) -> Result<Bytes> {
                     data.len()
                 )));
             }
-            Ok(Bytes::from(data).slice(..expected))
         }
     }
+    Ok(Bytes::from(data))
 }
 
 #[cfg(test)]

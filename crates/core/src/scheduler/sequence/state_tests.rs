@@ -170,3 +170,16 @@ fn initial_state_from_zero_data_or_a_data_file() {
     let s = states(0, variable, None);
     assert_eq!(state_in(&s, None).0, (vec![1, 3], vec![0, 0, 0]));
 }
+
+#[test]
+fn an_endless_data_file_is_read_only_as_far_as_the_state_needs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("initial_state")).expect("mkdir");
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("initial_state/zero.bin"))
+        .expect("link");
+    let state = r#"{ input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32
+        dims: [ 3 ]
+        initial_state { name: "init" data_type: TYPE_INT32 dims: [ 3 ] data_file: "zero.bin" } }"#;
+    let s = states(0, state, Some(dir.path()));
+    assert_eq!(state_in(&s, None).0, (vec![3], vec![0, 0, 0]));
+}
