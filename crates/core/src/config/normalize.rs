@@ -15,12 +15,6 @@ use crate::error::{Error, Result};
 /// Sequence idle timeout Triton applies when the config leaves it at 0 (one second).
 const DEFAULT_MAX_SEQUENCE_IDLE_US: u64 = 1_000_000;
 
-/// Most `dynamic_batching.priority_levels` a model may have. Each level gets its own queue
-/// and policy, built at load and visited when batches are formed, so the count must be
-/// bounded: a config asking for 2^32 levels used to abort the server allocating 137 GB
-/// (found by the config fuzz target). Triton has no limit and builds a queue per level too.
-const MAX_PRIORITY_LEVELS: u64 = 1 << 16;
-
 /// Facts about the server that the defaults depend on.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NormalizeOptions {
@@ -133,11 +127,6 @@ fn normalize_dynamic_batching(config: &mut ModelConfig) -> Result<()> {
         }
     }
     let levels = db.priority_levels;
-    if levels > MAX_PRIORITY_LEVELS {
-        return Err(Error::invalid_arg(format!(
-            "priority levels must be at most {MAX_PRIORITY_LEVELS} for {model}, got {levels}"
-        )));
-    }
     if levels > 0 && (db.default_priority_level < 1 || db.default_priority_level > levels) {
         return Err(Error::invalid_arg(format!(
             "default priority level must be in range [1, {levels}] for {model}"
@@ -381,21 +370,6 @@ mod tests {
         let err = normalized(&ENSEMBLE.replace(r#"platform: "ensemble""#, r#"platform: "x""#))
             .unwrap_err();
         assert!(err.message().contains("whose platform is not ensemble"));
-    }
-
-    #[test]
-    fn priority_levels_are_bounded() {
-        let config = |levels: u64| {
-            normalized(&format!(
-                "max_batch_size: 4 dynamic_batching {{ priority_levels: {levels} default_priority_level: 1 }}"
-            ))
-        };
-        assert!(config(MAX_PRIORITY_LEVELS).is_ok());
-        let err = config(1 << 32).unwrap_err();
-        assert_eq!(
-            err.message(),
-            "priority levels must be at most 65536 for m, got 4294967296"
-        );
     }
 
     #[test]
