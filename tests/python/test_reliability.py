@@ -269,3 +269,46 @@ def test_registered_regions_are_capped(start_server, make_repo):
         client.close()
         grpc.close()
         shm.destroy_shared_memory_region(handle)
+
+
+def test_a_huge_request_id_in_an_error_still_reaches_the_grpc_client(server):
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    client = server.grpc_client()
+    try:
+        inp = grpcclient.InferInput("INPUT0", [1, 5], "FP32")
+        inp.set_data_from_numpy(np.zeros((1, 5), np.float32))
+        other = grpcclient.InferInput("INPUT1", [1, 5], "FP32")
+        other.set_data_from_numpy(np.zeros((1, 5), np.float32))
+        try:
+            client.infer("add_sub", [inp, other], request_id="x" * 10000)
+            raise AssertionError("a wrong shape was accepted")
+        except InferenceServerException as e:
+            # Used to be RESOURCE_EXHAUSTED: the echoed id overflowed the trailer.
+            assert e.status() == "StatusCode.INVALID_ARGUMENT", e
+            assert "unexpected shape for input 'INPUT0'" in e.message(), e
+            assert "x" * 256 + "...] " in e.message(), e.message()[:300]
+    finally:
+        client.close()
+
+
+def test_a_name_given_twice_is_a_400(server):
+    body = {
+        "inputs": [
+            {"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]},
+            {"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]},
+        ]
+    }
+    resp = server.request("POST", "/v2/models/add_sub/infer", body=body)
+    assert resp.status == 400, resp
+    assert resp.json()["error"] == (
+        "[request id: <id_unknown>] input 'INPUT0' already exists in request"
+    )
+    body["inputs"][1]["name"] = "INPUT1"
+    body["outputs"] = [{"name": "OUTPUT0"}, {"name": "OUTPUT0"}]
+    resp = server.request("POST", "/v2/models/add_sub/infer", body=body)
+    assert resp.status == 400, resp
+    assert resp.json()["error"] == (
+        "[request id: <id_unknown>] output 'OUTPUT0' already exists in request"
+    )

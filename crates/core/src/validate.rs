@@ -27,11 +27,20 @@ pub fn validate_request(spec: &ModelSpec, request: &InferRequest) -> Result<usiz
 /// Triton's `[request id: ...] ` prefix for request errors.
 pub fn request_prefix(id: &str) -> String {
     if id.is_empty() {
-        "[request id: <id_unknown>] ".to_string()
-    } else {
-        format!("[request id: {id}] ")
+        return "[request id: <id_unknown>] ".to_string();
     }
+    // A client's id is echoed whole up to a length any log or trailer takes; a longer one
+    // would bury (or, over gRPC, overflow) the message it prefixes.
+    let mut end = id.len().min(MAX_ECHOED_ID_BYTES);
+    while !id.is_char_boundary(end) {
+        end -= 1;
+    }
+    let more = if end < id.len() { "..." } else { "" };
+    format!("[request id: {}{more}] ", &id[..end])
 }
+
+/// The longest part of a request id echoed in an error message.
+const MAX_ECHOED_ID_BYTES: usize = 256;
 
 fn check(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
     let model = &spec.name;
@@ -294,6 +303,15 @@ mod tests {
             err.message(),
             "[request id: <id_unknown>] output 'OUTPUT1' already exists in request"
         );
+        r.id = "é".repeat(1000);
+        let err = validate_request(&spec, &r).unwrap_err();
+        assert!(
+            err.message()
+                .starts_with(&format!("[request id: {}...] output", "é".repeat(128))),
+            "{}",
+            err.message()
+        );
+        r.id = String::new();
         r.requested_outputs = None;
         r.inputs[1].datatype = DataType::Fp64;
         r.id = "7".into();
