@@ -312,3 +312,32 @@ def test_a_name_given_twice_is_a_400(server):
     assert resp.json()["error"] == (
         "[request id: <id_unknown>] output 'OUTPUT0' already exists in request"
     )
+
+
+def test_a_load_override_is_checked_against_the_model(start_server, make_repo):
+    import copy
+    import json
+
+    srv = start_server(
+        make_repo(["add_sub"]), "--model-control-mode", "explicit", "--load-model", "add_sub"
+    )
+    good = json.loads(srv.request("GET", "/v2/models/add_sub/config").body)
+    cases = [
+        (("input", 0, "name", "INPUTX"),
+         "unexpected inference input 'INPUTX', allowed inputs are: INPUT0, INPUT1"),
+        (("input", 0, "data_type", "TYPE_INT32"),
+         "unable to load model 'add_sub', configuration expects datatype TYPE_INT32 for input 'INPUT0', model provides TYPE_FP32"),
+        (("output", 1, "name", "OUTX"),
+         "unexpected inference output 'OUTX', allowed outputs are: OUTPUT0, OUTPUT1"),
+    ]
+    for (section, index, field, value), message in cases:
+        config = copy.deepcopy(good)
+        config[section][index][field] = value
+        resp = srv.request(
+            "POST", "/v2/repository/models/add_sub/load",
+            body={"parameters": {"config": json.dumps(config)}},
+        )
+        assert resp.status == 400, resp
+        assert message in resp.json()["error"], resp
+        # The loaded version keeps serving.
+        _serving(srv)

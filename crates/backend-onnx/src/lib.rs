@@ -8,6 +8,7 @@
 mod autocomplete;
 mod convert;
 mod instance;
+mod io_check;
 mod library;
 mod session_options;
 mod stateful;
@@ -132,6 +133,7 @@ impl ModelBackend for OnnxModel {
         }
         let session =
             session_options::build_session(&self.environment, &self.spec, &self.model_file)?;
+        io_check::check_io(&self.spec, &session)?;
         Ok(Box::new(instance::OnnxInstance::new(session)))
     }
 }
