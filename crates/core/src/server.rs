@@ -182,12 +182,22 @@ impl Server {
     /// sequences).
     pub fn submit(&self, request: InferRequest) -> Answer {
         let received_at = Instant::now();
-        match self
+        let watch = self.shm.watch_inputs(&request.inputs);
+        let answer = match self
             .repository
             .get(&request.model_name, request.model_version)
         {
             Ok(model) => model.submit(request, received_at),
-            Err(e) => Box::pin(std::future::ready(Err(e))),
+            Err(e) => return Box::pin(std::future::ready(Err(e))),
+        };
+        match watch {
+            None => answer,
+            // Inputs read from a region truncated under the request read zeros: fail it.
+            Some(watch) => Box::pin(async move {
+                let response = answer.await?;
+                watch.verify()?;
+                Ok(response)
+            }),
         }
     }
 

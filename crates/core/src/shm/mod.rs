@@ -134,6 +134,35 @@ pub struct ShmRegistry {
     // Held only to look up, insert or remove a region; never across I/O on a mapping.
     regions: Mutex<BTreeMap<String, Arc<Region>>>,
     limits: ShmLimits,
+    // Registered system regions, read without the lock on every request.
+    system_regions: std::sync::atomic::AtomicUsize,
+}
+
+/// Where a request's inputs lie, kept while it runs, to fail it if a system region under
+/// one of them was truncated meanwhile (its lost pages then read as zeros).
+#[derive(Debug)]
+pub struct InputWatch {
+    repairs_before: u64,
+    windows: Vec<(usize, usize)>,
+}
+
+impl InputWatch {
+    /// An error when a page under one of the inputs was lost while the request ran.
+    pub fn verify(&self) -> Result<()> {
+        if sigbus::repairs() == self.repairs_before {
+            return Ok(());
+        }
+        if self
+            .windows
+            .iter()
+            .any(|&(start, len)| sigbus::damaged_within(start, len))
+        {
+            return Err(Error::invalid_arg(
+                "a shared memory region holding an input was truncated while the request was using it; unregister it and register it again",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `key` must be a plain POSIX shared-memory name: an optional leading `/` and one path
@@ -171,14 +200,47 @@ impl ShmRegistry {
     /// An empty registry that refuses registrations beyond `limits`.
     pub fn with_limits(limits: ShmLimits) -> Self {
         Self {
-            regions: Mutex::default(),
             limits,
+            ..Self::default()
         }
     }
 
+    /// Starts watching `inputs` for truncation while their request runs; `None` (nothing
+    /// to watch, no cost) when no system region is registered.
+    pub fn watch_inputs(&self, inputs: &[crate::request::InputTensor]) -> Option<InputWatch> {
+        if self
+            .system_regions
+            .load(std::sync::atomic::Ordering::Acquire)
+            == 0
+        {
+            return None;
+        }
+        Some(InputWatch {
+            repairs_before: sigbus::repairs(),
+            windows: inputs
+                .iter()
+                .map(|i| (i.data.as_ptr() as usize, i.data.len()))
+                .collect(),
+        })
+    }
+
+    /// Keeps the count of system regions in step with the map.
+    fn count_system_regions(&self, regions: &BTreeMap<String, Arc<Region>>) {
+        let count = regions
+            .values()
+            .filter(|r| r.kind() == RegionKind::System)
+            .count();
+        self.system_regions
+            .store(count, std::sync::atomic::Ordering::Release);
+    }
+
     /// Refuses a new region of `byte_size` bytes that would pass a limit.
-    fn check_room(&self, name: &str, byte_size: u64) -> Result<()> {
-        let regions = self.regions.lock();
+    fn check_room(
+        &self,
+        regions: &BTreeMap<String, Arc<Region>>,
+        name: &str,
+        byte_size: u64,
+    ) -> Result<()> {
         if regions.contains_key(name) {
             return Err(already_registered(name));
         }
@@ -200,10 +262,10 @@ impl ShmRegistry {
 
     fn insert(&self, region: Region) -> Result<()> {
         // Checked again under the same lock as the insert: registrations may race.
-        self.check_room(&region.name, region.len() as u64)?;
-        self.regions
-            .lock()
-            .insert(region.name.clone(), Arc::new(region));
+        let mut regions = self.regions.lock();
+        self.check_room(&regions, &region.name, region.len() as u64)?;
+        regions.insert(region.name.clone(), Arc::new(region));
+        self.count_system_regions(&regions);
         Ok(())
     }
 
@@ -217,7 +279,7 @@ impl ShmRegistry {
         byte_size: u64,
     ) -> Result<()> {
         validate_key(key)?;
-        self.check_room(name, byte_size)?;
+        self.check_room(&self.regions.lock(), name, byte_size)?;
         let mapping = Mapping::open(
             key,
             usize::try_from(offset).map_err(|_| too_large(name))?,
@@ -247,7 +309,7 @@ impl ShmRegistry {
                 "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t",
             ));
         }
-        self.check_room(name, byte_size)?;
+        self.check_room(&self.regions.lock(), name, byte_size)?;
         let len = usize::try_from(byte_size).map_err(|_| too_large(name))?;
         let device = DeviceMemory::open(handle, device_id, len).map_err(|e| {
             Error::new(
@@ -335,6 +397,7 @@ impl ShmRegistry {
             }
             None => regions.retain(|_, r| r.kind() != kind),
         }
+        self.count_system_regions(&regions);
     }
 
     fn region(&self, name: &str) -> Result<Arc<Region>> {

@@ -10,7 +10,7 @@
 //! atomics and the repair is one `mmap` call.
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// How many system regions can be mapped at once; `--shm-max-regions` may not exceed it.
@@ -32,6 +32,8 @@ const FREE: Slot = Slot {
 
 static SLOTS: [Slot; MAX_MAPPINGS] = [FREE; MAX_MAPPINGS];
 static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);
+/// Repairs made so far; a request compares it before and after to know whether to look.
+static REPAIRS: AtomicU64 = AtomicU64::new(0);
 /// The SIGBUS disposition before ours, to pass on faults that are not ours.
 static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
 
@@ -76,6 +78,23 @@ impl Drop for Guarded {
         slot.start.store(0, Ordering::Release);
         slot.end.store(0, Ordering::Release);
     }
+}
+
+/// How many lost pages were repaired so far, process-wide.
+pub(super) fn repairs() -> u64 {
+    REPAIRS.load(Ordering::Acquire)
+}
+
+/// Whether `[start, start + len)` overlaps a listed mapping that had a page repaired.
+pub(super) fn damaged_within(start: usize, len: usize) -> bool {
+    let end = start.saturating_add(len);
+    SLOTS.iter().any(|slot| {
+        let (s, e) = (
+            slot.start.load(Ordering::Acquire),
+            slot.end.load(Ordering::Acquire),
+        );
+        e != 0 && e != usize::MAX && start < e && s < end && slot.damaged.load(Ordering::Acquire)
+    })
 }
 
 /// Installs the handler once per process.
@@ -137,6 +156,7 @@ extern "C" fn on_sigbus(
         };
         if repaired != libc::MAP_FAILED {
             slot.damaged.store(true, Ordering::Release);
+            REPAIRS.fetch_add(1, Ordering::AcqRel);
             return;
         }
     }

@@ -268,3 +268,37 @@ fn registrations_beyond_the_limits_are_refused() {
         .register_system("c", object.key(), 0, 10)
         .expect("room again");
 }
+
+#[test]
+fn a_request_whose_input_region_is_truncated_while_it_runs_is_failed() {
+    // Object keys are per size: a size no other test uses.
+    let object = Object::new(2 * 4096 + 16);
+    let registry = ShmRegistry::default();
+    let nothing = crate::testing::request("m", "", Vec::new());
+    assert!(
+        registry.watch_inputs(&nothing.inputs).is_none(),
+        "no region, no watch"
+    );
+    registry
+        .register_system("in", object.key(), 0, 2 * 4096)
+        .expect("registers");
+    let data = registry.input(&shm("in", 4096, 64)).expect("whole");
+    let mut request = crate::testing::request("m", "", Vec::new());
+    request.inputs.push(crate::request::InputTensor {
+        name: "INPUT0".into(),
+        datatype: crate::DataType::Uint8,
+        shape: vec![64],
+        data: data.clone(),
+    });
+    let watch = registry
+        .watch_inputs(&request.inputs)
+        .expect("a region is registered");
+    assert!(watch.verify().is_ok());
+    // The client truncates while the model reads the input: the read sees zeros.
+    object.truncate(4096);
+    assert_eq!(data[..4], [0, 0, 0, 0]);
+    let error = watch.verify().expect_err("read a lost page");
+    assert!(error
+        .message()
+        .contains("truncated while the request was using it"));
+}
