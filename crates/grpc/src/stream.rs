@@ -1,18 +1,26 @@
 //! `ModelStreamInfer`: a bidirectional stream of requests and responses. Requests are
 //! admitted in stream order (so a sequence's requests reach the sequence batcher in the
-//! order they were sent), then each is awaited by its own task, so responses of different
-//! requests may come back in a different order; a failed request is answered in-stream
-//! with `error_message` and the stream stays open.
+//! order they were sent) and run concurrently, each awaited by its own task; responses
+//! are written in the order the requests arrived, as Triton does for non-decoupled
+//! models, so a cache hit never overtakes an earlier miss. A failed request is answered
+//! in-stream with `error_message` and the stream stays open.
 //!
-//! Backpressure: a slot in the bounded outgoing channel is reserved *before* the next
-//! request is read, so requests in flight plus responses not yet sent never exceed
-//! [`STREAM_CAPACITY`]; a client that stops reading responses stops being read from.
+//! Backpressure has two stages. Requests are read from the connection as soon as they
+//! arrive, into a read-ahead queue bounded in bytes ([`READ_AHEAD_BYTES`]): the HTTP/2
+//! layer treats many small DATA frames left unread as an attack and closes the whole
+//! connection, so a client streaming small requests faster than they are answered must
+//! not be left unread inside it. From that queue a request is admitted only once a slot
+//! in the bounded outgoing channel is reserved for its answer, so requests in flight plus
+//! answers not yet sent never exceed [`STREAM_CAPACITY`]; a client that stops reading
+//! answers stops being read from once its read-ahead is full.
 
 use std::sync::Arc;
 
 use nereid_core::Server;
 use nereid_proto::inference::{ModelInferRequest, ModelInferResponse, ModelStreamInferResponse};
-use tokio::sync::mpsc;
+use prost::Message;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
@@ -21,16 +29,39 @@ use crate::convert;
 /// Most requests in flight plus responses waiting to be sent, per stream.
 pub const STREAM_CAPACITY: usize = 256;
 
+/// Most bytes of requests read from a stream but not yet admitted.
+pub const READ_AHEAD_BYTES: usize = 16 << 20;
+
 /// The outgoing half of a `ModelStreamInfer` call.
 pub type ResponseStream = ReceiverStream<Result<ModelStreamInferResponse, Status>>;
 
 type Outgoing = mpsc::Sender<Result<ModelStreamInferResponse, Status>>;
 
+/// A request read ahead, holding its share of [`READ_AHEAD_BYTES`] until admitted.
+type ReadAhead = (ModelInferRequest, OwnedSemaphorePermit);
+
+/// An admitted request: its slot in the outgoing channel and the task computing its
+/// answer.
+type Answer = (
+    mpsc::OwnedPermit<Result<ModelStreamInferResponse, Status>>,
+    JoinHandle<ModelStreamInferResponse>,
+);
+
 /// Starts answering `inbound`; the returned stream ends once the client has closed its
 /// side (or the server begins shutting down) and every request read has been answered.
 pub fn start(server: Arc<Server>, inbound: Streaming<ModelInferRequest>) -> ResponseStream {
     let (outgoing, receiver) = mpsc::channel(STREAM_CAPACITY);
-    tokio::spawn(read_requests(server, inbound, outgoing));
+    // Both queues are bounded by what their items hold: read-ahead bytes, outgoing slots.
+    let (read_ahead, to_admit) = mpsc::unbounded_channel();
+    let (answers, in_order) = mpsc::unbounded_channel();
+    tokio::spawn(read_requests(
+        Arc::clone(&server),
+        inbound,
+        outgoing.clone(),
+        read_ahead,
+    ));
+    tokio::spawn(admit_in_order(server, to_admit, outgoing, answers));
+    tokio::spawn(write_in_order(in_order));
     ReceiverStream::new(receiver)
 }
 
@@ -39,28 +70,67 @@ async fn read_requests(
     server: Arc<Server>,
     mut inbound: Streaming<ModelInferRequest>,
     outgoing: Outgoing,
+    read_ahead: mpsc::UnboundedSender<ReadAhead>,
 ) {
+    let budget = Arc::new(Semaphore::new(READ_AHEAD_BYTES));
     loop {
-        let Ok(permit) = outgoing.clone().reserve_owned().await else {
-            return; // the client dropped the response stream
-        };
-        // At shutdown the stream takes no new requests; those in flight are still
-        // answered, then the response stream ends.
+        // At shutdown the stream takes no new requests; those read are still answered,
+        // then the response stream ends.
         let next = tokio::select! {
             next = inbound.message() => next,
             () = outgoing.closed() => return,
             () = server.stopped() => return,
         };
-        match next {
-            Ok(Some(request)) => {
-                let pending = submit(&server, request);
-                tokio::spawn(async move {
-                    permit.send(Ok(pending.await));
-                });
-            }
+        let request = match next {
+            Ok(Some(request)) => request,
             Ok(None) => return,
             Err(status) => {
                 tracing::debug!(error = %status, "stream inference: inbound stream ended");
+                return;
+            }
+        };
+        // A request larger than the whole budget waits for all of it.
+        let share = request.encoded_len().clamp(1, READ_AHEAD_BYTES) as u32;
+        let Ok(held) = Arc::clone(&budget).acquire_many_owned(share).await else {
+            return; // never closed
+        };
+        if read_ahead.send((request, held)).is_err() {
+            return; // the client dropped the response stream
+        }
+    }
+}
+
+/// Admits read-ahead requests in stream order, each once its answer has a slot, and
+/// queues their answers in the same order.
+async fn admit_in_order(
+    server: Arc<Server>,
+    mut to_admit: mpsc::UnboundedReceiver<ReadAhead>,
+    outgoing: Outgoing,
+    answers: mpsc::UnboundedSender<Answer>,
+) {
+    while let Some((request, held)) = to_admit.recv().await {
+        let Ok(slot) = outgoing.clone().reserve_owned().await else {
+            return; // the client dropped the response stream
+        };
+        let answer = tokio::spawn(submit(&server, request));
+        drop(held);
+        if answers.send((slot, answer)).is_err() {
+            return; // the writer stopped after a failed answer
+        }
+    }
+}
+
+/// Sends each answer once it and every answer before it are ready.
+async fn write_in_order(mut in_order: mpsc::UnboundedReceiver<Answer>) {
+    while let Some((slot, answer)) = in_order.recv().await {
+        match answer.await {
+            Ok(message) => {
+                slot.send(Ok(message));
+            }
+            // The answering task panicked: the stream cannot keep its order promise.
+            Err(e) => {
+                tracing::error!(error = %e, "stream inference: answering a request failed");
+                slot.send(Err(Status::internal("failed to answer a stream request")));
                 return;
             }
         }

@@ -111,6 +111,11 @@ pub struct Table {
     slots: Vec<Slot>,
     free: BTreeSet<(usize, usize)>,
     active: HashMap<SequenceId, Active>,
+    /// Sequences whose END waits in a slot's queue, by slot. A new START of the same ID
+    /// queues behind it in that slot, so two sequences with one ID never run at once:
+    /// their state is keyed by ID (here and in a stateful backend), and a client may
+    /// stream the next sequence before the previous one has run.
+    ending: HashMap<SequenceId, usize>,
     backlog: VecDeque<Backlogged>,
     expired: Expired,
     idle: IdleDeadlines,
@@ -149,6 +154,7 @@ impl Table {
                 .collect(),
             free,
             active: HashMap::new(),
+            ending: HashMap::new(),
             backlog: VecDeque::new(),
             expired: Expired::default(),
             idle: IdleDeadlines::default(),
@@ -201,9 +207,13 @@ impl Table {
             }
             None if !pending.flags.start => return Err(self.not_started(&id)),
             None => {
-                let place = match self.free.pop_first() {
-                    Some((slot, instance)) => {
-                        let index = instance * self.per_instance + slot;
+                let per_instance = self.per_instance;
+                let slot = self.ending.get(&id).copied().or_else(|| {
+                    let (slot, instance) = self.free.pop_first()?;
+                    Some(instance * per_instance + slot)
+                });
+                let place = match slot {
+                    Some(index) => {
                         self.slots[index].owner = Some(id.clone());
                         Place::Slot(index)
                     }
@@ -235,6 +245,9 @@ impl Table {
         }
         match place {
             Place::Slot(index) => {
+                if pending.flags.end {
+                    self.ending.insert(id, index);
+                }
                 self.slots[index].queue.push_back(pending);
                 Ok(Some(index / self.per_instance))
             }
@@ -275,24 +288,64 @@ impl Table {
     }
 
     /// Frees slot `index`, handing it to the oldest backlogged sequence if there is one.
-    /// Returns the instance to wake.
-    fn release(&mut self, index: usize) -> Option<usize> {
+    /// Returns the instances to wake.
+    fn release(&mut self, index: usize) -> Vec<usize> {
         self.slots[index].owner = None;
-        match self.backlog.pop_front() {
+        let mut wake = Vec::new();
+        let next = loop {
+            let Some(b) = self.backlog.pop_front() else {
+                break None;
+            };
+            // A sequence whose predecessor with the same ID still drains joins its slot.
+            match self.ending.get(&b.id).copied() {
+                Some(draining) if draining != index => {
+                    if let Some(active) = self.active.get_mut(&b.id) {
+                        active.place = Place::Slot(draining);
+                    }
+                    if !b.open {
+                        self.ending.insert(b.id.clone(), draining);
+                    }
+                    self.slots[draining].queue.extend(b.queue);
+                    wake.push(draining / self.per_instance);
+                }
+                _ => break Some(b),
+            }
+        };
+        match next {
             Some(b) => {
                 if let Some(active) = self.active.get_mut(&b.id) {
                     active.place = Place::Slot(index);
                 }
+                if !b.open {
+                    self.ending.insert(b.id.clone(), index);
+                }
                 let slot = &mut self.slots[index];
                 slot.owner = Some(b.id);
                 slot.queue.extend(b.queue);
-                Some(index / self.per_instance)
+                wake.push(index / self.per_instance);
+                wake
             }
             None => {
                 self.free
                     .insert((index % self.per_instance, index / self.per_instance));
-                None
+                wake
             }
+        }
+    }
+
+    /// An END left slot `index`: the slot is released unless the next sequence with the
+    /// same ID queued behind it (see `ending`). Returns the instances to wake.
+    fn ended(&mut self, index: usize, id: &SequenceId) -> Vec<usize> {
+        let queue = &self.slots[index].queue;
+        let another_end = queue.iter().any(|p| p.flags.end);
+        let emptied = queue.is_empty();
+        if !another_end && self.ending.get(id) == Some(&index) {
+            self.ending.remove(id);
+        }
+        if emptied {
+            self.release(index)
+        } else {
+            Vec::new()
         }
     }
 
@@ -424,7 +477,7 @@ impl Table {
                 continue;
             };
             if pending.flags.end {
-                wake.extend(self.release(index));
+                wake.extend(self.ended(index, &pending.flags.id));
             }
             popped.push((index, pending));
         }

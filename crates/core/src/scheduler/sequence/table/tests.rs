@@ -226,3 +226,73 @@ fn the_backlog_refuses_requests_beyond_its_bound() {
     t.admit(pending(1, false, false, now), now)
         .expect("a sequence in a slot is not held back");
 }
+
+#[test]
+fn a_restarted_id_queues_behind_its_previous_end_and_never_runs_beside_it() {
+    let now = Instant::now();
+    let mut t = Table::new("m", 1, 2, 2, direct(), Duration::from_secs(1));
+    // A client streams two sequences with ID 7 before either runs.
+    t.admit(pending(7, true, false, now), now).expect("start");
+    t.admit(pending(7, false, true, now), now).expect("end");
+    t.admit(pending(7, true, false, now), now).expect("restart");
+    t.admit(pending(7, false, true, now), now)
+        .expect("end again");
+    // Both sequences share slot 0: one request per round, in order, slot 1 never used.
+    for _ in 0..3 {
+        assert_eq!(ids(t.next_round(0, now).0), vec![Some(7)]);
+        assert_eq!(t.occupancy().slots_used, 1);
+    }
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(7)]);
+    assert!(matches!(t.next_round(0, now).0, Round::Wait(None)));
+    assert_eq!(t.occupancy().slots_used, 0);
+    assert!(t.ending.is_empty());
+}
+
+#[test]
+fn a_restarted_id_that_goes_idle_releases_the_shared_slot() {
+    let now = Instant::now();
+    let mut t = Table::new("m", 1, 1, 1, direct(), Duration::from_millis(10));
+    t.admit(pending(7, true, true, now), now)
+        .expect("one-request sequence");
+    t.admit(pending(7, true, false, now), now).expect("restart");
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(7)]);
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(7)]);
+    assert!(t.ending.is_empty(), "the first END has left the slot");
+    t.executed(&[SequenceId::Number(7)], now);
+    assert_eq!(
+        t.reap(now + Duration::from_millis(20)).released,
+        vec![SequenceId::Number(7)]
+    );
+    // The slot is free for anyone, not remembered as ID 7's.
+    t.admit(pending(8, true, false, now), now)
+        .expect("new sequence");
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(8)]);
+}
+
+#[test]
+fn a_backlogged_restart_joins_the_slot_its_predecessor_drains() {
+    let now = Instant::now();
+    let mut t = Table::new("m", 2, 1, 1, direct(), Duration::from_secs(1));
+    t.admit(pending(1, true, false, now), now).expect("1");
+    t.admit(pending(2, true, false, now), now).expect("2");
+    // ID 7 waits in the backlog, ends there, and is restarted there.
+    t.admit(pending(7, true, false, now), now).expect("7");
+    t.admit(pending(7, false, true, now), now).expect("7 end");
+    t.admit(pending(7, true, false, now), now)
+        .expect("7 restart");
+    assert_eq!(t.occupancy().backlog, 2);
+    // Sequence 1 ends on instance 0: the first 7 takes its slot, and the second joins it
+    // when sequence 2 frees instance 1's slot.
+    t.admit(pending(1, false, true, now), now).expect("1 end");
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(1)]);
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(1)]);
+    assert_eq!(t.occupancy().backlog, 1);
+    t.admit(pending(2, false, true, now), now).expect("2 end");
+    let _ = t.next_round(1, now);
+    let _ = t.next_round(1, now);
+    assert_eq!(t.occupancy().backlog, 0);
+    for _ in 0..3 {
+        assert_eq!(ids(t.next_round(0, now).0), vec![Some(7)]);
+    }
+    assert!(matches!(t.next_round(1, now).0, Round::Wait(None)));
+}
