@@ -24,10 +24,12 @@ import threading
 import time
 
 import numpy as np
+import onnx
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
+from onnx import TensorProto, helper, numpy_helper
 
 from conftest import add_sub_config, add_sub_inputs, wait_for
 
@@ -197,20 +199,40 @@ def test_any_output_subset_is_served_from_the_entry(cached_server):
     assert cache_stats(cached_server.http_client())["exec"] == 1
 
 
-def test_failed_inferences_are_not_cached(make_repo, start_server, error_of):
-    config = (
-        open(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "models", "identity_string", "config.pbtxt")).read()
-        + "\nresponse_cache { enable: true }\n"
+RESHAPE3 = (
+    'name: "reshape3"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
+    'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+    'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]\n'
+    "response_cache { enable: true }\n"
+)
+
+
+def reshape3_repo(make_repo):
+    """A model that fails when it runs: any input but 3 elements can't be reshaped
+    to [3] (ONNX Runtime's error), while the request itself is valid."""
+    repo = make_repo([], {"reshape3": RESHAPE3})
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["INPUT0", "shape"], ["OUTPUT0"], name="reshape")],
+        "reshape3",
+        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["n"])],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, [3])],
+        [numpy_helper.from_array(np.array([3], np.int64), "shape")],
     )
-    repo = make_repo(["identity_string"], {"identity_string": config})
-    srv = start_server(repo, "--cache-config", "local,size=65536")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, os.path.join(repo, "reshape3", "1", "model.onnx"))
+    return repo
+
+
+def test_failed_inferences_are_not_cached(make_repo, start_server, error_of):
+    srv = start_server(reshape3_repo(make_repo), "--cache-config", "local,size=65536")
     client = srv.http_client()
-    inp = httpclient.InferInput("INPUT0", [1, 1], "BYTES")
-    inp.set_data_from_numpy(np.array([[b"\xff\xfe"]], dtype=np.object_))
+    inp = httpclient.InferInput("INPUT0", [2], "FP32")
+    inp.set_data_from_numpy(np.array([1.0, 2.0], dtype=np.float32))
     for _ in range(2):
-        e = error_of(client.infer, "identity_string", [inp])
-        assert "UTF-8" in e.message()
-    s = client.get_inference_statistics("identity_string")["model_stats"][0]
+        e = error_of(client.infer, "reshape3", [inp])
+        assert "onnx runtime error" in e.message()
+    s = client.get_inference_statistics("reshape3")["model_stats"][0]
     assert s["inference_stats"]["fail"]["count"] == 2
     assert s["inference_stats"]["cache_hit"]["count"] == 0
     assert s["inference_stats"]["cache_miss"]["count"] == 0

@@ -7,8 +7,10 @@ use half::{bf16, f16};
 use ort::session::SessionInputValue;
 use ort::value::{DynValue, PrimitiveTensorElementType, Tensor, TensorElementType, TensorRef};
 
-use nereid_core::request::{join_bytes_elements, split_bytes_elements};
+use nereid_core::request::split_bytes_elements;
 use nereid_core::{DataType, Error, Result};
+
+use crate::strings;
 
 /// The ORT element type of a protocol type.
 pub fn element_type(t: DataType) -> TensorElementType {
@@ -108,22 +110,9 @@ pub fn to_value(t: DataType, shape: &[i64], data: &[u8]) -> Result<DynValue> {
         DataType::Fp64 => primitive::<f64>(shape, data),
         DataType::Bf16 => primitive::<bf16>(shape, data),
         DataType::Bytes => {
+            // Any bytes: ONNX strings are `std::string`s, filled with explicit lengths.
             let elements = split_bytes_elements(data).map_err(Error::invalid_arg)?;
-            let strings = elements
-                .into_iter()
-                .map(|e| {
-                    std::str::from_utf8(e).map(str::to_owned).map_err(|_| {
-                        Error::invalid_arg(
-                            "BYTES elements must be valid UTF-8 for the ONNX Runtime backend (ONNX strings)",
-                        )
-                    })
-                })
-                .collect::<Result<Vec<String>>>()?;
-            Ok(
-                Tensor::from_string_array((shape.to_vec(), strings.as_slice()))
-                    .map_err(ort_error)?
-                    .into_dyn(),
-            )
+            strings::to_string_tensor(shape, &elements)
         }
     }
 }
@@ -180,9 +169,8 @@ pub fn from_value(t: DataType, value: DynValue) -> Result<(Vec<i64>, Bytes)> {
             Ok((shape.to_vec(), Bytes::from(bytes)))
         }
         DataType::Bytes => {
-            let (shape, strings) = value.try_extract_strings().map_err(ort_error)?;
-            let joined = join_bytes_elements(strings.iter().map(|s| s.as_bytes()));
-            Ok((shape.to_vec(), Bytes::from(joined)))
+            let (shape, joined) = strings::from_string_tensor(&value)?;
+            Ok((shape, Bytes::from(joined)))
         }
         _ => {
             let output = OrtOutput { value, datatype: t };

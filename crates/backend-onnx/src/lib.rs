@@ -12,6 +12,7 @@ mod io_check;
 mod library;
 mod session_options;
 mod stateful;
+mod strings;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};

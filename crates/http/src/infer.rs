@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::compression::{self, Encoding};
-use crate::json_data::{parse_data, JsonData};
+use crate::json_data::{check_json_text, parse_data, JsonData};
 
 /// Header giving the length of the JSON part of a body with binary tensors.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
@@ -412,8 +412,10 @@ pub fn encode(
             let binary = !in_shm && format.is_binary(&o.name);
             if binary {
                 binary_parts.push(&o.data);
+            } else if !in_shm {
+                check_json_text(&o.name, o.datatype, &o.data).map_err(Error::invalid_arg)?;
             }
-            OutputJsonOut {
+            Ok(OutputJsonOut {
                 name: &o.name,
                 datatype: o.datatype.as_str(),
                 shape: &o.shape,
@@ -424,9 +426,9 @@ pub fn encode(
                     datatype: o.datatype,
                     data: &o.data,
                 }),
-            }
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let json = ResponseJson {
         id: &response.id,
         model_name: &response.model_name,

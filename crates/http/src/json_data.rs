@@ -136,6 +136,23 @@ impl<'de> Visitor<'de> for Flatten<'_> {
     }
 }
 
+/// Checks that output `name` can be returned as JSON `data`. A JSON string holds text, so
+/// each element of a BYTES output must be valid UTF-8 (NUL is fine: JSON writes `\u0000`).
+/// Triton writes the raw bytes into the JSON string anyway, which makes the body invalid
+/// JSON that its own Python client cannot parse; the error here names the way out instead.
+pub fn check_json_text(name: &str, datatype: DataType, data: &[u8]) -> Result<(), String> {
+    if datatype != DataType::Bytes {
+        return Ok(());
+    }
+    let elements = split_bytes_elements(data)?;
+    match elements.iter().position(|e| std::str::from_utf8(e).is_err()) {
+        None => Ok(()),
+        Some(index) => Err(format!(
+            "output '{name}' can't be returned as JSON: its BYTES element {index} is not valid UTF-8; request it with \"binary_data\": true (or in shared memory)"
+        )),
+    }
+}
+
 /// Serializes raw tensor bytes as a flat JSON array, the way Triton returns `data`.
 pub struct JsonData<'a> {
     /// Element type.
@@ -176,7 +193,9 @@ impl Serialize for JsonData<'_> {
                 let elements = split_bytes_elements(d).map_err(serde::ser::Error::custom)?;
                 let mut seq = s.serialize_seq(Some(elements.len()))?;
                 for e in elements {
-                    seq.serialize_element(&String::from_utf8_lossy(e))?;
+                    // `check_json_text` refused non-UTF-8 elements before: never replace bytes.
+                    let text = std::str::from_utf8(e).map_err(serde::ser::Error::custom)?;
+                    seq.serialize_element(text)?;
                 }
                 seq.end()
             }
@@ -212,6 +231,33 @@ mod tests {
             round_trip(DataType::Bytes, r#"["a","","é"]"#),
             r#"["a","","é"]"#
         );
+    }
+
+    #[test]
+    fn bytes_elements_in_json_must_be_text() {
+        // NUL is text: JSON escapes it.
+        let data = nereid_core::request::join_bytes_elements([b"a\x00b".as_slice(), b""]);
+        assert_eq!(check_json_text("OUT", DataType::Bytes, &data), Ok(()));
+        let json = serde_json::to_string(&JsonData {
+            datatype: DataType::Bytes,
+            data: &data,
+        })
+        .expect("serializable");
+        assert_eq!(json, r#"["a\u0000b",""]"#);
+
+        let data = nereid_core::request::join_bytes_elements([b"ok".as_slice(), b"\xff\xfe"]);
+        let error = check_json_text("OUT", DataType::Bytes, &data).expect_err("not UTF-8");
+        assert!(error.contains("output 'OUT'"), "{error}");
+        assert!(error.contains("element 1 is not valid UTF-8"), "{error}");
+        assert!(error.contains("binary_data"), "{error}");
+        // Never replaced silently, even without the check.
+        assert!(serde_json::to_string(&JsonData {
+            datatype: DataType::Bytes,
+            data: &data,
+        })
+        .is_err());
+        // Other types have nothing to check.
+        assert_eq!(check_json_text("OUT", DataType::Uint8, &[0xff]), Ok(()));
     }
 
     #[test]
