@@ -45,7 +45,8 @@ def test_grpc_standard_health_check(server):
 
 def test_server_metadata(server, http_client, grpc_client):
     meta = http_client.get_server_metadata()
-    assert meta["name"] == "nereid"
+    # tritonserver's --id default: Triton's own client examples check it.
+    assert meta["name"] == "triton"
     assert isinstance(meta["version"], str) and meta["version"]
     assert isinstance(meta["extensions"], list)
     assert all(isinstance(e, str) for e in meta["extensions"])
@@ -63,7 +64,7 @@ def test_server_metadata(server, http_client, grpc_client):
     assert server.request("GET", "/v2").json() == meta
 
     gmeta = grpc_client.get_server_metadata()
-    assert gmeta.name == "nereid"
+    assert gmeta.name == "triton"
     assert gmeta.version == meta["version"]
     assert list(gmeta.extensions) == meta["extensions"]
 
@@ -289,3 +290,9 @@ def test_model_config_grpc(grpc_client):
     assert as_json["instance_group"][0]["name"] == "add_sub_0"
     assert as_json["instance_group"][0]["kind"] == "KIND_CPU"
     assert as_json["version_policy"] == {"latest": {"num_versions": 1}}
+
+
+def test_id_names_the_server(make_repo, start_server):
+    srv = start_server(make_repo([]), "--id", "edge-7")
+    assert srv.http_client().get_server_metadata()["name"] == "edge-7"
+    assert srv.grpc_client().get_server_metadata().name == "edge-7"

@@ -112,8 +112,9 @@ pub struct Cli {
     /// Accepted for compatibility; Nereid's caches are built in, not loaded from here.
     #[arg(long)]
     pub cache_directory: Option<String>,
-    /// Server identifier reported in server metadata.
-    #[arg(long, default_value = "nereid")]
+    /// Server identifier reported in server metadata. `triton`, as tritonserver's `--id`
+    /// default, because Triton's own client examples check the name.
+    #[arg(long, default_value = "triton")]
     pub id: String,
     /// Verbose log level (0 = off).
     #[arg(long, default_value_t = 0)]
