@@ -101,6 +101,4 @@ impl std::error::Error for Error {}
 pub mod not_supported {
     /// The classification extension on an output.
     pub const CLASSIFICATION: &str = "the classification extension is not supported yet";
-    /// `file:` parameters of a repository load request.
-    pub const FILE_OVERRIDE: &str = "loading a model with 'file:' overrides is not supported yet";
 }

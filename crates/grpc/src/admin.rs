@@ -2,7 +2,7 @@
 //! repository extension. Each is one call on the core facade plus a conversion to the
 //! wire message, with Triton's parameter checks (server `src/grpc/grpc_server.cc`).
 
-use nereid_core::repository::IndexEntry;
+use nereid_core::repository::{IndexEntry, LoadRequest, FILE_PREFIX};
 use nereid_core::server::{TensorMetadata, EXTENSIONS};
 use nereid_core::stats::{ModelStatsSnapshot, StatDuration};
 use nereid_core::{Error, Result, Server};
@@ -157,33 +157,43 @@ fn index_entry(e: IndexEntry) -> ModelIndex {
 }
 
 /// `RepositoryModelLoad`: a `config` string parameter overrides the configuration (JSON);
-/// `file:` overrides are not supported; anything else is rejected as Triton does.
+/// `file:` bytes parameters are the files of an override model directory; anything
+/// else is rejected as Triton does.
 pub async fn repository_load(server: &Server, request: &RepositoryModelLoadRequest) -> Result<()> {
     no_repository_name(&request.repository_name)?;
     let mut parameters: Vec<_> = request.parameters.iter().collect();
     parameters.sort_by_key(|(key, _)| *key);
-    let mut config = None;
+    let mut load = LoadRequest::default();
     for (key, parameter) in parameters {
+        let choice = &parameter.parameter_choice;
         if key == "config" {
-            match &parameter.parameter_choice {
-                Some(ParameterChoice::StringParam(json)) => config = Some(json.as_str()),
+            match choice {
+                Some(ParameterChoice::StringParam(json)) => load.config = Some(json.clone()),
                 _ => {
                     return Err(Error::invalid_arg(
                         "invalid value type for load parameter 'config', expected string_param.",
                     ))
                 }
             }
-        } else if key.starts_with("file:") {
-            return Err(Error::unsupported(
-                nereid_core::error::not_supported::FILE_OVERRIDE,
-            ));
+        } else if key.starts_with(FILE_PREFIX) {
+            match choice {
+                Some(ParameterChoice::BytesParam(content)) => {
+                    load.files.push((key.clone(), content.clone().into()))
+                }
+                _ => {
+                    return Err(Error::invalid_arg(format!(
+                        "failed to load '{}', failed to poll from model repository: File parameter '{key}' must have bytes type for its value",
+                        request.model_name
+                    )))
+                }
+            }
         } else {
             return Err(Error::invalid_arg(format!(
                 "unrecognized load parameter '{key}'."
             )));
         }
     }
-    server.repository().load(&request.model_name, config).await
+    server.repository().load(&request.model_name, load).await
 }
 
 /// `RepositoryModelUnload`. `unload_dependents` must be a bool, as in Triton; when true,

@@ -335,8 +335,12 @@ async fn repository_and_unsupported_features() {
         .client
         .repository_model_load(load.clone())
         .await
-        .expect_err("file override");
-    assert_eq!(e.code(), Code::Unimplemented);
+        .expect_err("file override without config");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(
+        e.message(),
+        "failed to load 'ident', failed to poll from model repository: Load parameter 'config' must be specified for model file override"
+    );
     load.parameters.clear();
     h.client.repository_model_load(load).await.expect("load");
 

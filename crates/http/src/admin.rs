@@ -4,7 +4,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use base64::Engine;
 use bytes::Bytes;
+use nereid_core::repository::{LoadRequest, FILE_PREFIX};
 use nereid_core::stats::{ModelStatsSnapshot, StatDuration};
 use nereid_core::{Error, Result};
 use serde::Deserialize;
@@ -198,29 +200,37 @@ pub(crate) async fn load(
     body: Bytes,
 ) -> ApiResult<Response> {
     let request: RepositoryRequest = optional_body(&body)?;
-    let mut config = None;
+    let mut load = LoadRequest::default();
     for (key, value) in &request.parameters {
-        match key.as_str() {
-            "config" => {
-                config = Some(value.as_str().map(str::to_owned).ok_or_else(|| {
-                    ApiError(Error::invalid_arg(
+        if key == "config" {
+            load.config = Some(value.as_str().map(str::to_owned).ok_or_else(|| {
+                ApiError(Error::invalid_arg(
                     "the 'config' parameter must be a string holding the JSON model configuration",
                 ))
-                })?)
-            }
-            k if k.starts_with("file:") => {
-                return Err(ApiError(Error::unsupported(
-                    nereid_core::error::not_supported::FILE_OVERRIDE,
-                )))
-            }
-            _ => {}
+            })?);
+        } else if key.starts_with(FILE_PREFIX) {
+            load.files
+                .push((key.clone(), file_content(&model, key, value)?));
         }
     }
-    s.server
-        .repository()
-        .load(&model, config.as_deref())
-        .await?;
+    s.server.repository().load(&model, load).await?;
     Ok(StatusCode::OK.into_response())
+}
+
+/// The bytes of a `file:` parameter: base64 text over HTTP.
+fn file_content(model: &str, key: &str, value: &Value) -> Result<Bytes> {
+    let invalid = |why: String| {
+        Error::invalid_arg(format!(
+            "failed to load '{model}', failed to poll from model repository: File parameter '{key}' {why}"
+        ))
+    };
+    let text = value
+        .as_str()
+        .ok_or_else(|| invalid("must hold the file's content as base64 text".into()))?;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map(Bytes::from)
+        .map_err(|e| invalid(format!("is not valid base64: {e}")))
 }
 
 pub(crate) async fn unload(

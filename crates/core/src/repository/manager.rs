@@ -12,6 +12,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::loader::{load_model, BackendRegistry, LoadSettings, VersionOutcomes};
+use super::overrides::{check_files, write_model_dir, LoadRequest};
 use super::record::{unload_set, ModelRecord, ModelState, Origin, VersionRecord};
 use super::scan::{is_ensemble_dir, list_models, read_config, signature, ModelDirs, Signature};
 use super::storage::{Storage, StorageLimits};
@@ -28,6 +29,13 @@ pub enum ControlMode {
     Poll,
     /// Load only what `--load-model` or the load API asks for.
     Explicit,
+}
+
+/// What a user's load replaces: the configuration, and with override files the
+/// directory the model loads from.
+pub(super) struct Override {
+    config: ModelConfig,
+    dir: Option<PathBuf>,
 }
 
 /// How the repository behaves.
@@ -268,11 +276,50 @@ impl ModelRepository {
     }
 
     /// The repository extension's load: (re)loads `name`, optionally with a JSON config
-    /// override. Only in explicit mode, as in Triton.
-    pub async fn load(self: &Arc<Self>, name: &str, config_json: Option<&str>) -> Result<()> {
+    /// override and override files (see [`LoadRequest`]). Only in explicit mode, as in
+    /// Triton. A request that fails before the model's backend is reached answers
+    /// Triton's "failed to load '<name>', failed to poll from model repository" followed
+    /// by the reason.
+    pub async fn load(self: &Arc<Self>, name: &str, request: LoadRequest) -> Result<()> {
         self.require_explicit()?;
-        let override_config = config_json.map(config_from_json).transpose()?;
-        self.load_unlocked(name, override_config).await
+        let failed = |e: Error| {
+            Error::new(
+                e.kind(),
+                format!(
+                    "failed to load '{name}', failed to poll from model repository: {}",
+                    e.message()
+                ),
+            )
+        };
+        let files = if request.files.is_empty() {
+            None
+        } else {
+            Some(check_files(&request).map_err(failed)?)
+        };
+        let config = request
+            .config
+            .as_deref()
+            .map(config_from_json)
+            .transpose()
+            .map_err(failed)?;
+        let Some(files) = files else {
+            return self
+                .load_unlocked(name, config.map(|config| Override { config, dir: None }))
+                .await;
+        };
+        let written = tokio::task::spawn_blocking(move || write_model_dir(&files))
+            .await
+            .map_err(|e| Error::internal(format!("writing the override files failed: {e}")))
+            .and_then(|written| written)
+            .map_err(failed)?;
+        let config = config.ok_or_else(|| Error::internal("checked above: config is set"))?;
+        let dir = Some(written.path().to_path_buf());
+        // The directory is removed once the load has read what it needs from it.
+        let loaded = self
+            .load_unlocked(name, Some(Override { config, dir }))
+            .await;
+        drop(written);
+        loaded
     }
 
     /// The repository extension's unload. Only in explicit mode, as in Triton. Ensembles
@@ -443,22 +490,14 @@ impl ModelRepository {
             .await
     }
 
-    async fn load_unlocked(
-        self: &Arc<Self>,
-        name: &str,
-        override_config: Option<crate::config::ModelConfig>,
-    ) -> Result<()> {
+    async fn load_unlocked(self: &Arc<Self>, name: &str, over: Option<Override>) -> Result<()> {
         let _admin = self.admin.lock().await;
-        self.load_locked(name, override_config).await
+        self.load_locked(name, over).await
     }
 
     /// Loads `name` as asked by a user; the caller holds the admin lock.
-    async fn load_locked(
-        self: &Arc<Self>,
-        name: &str,
-        override_config: Option<crate::config::ModelConfig>,
-    ) -> Result<()> {
-        self.load_any(name, override_config, true).await
+    async fn load_locked(self: &Arc<Self>, name: &str, over: Option<Override>) -> Result<()> {
+        self.load_any(name, over, true).await
     }
 
     /// Loads `name`, an ensemble (with its composing models) or any other model;
@@ -467,11 +506,17 @@ impl ModelRepository {
     pub(super) fn load_any<'a>(
         self: &'a Arc<Self>,
         name: &'a str,
-        override_config: Option<crate::config::ModelConfig>,
+        over: Option<Override>,
         explicit: bool,
     ) -> Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>> {
         Box::pin(async move {
-            let dir = self.model_dir(name).await?;
+            let (override_config, dir) = match over {
+                Some(Override {
+                    config,
+                    dir: Some(dir),
+                }) => (Some(config), dir),
+                over => (over.map(|o| o.config), self.model_dir(name).await?),
+            };
             let ensemble = match &override_config {
                 Some(config) => is_ensemble(config).then(|| config.clone()),
                 // A configuration that cannot be read is reported by the ordinary load.

@@ -71,7 +71,7 @@ async fn explicit_load_unload_and_reload() {
     let e = not_served(&repo, "a", None);
     assert_eq!(e.message(), "Request for unknown model: 'a' is not found");
 
-    repo.load("a", None).await.expect("loads");
+    repo.load("a", LoadRequest::default()).await.expect("loads");
     assert_eq!(echo(&repo, "a", None).await.expect("served"), vec![4, 2]);
     assert_eq!(
         index(&repo, true).await,
@@ -107,7 +107,9 @@ async fn explicit_load_unload_and_reload() {
         &format!("{CONFIG} version_policy: {{ latest {{ num_versions: 2 }} }}"),
         &[1, 2],
     );
-    repo.load("a", None).await.expect("reloads");
+    repo.load("a", LoadRequest::default())
+        .await
+        .expect("reloads");
     assert_eq!(
         index(&repo, true).await,
         vec![
@@ -118,7 +120,10 @@ async fn explicit_load_unload_and_reload() {
     assert_eq!(repo.get("a", None).expect("ready").spec().version, 2);
     assert_eq!(echo(&repo, "a", Some(1)).await.expect("served"), vec![4, 2]);
 
-    let e = repo.load("zz", None).await.expect_err("no such directory");
+    let e = repo
+        .load("zz", LoadRequest::default())
+        .await
+        .expect_err("no such directory");
     assert_eq!(
         e.message(),
         format!(
@@ -133,12 +138,15 @@ async fn failed_loads_and_reloads_are_reported_in_the_index() {
     let root = tempfile::tempdir().expect("temp dir");
     testing::write_model(root.path(), "a", CONFIG, &[1]);
     let repo = repository(root.path(), ControlMode::Explicit);
-    repo.load("a", None).await.expect("loads");
+    repo.load("a", LoadRequest::default()).await.expect("loads");
 
     // The model file disappears: the reload fails for the version...
     let file = root.path().join("a/1").join(MODEL_FILE);
     std::fs::remove_file(&file).expect("remove");
-    let e = repo.load("a", None).await.expect_err("no model file");
+    let e = repo
+        .load("a", LoadRequest::default())
+        .await
+        .expect_err("no model file");
     let reason = format!("unable to find '{}' for model 'a'", file.display());
     assert_eq!(e.kind(), ErrorKind::InvalidArg);
     assert_eq!(
@@ -155,7 +163,9 @@ async fn failed_loads_and_reloads_are_reported_in_the_index() {
 
     // On a model that is not loaded the same failure shows in the index.
     repo.unload("a", false).await.expect("unloads");
-    repo.load("a", None).await.expect_err("no model file");
+    repo.load("a", LoadRequest::default())
+        .await
+        .expect_err("no model file");
     assert_eq!(
         index(&repo, false).await,
         vec![row("a", Some(1), Some("UNAVAILABLE"), &reason)]
@@ -165,7 +175,10 @@ async fn failed_loads_and_reloads_are_reported_in_the_index() {
 
     // A configuration that cannot be read fails before any version is tried.
     std::fs::write(root.path().join("a/config.pbtxt"), "max_batch_size: [").expect("write");
-    let e = repo.load("a", None).await.expect_err("bad config");
+    let e = repo
+        .load("a", LoadRequest::default())
+        .await
+        .expect_err("bad config");
     assert_eq!(e.kind(), ErrorKind::Internal);
     assert!(
         e.message()
@@ -183,7 +196,10 @@ async fn failed_loads_and_reloads_are_reported_in_the_index() {
 
     // An unknown backend fails every selected version.
     testing::write_model(root.path(), "a", &CONFIG.replace("identity", "nope"), &[1]);
-    let e = repo.load("a", None).await.expect_err("no backend");
+    let e = repo
+        .load("a", LoadRequest::default())
+        .await
+        .expect_err("no backend");
     assert_eq!(
         e.message(),
         "load failed for model 'a': version 1 is at UNAVAILABLE state: unable to find backend library for backend 'nope', try specifying runtime on the model configuration.;"
@@ -201,7 +217,9 @@ async fn load_and_unload_need_explicit_mode() {
         vec![row("a", Some(1), Some("READY"), "")]
     );
     for e in [
-        repo.load("a", None).await.expect_err("not explicit"),
+        repo.load("a", LoadRequest::default())
+            .await
+            .expect_err("not explicit"),
         repo.unload("a", false).await.expect_err("not explicit"),
     ] {
         assert_eq!(e.kind(), ErrorKind::Unavailable);
@@ -235,7 +253,9 @@ async fn version_policies_choose_the_versions_loaded() {
     );
     let repo = repository(root.path(), ControlMode::Explicit);
     for (name, _, versions) in policies {
-        repo.load(name, None).await.expect("loads");
+        repo.load(name, LoadRequest::default())
+            .await
+            .expect("loads");
         let ready: Vec<Option<i64>> = index(&repo, true)
             .await
             .into_iter()
@@ -252,7 +272,10 @@ async fn version_policies_choose_the_versions_loaded() {
         }
     }
     assert!(repo.get("specific", Some(2)).is_err(), "not selected");
-    let e = repo.load("none", None).await.expect_err("nothing selected");
+    let e = repo
+        .load("none", LoadRequest::default())
+        .await
+        .expect_err("nothing selected");
     assert_eq!(
         e.message(),
         "failed to load 'none', failed to poll from model repository: at least one version must be available under the version policy of model 'none'"
@@ -264,9 +287,11 @@ async fn a_failed_reload_keeps_the_loaded_version_serving() {
     let root = tempfile::tempdir().expect("temp dir");
     testing::write_model(root.path(), "a", CONFIG, &[1]);
     let repo = repository(root.path(), ControlMode::Explicit);
-    repo.load("a", None).await.expect("loads");
+    repo.load("a", LoadRequest::default()).await.expect("loads");
     std::fs::remove_file(root.path().join("a/1").join(MODEL_FILE)).expect("remove");
-    repo.load("a", None).await.expect_err("the reload fails");
+    repo.load("a", LoadRequest::default())
+        .await
+        .expect_err("the reload fails");
     assert_eq!(
         echo(&repo, "a", None).await.expect("still served"),
         vec![4, 2]
@@ -275,7 +300,9 @@ async fn a_failed_reload_keeps_the_loaded_version_serving() {
     // A configuration edit that no longer parses fails before any version is tried: the
     // loaded version still serves.
     std::fs::write(root.path().join("a/config.pbtxt"), "max_batch_size: [").expect("write");
-    repo.load("a", None).await.expect_err("bad config");
+    repo.load("a", LoadRequest::default())
+        .await
+        .expect_err("bad config");
     assert_eq!(
         echo(&repo, "a", None).await.expect("still served"),
         vec![4, 2]

@@ -6,6 +6,7 @@
 mod ensembles;
 mod loader;
 mod manager;
+mod overrides;
 mod record;
 mod scan;
 mod storage;
@@ -13,5 +14,6 @@ mod version_policy;
 
 pub use loader::{BackendRegistry, LoadSettings};
 pub use manager::{ControlMode, IndexEntry, ModelRepository, RepositoryOptions};
+pub use overrides::{LoadRequest, FILE_PREFIX};
 pub use record::ModelState;
 pub use storage::StorageLimits;
