@@ -12,7 +12,8 @@ use crate::DataType;
 /// One input gathered over a batch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GatheredInput {
-    /// Shape with the batch dimension summed over the requests.
+    /// Shape with the batch dimension summed over the requests, in the input's `reshape`
+    /// layout when it has one.
     pub shape: Vec<i64>,
     /// The concatenated bytes.
     pub data: Bytes,
@@ -62,7 +63,8 @@ impl<'a> Batch<'a> {
         self.sizes.iter().sum()
     }
 
-    /// The input `name` of every request, concatenated along the batch dimension;
+    /// The input `name` of every request, concatenated along the batch dimension, in the
+    /// shape the backend sees (its `reshape`, batch dimension kept, when it has one);
     /// `None` when no request has it (an optional input left out).
     pub fn gather_input(&self, name: &str) -> Result<Option<GatheredInput>> {
         let mut found = self
@@ -74,7 +76,7 @@ impl<'a> Batch<'a> {
         };
         if self.requests.len() == 1 {
             return Ok(Some(GatheredInput {
-                shape: first.shape.clone(),
+                shape: self.spec.input_model_shape(name, &first.shape),
                 data: first.data.clone(),
             }));
         }
@@ -91,7 +93,7 @@ impl<'a> Batch<'a> {
         let mut shape = first.shape.clone();
         shape[0] = self.total_batch_size() as i64;
         Ok(Some(GatheredInput {
-            shape,
+            shape: self.spec.input_model_shape(name, &shape),
             data: data.freeze(),
         }))
     }

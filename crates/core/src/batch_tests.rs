@@ -107,3 +107,46 @@ fn a_wrong_batch_dimension_fails_every_request() {
         );
     }
 }
+
+/// Inputs reach the backend in their `reshape` layout, the batch dimension (summed over
+/// the batch) kept in front; inputs without one are untouched.
+#[test]
+fn gathered_inputs_have_their_reshape() {
+    let spec = testing::spec(
+        "reshaped",
+        r#"backend: "identity" max_batch_size: 8
+           input [ { name: "IN" data_type: TYPE_FP32 dims: [ 2, -1 ] reshape { shape: [ 1, 2, -1 ] } },
+                   { name: "PLAIN" data_type: TYPE_FP32 dims: [ 2 ] } ]
+           output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2, -1 ] } ]"#,
+    );
+    let tensor = |name: &str, shape: Vec<i64>| InputTensor {
+        name: name.into(),
+        datatype: DataType::Fp32,
+        data: Bytes::from(vec![0u8; 4 * shape.iter().product::<i64>() as usize]),
+        shape,
+    };
+    let requests = [
+        testing::request(
+            "reshaped",
+            "a",
+            vec![tensor("IN", vec![1, 2, 3]), tensor("PLAIN", vec![1, 2])],
+        ),
+        testing::request(
+            "reshaped",
+            "b",
+            vec![tensor("IN", vec![2, 2, 3]), tensor("PLAIN", vec![2, 2])],
+        ),
+    ];
+    let one = Batch::new(&spec, vec![&requests[0]], vec![1]);
+    let gathered = one.gather_input("IN").expect("gathers").expect("present");
+    assert_eq!(gathered.shape, vec![1, 1, 2, 3]);
+    let both = Batch::new(&spec, requests.iter().collect(), vec![1, 2]);
+    let gathered = both.gather_input("IN").expect("gathers").expect("present");
+    assert_eq!(gathered.shape, vec![3, 1, 2, 3]);
+    assert_eq!(gathered.data.len(), 4 * 18);
+    let plain = both
+        .gather_input("PLAIN")
+        .expect("gathers")
+        .expect("present");
+    assert_eq!(plain.shape, vec![3, 2]);
+}

@@ -192,10 +192,17 @@ impl LoadedModel {
             admitted.step_times,
             FailureReason::Canceled,
         );
+        // The ensemble's own `reshape`s: its steps see the inputs in their reshape
+        // layout, and its outputs, produced in theirs, go back to the client in `dims`.
+        self.spec.reshape_inputs(&mut request.inputs);
         let run = ensemble.start(request, times.clone());
         let this = self.clone();
         Box::pin(async move {
-            let outputs = match run.finish().await {
+            let outputs = run
+                .finish()
+                .await
+                .and_then(|mut outputs| this.spec.reshape_outputs(&mut outputs).map(|()| outputs));
+            let outputs = match outputs {
                 Ok(outputs) => outputs,
                 Err(e) => {
                     record.failed(FailureReason::Other);

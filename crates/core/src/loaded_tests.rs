@@ -211,3 +211,40 @@ async fn a_cache_hit_skips_the_model_and_still_selects_outputs() {
         "but not as an inference"
     );
 }
+
+/// Model `r`: INT32 `IN` with dims [4] and reshape [2, 2], echoed to `OUT0` (dims [4],
+/// reshape [2, 2]) and to `OUT1` (dims [2, 2], no reshape: what the backend saw).
+fn reshaped(cache: Option<Arc<ResponseCache>>) -> Arc<LoadedModel> {
+    let config = testing::config(
+        "r",
+        r#"backend: "identity" max_batch_size: 4
+           input [ { name: "IN" data_type: TYPE_INT32 dims: [ 4 ] reshape { shape: [ 2, 2 ] } } ]
+           output [ { name: "OUT0" data_type: TYPE_INT32 dims: [ 4 ] reshape { shape: [ 2, 2 ] } },
+                    { name: "OUT1" data_type: TYPE_INT32 dims: [ 2, 2 ] } ]"#,
+    );
+    let backend = TestBackend::echo(&[("IN", "OUT0"), ("IN", "OUT1")]);
+    testing::serve(config, &backend, cache)
+}
+
+#[tokio::test]
+async fn reshape_gives_the_backend_its_shape_and_the_client_dims() {
+    let cache =
+        Arc::new(ResponseCache::new(CacheSettings::Local { size: 1 << 20 }).expect("cache"));
+    for cache in [None, Some(cache)] {
+        let m = reshaped(cache);
+        let values: Vec<i32> = (0..8).collect();
+        // Twice: with the cache, the second answer is a hit and keeps the client shape.
+        for id in ["a", "b"] {
+            let input = testing::int32_input("IN", &[2, 4], &values);
+            let request = testing::request("r", id, vec![input]);
+            let response = m.clone().submit(request, Instant::now()).await.expect("ok");
+            assert_eq!(response.outputs[0].shape, vec![2, 4], "dims, batch kept");
+            assert_eq!(
+                response.outputs[1].shape,
+                vec![2, 2, 2],
+                "the backend's view"
+            );
+            assert_eq!(int32s(&response.outputs[0].data), values);
+        }
+    }
+}

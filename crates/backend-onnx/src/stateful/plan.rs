@@ -164,6 +164,19 @@ impl Plan {
     ) -> Result<Self> {
         let model = spec.name.as_str();
         let fail = |message: String| model_error(model, message);
+        // The backend reads request tensors in their client layout and batches them
+        // along axes found from `dims`; a `reshape` would need both redone.
+        if let Some(t) = spec
+            .inputs
+            .iter()
+            .chain(&spec.outputs)
+            .find(|t| t.reshape.is_some())
+        {
+            return Err(Error::unsupported(format!(
+                "stateful model '{model}': tensor '{}' has a reshape, which the stateful backend does not support",
+                t.name
+            )));
+        }
         let Some(sequence) = spec.scheduling.sequence() else {
             return Err(fail(
                 "the stateful backend needs sequence_batching with the oldest strategy".into(),
@@ -483,6 +496,25 @@ mod tests {
             subsequent,
             max_buffers,
         }
+    }
+
+    #[test]
+    fn a_reshape_is_refused() {
+        use nereid_core::config::{normalize_and_validate, parse_model_config, NormalizeOptions};
+        let text = r#"backend: "stateful" max_batch_size: 1
+            input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, 2 ] } } ]
+            output [ { name: "y" data_type: TYPE_FP32 dims: [ 4 ] } ]
+            sequence_batching { oldest { max_candidate_sequences: 1 } }"#;
+        let mut config =
+            parse_model_config(std::path::Path::new("config.pbtxt"), text).expect("parses");
+        normalize_and_validate(&mut config, "m", NormalizeOptions::default()).expect("valid");
+        let spec = ModelSpec::new(config, 1).expect("builds");
+        let err = Plan::new(&spec, params(false), &[], &[]).expect_err("refused");
+        assert_eq!(err.kind(), nereid_core::ErrorKind::Unsupported);
+        assert_eq!(
+            err.message(),
+            "stateful model 'm': tensor 'x' has a reshape, which the stateful backend does not support"
+        );
     }
 
     #[test]

@@ -73,6 +73,10 @@ const SHAPES: &[&str] = &[
        parameters { key: "intra_op_thread_count" value { string_value: "2" } }
        model_warmup [ { name: "w" batch_size: 1 inputs { key: "IN" value { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]
        version_policy { latest { num_versions: 2 } }"#,
+    r#"platform: "onnxruntime_onnx" max_batch_size: 4
+       input [ { name: "data_0" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, -1, 4 ] reshape { shape: [ 1, 3, -1, 2, 2 ] } },
+               { name: "s" data_type: TYPE_INT64 dims: [ 1 ] reshape { shape: [ ] } } ]
+       output [ { name: "fc6_1" data_type: TYPE_FP32 dims: [ 1000 ] reshape { shape: [ 1, 1000, 1, 1 ] } label_filename: "labels.txt" } ]"#,
 ];
 
 fn seeds() -> Vec<&'static str> {

@@ -6,6 +6,7 @@ mod fuzz_tests;
 mod json;
 mod normalize;
 mod parse;
+mod reshape;
 
 pub use json::{config_from_json, config_to_json};
 pub use normalize::{normalize_and_validate, NormalizeOptions};

@@ -9,6 +9,7 @@ use nereid_proto::inference::{
 };
 
 use super::is_ensemble;
+use super::reshape;
 use super::ModelConfig;
 use crate::error::{Error, Result};
 
@@ -254,7 +255,14 @@ fn validate(config: &ModelConfig) -> Result<()> {
     }
     let mut seen = HashSet::new();
     for input in &config.input {
-        validate_io(model, "input", &input.name, input.data_type, &input.dims)?;
+        let io = Io {
+            what: "input",
+            name: &input.name,
+            data_type: input.data_type,
+            dims: &input.dims,
+            reshape: input.reshape.as_ref().map(|r| r.shape.as_slice()),
+        };
+        validate_io(config, &io)?;
         if !seen.insert(input.name.as_str()) {
             return Err(Error::invalid_arg(format!(
                 "input '{}' specified multiple times for {model}",
@@ -264,13 +272,14 @@ fn validate(config: &ModelConfig) -> Result<()> {
     }
     seen.clear();
     for output in &config.output {
-        validate_io(
-            model,
-            "output",
-            &output.name,
-            output.data_type,
-            &output.dims,
-        )?;
+        let io = Io {
+            what: "output",
+            name: &output.name,
+            data_type: output.data_type,
+            dims: &output.dims,
+            reshape: output.reshape.as_ref().map(|r| r.shape.as_slice()),
+        };
+        validate_io(config, &io)?;
         if !seen.insert(output.name.as_str()) {
             return Err(Error::invalid_arg(format!(
                 "output '{}' specified multiple times for {model}",
@@ -281,22 +290,41 @@ fn validate(config: &ModelConfig) -> Result<()> {
     Ok(())
 }
 
-fn validate_io(model: &str, what: &str, name: &str, data_type: i32, dims: &[i64]) -> Result<()> {
+/// One configured input or output, as Triton's `ValidateIOShape` checks it.
+struct Io<'a> {
+    /// `input` or `output`.
+    what: &'a str,
+    name: &'a str,
+    data_type: i32,
+    dims: &'a [i64],
+    reshape: Option<&'a [i64]>,
+}
+
+/// Triton's `ValidateIOShape`, in its order, with its messages (and, as
+/// `ValidateModelIOConfig` adds, ` for <model>` after each).
+fn validate_io(config: &ModelConfig, io: &Io<'_>) -> Result<()> {
+    let (model, what, name) = (&config.name, io.what, io.name);
     if name.is_empty() {
         return Err(Error::invalid_arg(format!(
             "model {what} must specify 'name' for {model}"
         )));
     }
-    let known = DataType::try_from(data_type).is_ok_and(|t| t != DataType::TypeInvalid);
+    let known = DataType::try_from(io.data_type).is_ok_and(|t| t != DataType::TypeInvalid);
     if !known {
         return Err(Error::invalid_arg(format!(
             "model {what} '{name}' must specify 'data_type' for {model}"
         )));
     }
-    if let Some(bad) = dims.iter().find(|&&d| d < -1 || d == 0) {
+    let prefix = format!("model {what} '{name}' ");
+    let for_model = |e: Error| Error::invalid_arg(format!("{} for {model}", e.message()));
+    reshape::check_empty(&prefix, io.reshape, config.max_batch_size).map_err(for_model)?;
+    if let Some(bad) = io.dims.iter().find(|&&d| d < -1 || d == 0) {
         return Err(Error::invalid_arg(format!(
-            "model {what} '{name}' dimension must be integer >= 1, or -1 to indicate a variable-size dimension, got {bad} for {model}"
+            "{prefix}dimension must be integer >= 1, or -1 to indicate a variable-size dimension, got {bad} for {model}"
         )));
+    }
+    if let Some(shape) = io.reshape {
+        reshape::check(&prefix, name, io.dims, shape).map_err(for_model)?;
     }
     Ok(())
 }

@@ -184,3 +184,31 @@ async fn failing_or_missing_step_fails_the_whole_request() {
         .expect_err("fails");
     assert_eq!(err.kind(), ErrorKind::Unavailable);
 }
+
+/// An ensemble's own `reshape`s: its steps get the inputs in the reshape layout (here a
+/// non-batching ensemble feeding a batching model a batch of one, Triton's usual way to
+/// join the two), and its outputs go back to the client with the configured `dims`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ensemble_reshapes_its_inputs_and_outputs() {
+    let models = table(vec![model("id", &["X"], 0)]);
+    let config = testing::config(
+        "e",
+        r#"platform: "ensemble"
+           input [ { name: "IN" data_type: TYPE_INT32 dims: [ 2, 2 ] reshape { shape: [ 1, 4 ] } } ]
+           output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 4 ] reshape { shape: [ 1, 4 ] } } ]
+           ensemble_scheduling { step [ { model_name: "id" model_version: -1
+             input_map { key: "X" value: "IN" } output_map { key: "OUT" value: "OUT" } } ] }"#,
+    );
+    let plan = Plan::new(&config).expect("valid plan");
+    let ensemble = Ensemble::new(&config, plan, Arc::downgrade(&models)).expect("valid steps");
+    let spec = Arc::new(ModelSpec::new(config.clone(), 1).expect("valid"));
+    let published = Arc::new(PublishedConfig::new(config));
+    let e = Arc::new(LoadedModel::ensemble(spec, published, ensemble, None));
+    let input = testing::int32_input("IN", &[2, 2], &[1, 2, 3, 4]);
+    let response = e
+        .submit(testing::request("e", "r", vec![input]), Instant::now())
+        .await
+        .expect("ok");
+    assert_eq!(response.outputs[0].shape, vec![4]);
+    assert_eq!(int32s(&response.outputs[0].data), vec![1, 2, 3, 4]);
+}

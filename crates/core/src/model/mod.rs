@@ -6,6 +6,7 @@
 //! - `scheduling`: which scheduler, with its settings ([`SchedulingSpec`]).
 //! - `controls` and `state`: what the sequence batcher feeds a stateful model
 //!   ([`ControlSpec`], [`StateSpec`]).
+//! - [`reshape`]: a tensor's `reshape`, the shape the backend sees instead of `dims`.
 //!
 //! Every size a configuration gives that later sizes an allocation or a thread count is
 //! bounded here, at load and before anything is allocated, so that an absurd value fails
@@ -13,6 +14,7 @@
 //! [`MAX_BATCH_SIZE`], [`MAX_INSTANCES`], [`MAX_SEQUENCE_SLOTS`] and [`MAX_STATE_BYTES`].
 
 mod controls;
+pub mod reshape;
 mod scheduling;
 mod state;
 
@@ -62,8 +64,13 @@ pub struct TensorSpec {
     pub name: String,
     /// Element type.
     pub datatype: DataType,
-    /// Dimensions without the batch dimension; -1 is variable.
+    /// Dimensions without the batch dimension; -1 is variable. Clients send and receive
+    /// the tensor with these.
     pub dims: Vec<i64>,
+    /// `reshape.shape`: the dimensions (batch dimension aside) the backend sees instead
+    /// of `dims`, when the configuration gives one ([`reshape`]). Empty is a scalar per
+    /// batch row.
+    pub reshape: Option<Vec<i64>>,
     /// Inputs only: requests with different shapes may share a batch.
     pub allow_ragged_batch: bool,
     /// Inputs only: the request may omit it.
@@ -135,6 +142,7 @@ impl TensorSpec {
             name: name.to_string(),
             datatype,
             dims,
+            reshape: None,
             allow_ragged_batch: false,
             optional: false,
         }
@@ -165,6 +173,7 @@ impl ModelSpec {
                     name: i.name.clone(),
                     datatype: datatype(&i.name, i.data_type)?,
                     dims: i.dims.clone(),
+                    reshape: i.reshape.as_ref().map(|r| r.shape.clone()),
                     allow_ragged_batch: i.allow_ragged_batch,
                     optional: i.optional,
                 })
@@ -178,6 +187,7 @@ impl ModelSpec {
                     name: o.name.clone(),
                     datatype: datatype(&o.name, o.data_type)?,
                     dims: o.dims.clone(),
+                    reshape: o.reshape.as_ref().map(|r| r.shape.clone()),
                     allow_ragged_batch: false,
                     optional: false,
                 })

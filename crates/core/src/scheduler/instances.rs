@@ -184,13 +184,15 @@ impl Worker {
         job.answer(response, queue, timing);
     }
 
-    /// Keeps the requested outputs, in the requested order (all, in model order, if none).
+    /// Keeps the requested outputs, in the requested order (all, in model order, if none),
+    /// each in the shape clients get (its `dims`, when the backend produced its `reshape`).
     fn response(&self, job: &Job, outputs: Vec<OutputTensor>) -> Result<InferResponse> {
-        let outputs = select_outputs(
+        let mut outputs = select_outputs(
             outputs,
             job.request.requested_outputs.as_deref(),
             &self.spec.name,
         )?;
+        self.spec.reshape_outputs(&mut outputs)?;
         Ok(InferResponse {
             model_name: self.spec.name.clone(),
             model_version: self.spec.version,
