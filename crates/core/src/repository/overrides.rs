@@ -3,7 +3,9 @@
 //! `config`, and the model then loads from a directory holding only those files, not
 //! from its directory in the repository. Unlike Triton 2.51, which aborts on a path
 //! component longer than the filesystem allows, every name is checked before anything
-//! is written.
+//! is written: a name that leaves the directory is INVALID_ARG (Triton's words), one
+//! beyond the filesystem's limits INTERNAL (the status Triton's own model-control
+//! example expects).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -42,8 +44,11 @@ pub fn override_path(key: &str) -> Result<PathBuf> {
     if relative.contains('\0') {
         return Err(invalid("the path contains a NUL byte"));
     }
+    // Names beyond the filesystem's limits are INTERNAL, as the write failure they would
+    // be is in Triton (whose own model-control example checks that status).
+    let too_long = |why: String| Error::internal(format!("Invalid file parameter '{key}': {why}"));
     if relative.len() > MAX_PATH_BYTES {
-        return Err(invalid(&format!(
+        return Err(too_long(format!(
             "the path is longer than {MAX_PATH_BYTES} bytes"
         )));
     }
@@ -52,7 +57,7 @@ pub fn override_path(key: &str) -> Result<PathBuf> {
         match component {
             Component::Normal(part) => {
                 if part.len() > MAX_COMPONENT_BYTES {
-                    return Err(invalid(&format!(
+                    return Err(too_long(format!(
                         "a path component is longer than {MAX_COMPONENT_BYTES} bytes"
                     )));
                 }
