@@ -99,8 +99,6 @@ impl std::error::Error for Error {}
 /// Messages both frontends give for protocol features this build does not implement yet,
 /// kept in one place so HTTP and gRPC say the same thing.
 pub mod not_supported {
-    /// The classification extension on an output.
-    pub const CLASSIFICATION: &str = "the classification extension is not supported yet";
     /// `file:` parameters of a repository load request.
     pub const FILE_OVERRIDE: &str = "loading a model with 'file:' overrides is not supported yet";
 }
