@@ -52,6 +52,7 @@ def test_server_metadata(server, http_client, grpc_client):
     assert all(isinstance(e, str) for e in meta["extensions"])
     # Extensions this suite exercises must be advertised.
     for ext in (
+        "classification",
         "binary_tensor_data",
         "model_configuration",
         "model_repository",

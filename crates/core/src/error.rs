@@ -95,10 +95,3 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
-
-/// Messages both frontends give for protocol features this build does not implement yet,
-/// kept in one place so HTTP and gRPC say the same thing.
-pub mod not_supported {
-    /// The classification extension on an output.
-    pub const CLASSIFICATION: &str = "the classification extension is not supported yet";
-}

@@ -12,11 +12,14 @@
 //! - [`validate`] and [`batch`]: request checks; gathering and scattering tensors.
 //! - [`backend`]: the contract backends implement.
 //! - [`config`]: `config.pbtxt` parsing, Triton's defaults and validation.
+//! - [`classification`]: the classification extension (top-k strings, label files); the
+//!   facade applies it to responses and model specs hold the labels.
 //! - [`request`], [`sequence_flags`], [`shm`], [`error`]: the vocabulary underneath.
 
 pub mod backend;
 pub mod batch;
 pub mod cache;
+pub mod classification;
 pub mod config;
 pub mod ensemble;
 pub mod error;

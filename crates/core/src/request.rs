@@ -24,6 +24,9 @@ pub enum ParamValue {
 /// Ordered name/value parameters; small, so a vector beats a map.
 pub type Parameters = Vec<(String, ParamValue)>;
 
+/// Outputs requested as their top classes: output name and class count, in request order.
+pub type Classifications = Vec<(String, u32)>;
+
 /// One input tensor: its declared shape and type and its raw little-endian bytes
 /// (for `BYTES`, each element as a 4-byte length followed by its bytes).
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +69,10 @@ pub struct InferRequest {
     pub inputs: Vec<InputTensor>,
     /// Names of the outputs to return; `None` returns every output.
     pub requested_outputs: Option<Vec<String>>,
+    /// Requested outputs to return as their top classes (the classification extension):
+    /// output name and class count. The server facade applies them to the response (see
+    /// [`crate::classification`]); models and the response cache never see them.
+    pub classification: Classifications,
 }
 
 /// A successful inference response.

@@ -4,16 +4,18 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::classification::classify_response;
 use crate::config::PublishedConfig;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::repository::ModelRepository;
-use crate::request::{Answer, InferRequest, InferResponse};
+use crate::request::{Answer, Classifications, InferRequest, InferResponse};
 use crate::stats::ModelStatsSnapshot;
 use crate::DataType;
 
 /// Protocol extensions that really work in this build (listed in server metadata).
 pub const EXTENSIONS: &[&str] = &[
+    "classification",
     "system_shared_memory",
     "cuda_shared_memory",
     "model_repository",
@@ -180,25 +182,37 @@ impl Server {
     /// Admits one inference request now and returns the future of its answer: requests
     /// submitted one after another are queued in that order (gRPC streams need this for
     /// sequences).
-    pub fn submit(&self, request: InferRequest) -> Answer {
+    ///
+    /// Outputs requested as classifications are classified here, on the way out, as
+    /// Triton's frontends do: after the model (and its response cache, which holds the
+    /// raw outputs) answered.
+    pub fn submit(&self, mut request: InferRequest) -> Answer {
         let received_at = Instant::now();
         let watch = self.shm.watch_inputs(&request.inputs);
-        let answer = match self
+        let classification = std::mem::take(&mut request.classification);
+        let model = match self
             .repository
             .get(&request.model_name, request.model_version)
         {
-            Ok(model) => model.submit(request, received_at),
+            Ok(model) => model,
             Err(e) => return Box::pin(std::future::ready(Err(e))),
         };
-        match watch {
-            None => answer,
-            // Inputs read from a region truncated under the request read zeros: fail it.
-            Some(watch) => Box::pin(async move {
-                let response = answer.await?;
-                watch.verify()?;
-                Ok(response)
-            }),
+        let spec = (!classification.is_empty()).then(|| model.spec().clone());
+        let answer = model.submit(request, received_at);
+        if watch.is_none() && spec.is_none() {
+            return answer;
         }
+        Box::pin(async move {
+            let mut response = answer.await?;
+            // Inputs read from a region truncated under the request read zeros: fail it.
+            if let Some(watch) = watch {
+                watch.verify()?;
+            }
+            if let Some(spec) = spec {
+                response = classify(response, classification, spec).await?;
+            }
+            Ok(response)
+        })
     }
 
     /// Statistics of one model (all its ready versions, or one) or of every model.
@@ -247,4 +261,38 @@ impl Server {
             .map(|m| m.snapshot())
             .collect()
     }
+}
+
+/// Outputs at most this big (bytes of the outputs to classify) are classified on the
+/// calling task; bigger ones (a sort of up to a million elements per row) on a blocking
+/// thread, so they never stall the threads that answer requests.
+const CLASSIFY_INLINE_BYTES: usize = 256 * 1024;
+
+/// Applies the request's classifications to `response`.
+async fn classify(
+    mut response: InferResponse,
+    classification: Classifications,
+    spec: Arc<ModelSpec>,
+) -> Result<InferResponse> {
+    let bytes: usize = response
+        .outputs
+        .iter()
+        .filter(|o| classification.iter().any(|(name, _)| *name == o.name))
+        .map(|o| o.data.len())
+        .sum();
+    let run = move || {
+        classify_response(
+            &mut response,
+            &classification,
+            spec.max_batch_size > 0,
+            &spec.labels,
+        )
+        .map(|()| response)
+    };
+    if bytes <= CLASSIFY_INLINE_BYTES {
+        return run();
+    }
+    tokio::task::spawn_blocking(run)
+        .await
+        .unwrap_or_else(|e| Err(Error::internal(format!("classification failed: {e}"))))
 }

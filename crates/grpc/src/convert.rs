@@ -8,8 +8,9 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use nereid_core::error::not_supported;
-use nereid_core::request::{InferRequest, InferResponse, InputTensor, ParamValue, Parameters};
+use nereid_core::request::{
+    Classifications, InferRequest, InferResponse, InputTensor, ParamValue, Parameters,
+};
 use nereid_core::shm::{OutputTarget, ShmParams, ShmRegistry};
 use nereid_core::{DataType, Error, Result};
 use nereid_proto::inference::infer_parameter::ParameterChoice;
@@ -64,7 +65,7 @@ pub fn decode_request(
     let parameters = decode_parameters(parameters)?;
     let inputs = decode_inputs(&model_name, inputs, raw_input_contents, regions)?;
     let mut targets = OutputTargets::new();
-    let requested_outputs = decode_outputs(outputs, regions, &mut targets)?;
+    let (requested_outputs, classification) = decode_outputs(outputs, regions, &mut targets)?;
     Ok((
         InferRequest {
             model_name,
@@ -73,6 +74,7 @@ pub fn decode_request(
             parameters,
             inputs,
             requested_outputs,
+            classification,
         },
         targets,
     ))
@@ -267,31 +269,57 @@ fn decode_inputs(
     Ok(decoded)
 }
 
-/// Requested output names (`None`, every output, when the request lists none); outputs
-/// bound for shared memory go into `targets`.
+/// Requested output names (`None`, every output, when the request lists none) and the
+/// outputs requested as classifications; outputs bound for shared memory go into
+/// `targets`. The checks come in Triton's order: shared-memory parameters, then
+/// `classification`, then the two together, then the region itself.
 fn decode_outputs(
     outputs: Vec<InferRequestedOutputTensor>,
     regions: &ShmRegistry,
     targets: &mut OutputTargets,
-) -> Result<Option<Vec<String>>> {
+) -> Result<(Option<Vec<String>>, Classifications)> {
     if outputs.is_empty() {
-        return Ok(None);
+        return Ok((None, Vec::new()));
     }
-    outputs
+    let mut classification = Vec::new();
+    let names = outputs
         .into_iter()
         .map(|output| {
-            if let Some(shm) =
-                shm_params(&output.name, &output.parameters)?.resolve(&output.name)?
-            {
-                targets.insert(output.name.clone(), regions.output(&shm)?);
+            let shm = shm_params(&output.name, &output.parameters)?.resolve(&output.name)?;
+            let classes = classification_param(&output.parameters)?;
+            if let Some(count) = classes {
+                if shm.is_some() {
+                    return Err(Error::invalid_arg(
+                        "output can't set both 'shared_memory_region' and 'classification'",
+                    ));
+                }
+                classification.push((output.name.clone(), count));
             }
-            if output.parameters.contains_key("classification") {
-                return Err(Error::unsupported(not_supported::CLASSIFICATION));
+            if let Some(shm) = shm {
+                targets.insert(output.name.clone(), regions.output(&shm)?);
             }
             Ok(output.name)
         })
-        .collect::<Result<Vec<_>>>()
-        .map(Some)
+        .collect::<Result<Vec<_>>>()?;
+    Ok((Some(names), classification))
+}
+
+/// The `classification` parameter of a requested output (Triton's
+/// `ParseClassificationParams`): an int64_param above 0, kept as Triton keeps it, in 32
+/// bits.
+fn classification_param(parameters: &WireParameters) -> Result<Option<u32>> {
+    let Some(param) = parameters.get("classification") else {
+        return Ok(None);
+    };
+    match param.parameter_choice {
+        Some(ParameterChoice::Int64Param(count)) if count > 0 => Ok(Some(count as u32)),
+        Some(ParameterChoice::Int64Param(_)) => Err(Error::invalid_arg(
+            "invalid value for 'classification' parameter, expected >= 0",
+        )),
+        _ => Err(Error::invalid_arg(
+            "invalid value type for 'classification' parameter, expected int64_param",
+        )),
+    }
 }
 
 /// The shared-memory parameters of a tensor, with Triton's type checks.
@@ -536,11 +564,68 @@ mod tests {
         });
         let decoded = decode(r.clone()).expect("valid");
         assert_eq!(decoded.requested_outputs, Some(vec!["OUT".to_string()]));
-        r.outputs[0].parameters.insert(
-            "classification".into(),
-            param(ParameterChoice::Int64Param(2)),
+        assert!(decoded.classification.is_empty());
+    }
+
+    fn with_classification(value: ParameterChoice) -> ModelInferRequest {
+        let mut r = request(vec![], vec![]);
+        r.outputs.push(InferRequestedOutputTensor {
+            name: "OUT".into(),
+            parameters: HashMap::from([("classification".into(), param(value))]),
+        });
+        r
+    }
+
+    #[test]
+    fn classification_is_parsed_as_triton_does() {
+        let decoded = decode(with_classification(ParameterChoice::Int64Param(3))).expect("valid");
+        assert_eq!(decoded.requested_outputs, Some(vec!["OUT".to_string()]));
+        assert_eq!(decoded.classification, vec![("OUT".to_string(), 3)]);
+        // Triton keeps the count in 32 bits.
+        let decoded = decode(with_classification(ParameterChoice::Int64Param(
+            (1 << 32) + 2,
+        )))
+        .expect("valid");
+        assert_eq!(decoded.classification, vec![("OUT".to_string(), 2)]);
+        for bad in [0, -1] {
+            let e = decode(with_classification(ParameterChoice::Int64Param(bad))).expect_err("bad");
+            assert_eq!(e.kind(), ErrorKind::InvalidArg);
+            assert_eq!(
+                e.message(),
+                "invalid value for 'classification' parameter, expected >= 0"
+            );
+        }
+        for wrong in [
+            ParameterChoice::Uint64Param(2),
+            ParameterChoice::StringParam("2".into()),
+            ParameterChoice::BoolParam(true),
+        ] {
+            let e = decode(with_classification(wrong)).expect_err("wrong type");
+            assert_eq!(
+                e.message(),
+                "invalid value type for 'classification' parameter, expected int64_param"
+            );
+        }
+    }
+
+    #[test]
+    fn classification_and_shared_memory_conflict() {
+        let mut r = with_classification(ParameterChoice::Int64Param(1));
+        let parameters = &mut r.outputs[0].parameters;
+        parameters.insert(
+            "shared_memory_region".into(),
+            param(ParameterChoice::StringParam("nowhere".into())),
         );
-        let e = decode(r).expect_err("classification");
-        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        parameters.insert(
+            "shared_memory_byte_size".into(),
+            param(ParameterChoice::Int64Param(8)),
+        );
+        // Refused before the (unregistered) region is looked up, as in Triton.
+        let e = decode(r).expect_err("conflict");
+        assert_eq!(e.kind(), ErrorKind::InvalidArg);
+        assert_eq!(
+            e.message(),
+            "output can't set both 'shared_memory_region' and 'classification'"
+        );
     }
 }

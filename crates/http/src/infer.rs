@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use nereid_core::error::not_supported;
-use nereid_core::request::{InferRequest, InferResponse, InputTensor, ParamValue, Parameters};
+use nereid_core::request::{
+    Classifications, InferRequest, InferResponse, InputTensor, ParamValue, Parameters,
+};
 use nereid_core::shm::{OutputTarget, ShmParams, ShmRegistry};
 use nereid_core::{DataType, Error, Result};
 use serde::{Deserialize, Serialize};
@@ -92,13 +93,14 @@ pub fn decode(
     let mut format = OutputFormat::default();
     let parameters = request_parameters(parsed.parameters, &mut format)?;
     let inputs = decode_inputs(model_name, parsed.inputs, binary, regions)?;
+    let mut classification = Vec::new();
     let requested_outputs = parsed
         .outputs
         .map(|outputs| {
             outputs
                 .into_iter()
                 .map(|o| {
-                    output_format(&o, regions, &mut format)?;
+                    output_format(&o, regions, &mut format, &mut classification)?;
                     Ok(o.name)
                 })
                 .collect::<Result<Vec<_>>>()
@@ -112,6 +114,7 @@ pub fn decode(
             parameters,
             inputs,
             requested_outputs,
+            classification,
         },
         format,
     ))
@@ -333,17 +336,34 @@ fn decode_inputs(
     Ok(out)
 }
 
-/// Records how a requested output is returned: binary, JSON or into shared memory.
+/// Records how a requested output is returned: binary, JSON or into shared memory, and
+/// whether as its top classes (`classification`, into `classification`). The checks come in
+/// Triton's order: `classification` with shared memory, the count, then shared memory.
 fn output_format(
     output: &OutputJson,
     regions: &ShmRegistry,
     format: &mut OutputFormat,
+    classification: &mut Classifications,
 ) -> Result<()> {
     let Some(params) = &output.parameters else {
         return Ok(());
     };
-    if params.contains_key("classification") {
-        return Err(Error::unsupported(not_supported::CLASSIFICATION));
+    if params.contains_key("shared_memory_region") && params.contains_key("classification") {
+        return Err(Error::invalid_arg(
+            "Output can't set both 'shared_memory_region' and 'classification'",
+        ));
+    }
+    if let Some(count) = params.get("classification") {
+        let count = count.as_u64().ok_or_else(|| {
+            Error::invalid_arg(
+                "Unable to set 'classification': attempt to access JSON non-unsigned-integer as unsigned-integer",
+            )
+        })?;
+        // Triton keeps the count in 32 bits, and 0 means "not a classification".
+        let count = count as u32;
+        if count > 0 {
+            classification.push((output.name.clone(), count));
+        }
     }
     if let Some(shm) = shm_params(&output.name, params)?.resolve(&output.name)? {
         // tritonclient sends `binary_data: false` with shared memory; only `true` conflicts.
@@ -552,5 +572,51 @@ mod tests {
         let err =
             decode_plain("m", None, &HeaderMap::new(), Bytes::from_static(reserved)).unwrap_err();
         assert!(err.message().contains("reserved for Triton"));
+    }
+
+    fn outputs(json: &str) -> Result<(InferRequest, OutputFormat)> {
+        let body = format!(r#"{{"inputs":[],"outputs":{json}}}"#);
+        decode_plain("m", None, &HeaderMap::new(), Bytes::from(body))
+    }
+
+    #[test]
+    fn classification_is_parsed_as_triton_does() {
+        let (req, format) = outputs(
+            r#"[{"name":"A","parameters":{"classification":3,"binary_data":true}},{"name":"B"}]"#,
+        )
+        .expect("valid");
+        assert_eq!(req.classification, vec![("A".to_string(), 3)]);
+        assert_eq!(req.requested_outputs, Some(vec!["A".into(), "B".into()]));
+        assert!(format.is_binary("A"));
+        // 0, and a count that is 0 in Triton's 32 bits, return the plain output.
+        for zero in ["0", "4294967296"] {
+            let json = format!(r#"[{{"name":"A","parameters":{{"classification":{zero}}}}}]"#);
+            let (req, _) = outputs(&json).expect("valid");
+            assert!(req.classification.is_empty(), "{zero}");
+        }
+        for bad in ["-1", "1.5", "\"2\"", "true"] {
+            let json = format!(r#"[{{"name":"A","parameters":{{"classification":{bad}}}}}]"#);
+            let e = outputs(&json).expect_err(bad);
+            assert_eq!(
+                e.message(),
+                "Unable to set 'classification': attempt to access JSON non-unsigned-integer as unsigned-integer"
+            );
+        }
+    }
+
+    #[test]
+    fn classification_and_shared_memory_conflict() {
+        // Any value, even an invalid one, with any region (looked up only later).
+        for value in ["2", "0", "\"x\""] {
+            let json = format!(
+                r#"[{{"name":"A","parameters":{{"classification":{value},"shared_memory_region":"r","shared_memory_byte_size":8}}}}]"#
+            );
+            let e = outputs(&json).expect_err(value);
+            assert_eq!(e.kind(), nereid_core::ErrorKind::InvalidArg);
+            assert_eq!(
+                e.message(),
+                "Output can't set both 'shared_memory_region' and 'classification'"
+            );
+        }
     }
 }

@@ -134,6 +134,7 @@ impl Run {
             parameters: self.parameters.clone(),
             inputs,
             requested_outputs: Some(step.outputs.iter().map(|(n, _)| n.clone()).collect()),
+            classification: Vec::new(),
         };
         match models.step_model(&step.model, step.version) {
             Ok(model) => {

@@ -133,6 +133,9 @@ pub struct ModelSpec {
     pub parameters: BTreeMap<String, String>,
     /// `optimization.graph.level` (0 when unset).
     pub graph_optimization_level: i32,
+    /// The outputs' classification labels (`label_filename`), read by the loader, which
+    /// knows the model directory; empty until then.
+    pub labels: crate::classification::Labels,
 }
 
 impl TensorSpec {
@@ -256,6 +259,7 @@ impl ModelSpec {
                 .as_ref()
                 .and_then(|o| o.graph.as_ref())
                 .map_or(0, |g| g.level),
+            labels: crate::classification::Labels::default(),
             name: config.name,
         })
     }

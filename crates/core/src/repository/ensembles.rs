@@ -10,7 +10,8 @@ use super::loader::load_ensemble;
 use super::manager::ModelRepository;
 use super::record::Origin;
 use super::scan::{read_config, ModelDirs};
-use crate::config::{is_ensemble, normalize_and_validate, ModelConfig};
+use crate::classification::Labels;
+use crate::config::{ensembling, is_ensemble, normalize_and_validate, ModelConfig};
 use crate::ensemble::graph::{composing_models, Plan};
 use crate::ensemble::{Ensemble, StepModel, StepModels};
 use crate::error::{Error, Result};
@@ -59,14 +60,42 @@ impl ModelRepository {
                 )));
             }
         };
+        let step_labels = self.step_labels(&config);
         let (settings, dir) = (self.options.settings.clone(), dir.to_path_buf());
         let outcome = self
             .load_off_thread(name, move || {
-                ((), load_ensemble(&settings, &config, &dir, &ensemble))
+                let outcome = load_ensemble(&settings, &config, &dir, &ensemble, &step_labels);
+                ((), outcome)
             })
             .await
             .and_then(|((), outcome)| outcome);
         self.install(name, signature, origin, outcome)
+    }
+
+    /// The labels an ensemble's outputs take from the steps that produce them (Triton's
+    /// model lifecycle does this when an ensemble loads): the composing model's labels of
+    /// the step output mapped to the ensemble output. Composing models are loaded by now.
+    fn step_labels(&self, config: &ModelConfig) -> Labels {
+        let mut labels = Labels::default();
+        let Some(scheduling) = ensembling(config) else {
+            return labels;
+        };
+        for output in &config.output {
+            for step in &scheduling.step {
+                for (step_output, tensor) in &step.output_map {
+                    if *tensor != output.name {
+                        continue;
+                    }
+                    let version = (step.model_version >= 0).then_some(step.model_version);
+                    if let Ok(model) = self.get(&step.model_name, version) {
+                        if let Some(list) = model.spec().labels.of(step_output) {
+                            labels.inherit(&output.name, list.clone());
+                        }
+                    }
+                }
+            }
+        }
+        labels
     }
 
     /// Loads the composing models of ensemble `name` that are not ready.

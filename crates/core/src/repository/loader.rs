@@ -9,6 +9,7 @@ use super::scan::{list_versions, read_config};
 use super::version_policy::select_versions;
 use crate::backend::{Backend, InstanceConfig};
 use crate::cache::ResponseCache;
+use crate::classification::{read_labels, Labels};
 use crate::config::{normalize_and_validate, ModelConfig, NormalizeOptions, PublishedConfig};
 use crate::ensemble::Ensemble;
 use crate::error::{Error, Result};
@@ -71,7 +72,7 @@ pub fn load_model(
         .map(|v| {
             let loaded = prepared.clone().and_then(|(backend, config, file_name)| {
                 let file = dir.join(v.to_string()).join(file_name);
-                load_version(backend.as_ref(), config, v, &file, settings)
+                load_version(backend.as_ref(), config, v, dir, &file, settings)
             });
             (v, loaded.map(Arc::new))
         })
@@ -92,18 +93,25 @@ fn versions_to_load(config: &ModelConfig, name: &str, dir: &Path) -> Result<Vec<
 
 /// Loads every selected version of an ensemble whose configuration is normalized and
 /// whose steps were checked (`ensemble`). Nothing is started: an ensemble has no
-/// scheduler or instances of its own.
+/// scheduler or instances of its own. `step_labels`: the labels of the steps' outputs
+/// that become ensemble outputs, for the outputs without a label file of their own.
 pub fn load_ensemble(
     settings: &LoadSettings,
     config: &ModelConfig,
     dir: &Path,
     ensemble: &Ensemble,
+    step_labels: &Labels,
 ) -> Result<VersionOutcomes> {
     let versions = versions_to_load(config, &config.name, dir)?;
     Ok(versions
         .into_iter()
         .map(|version| {
-            let loaded = ModelSpec::new(config.clone(), version).and_then(|spec| {
+            let spec = ModelSpec::new(config.clone(), version).and_then(|mut spec| {
+                spec.labels = read_labels(config, dir)?;
+                spec.labels.inherit_all(step_labels);
+                Ok(spec)
+            });
+            let loaded = spec.and_then(|spec| {
                 let cache = model_cache(&spec, settings)?;
                 tracing::info!(model = %spec.name, version, "successfully loaded");
                 let published = Arc::new(PublishedConfig::new(config.clone()));
@@ -200,10 +208,14 @@ fn load_version(
     backend: &dyn Backend,
     config: ModelConfig,
     version: i64,
+    dir: &Path,
     file: &Path,
     settings: &LoadSettings,
 ) -> Result<LoadedModel> {
-    let spec = Arc::new(ModelSpec::new(config.clone(), version)?);
+    let mut spec = ModelSpec::new(config.clone(), version)?;
+    // Triton reads the label files as the model initializes, before its backend loads it.
+    spec.labels = read_labels(&config, dir)?;
+    let spec = Arc::new(spec);
     let cache = model_cache(&spec, settings)?;
     if !file.exists() {
         return Err(Error::invalid_arg(format!(
