@@ -376,6 +376,9 @@ def test_the_graph_is_checked_against_the_reshape(repo, start_server, error_of):
         "shape: [ 1, 3, 4, 4 ]", "shape: [ 3, 16 ]"
     )
     write_model(root, "wrong_rank", other, densenet_tiny_onnx())
+    # Labels are read at load too; give it its file so only the shape can fail.
+    with open(os.path.join(root, "wrong_rank", "densenet_labels.txt"), "w") as f:
+        f.write("".join(f"class_{i}\n" for i in range(10)))
     srv = start_server(root, "--model-control-mode", "explicit", "--load-model", "densenet_tiny")
     with srv.http_client() as client:
         e = error_of(client.load_model, "wrong_rank")
