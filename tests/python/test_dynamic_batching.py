@@ -110,6 +110,22 @@ def test_preferred_batch_size_executes_without_waiting_for_the_delay(batching_se
     assert [b["batch_size"] for b in stats_of(server)["batch_stats"]] == [4]
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_request_that_fills_a_smaller_preferred_size_runs_at_once(batching_server, protocol):
+    # Triton's L0_batcher: preferred sizes [2, 6] and a 10 s delay. A batch-2 request is
+    # a preferred batch by itself; Triton answers it in milliseconds.
+    server = batching_server("preferred_batch_size: [ 2, 6 ] max_queue_delay_microseconds: 10000000")
+    module = httpclient if protocol == "http" else grpcclient
+    client = server.http_client() if protocol == "http" else server.grpc_client()
+    start = time.monotonic()
+    a, b, result = infer_one(module, client, 1.0, batch=2)
+    elapsed = time.monotonic() - start
+    client.close()
+    assert np.array_equal(result.as_numpy("OUTPUT0"), a + b)
+    assert elapsed < 2.0, elapsed
+    assert [b["batch_size"] for b in stats_of(server)["batch_stats"]] == [2]
+
+
 def test_queue_delay_holds_a_lone_request(batching_server):
     server = batching_server("max_queue_delay_microseconds: 300000")
     with server.http_client() as client:

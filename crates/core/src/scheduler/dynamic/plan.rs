@@ -31,7 +31,12 @@ fn compatible(spec: &ModelSpec, first: &Job, job: &Job) -> bool {
     })
 }
 
-/// Plans the next batch from `queues` at `now`.
+/// Plans the next batch from `queues` at `now`, by Triton's rules: walking the queue in
+/// service order (up to `max_batch_size` and while shapes agree), the "best" cut is the
+/// longest prefix whose size is a preferred batch size, or, when none is, the prefix just
+/// before the batch would outgrow the largest preferred size. The best cut runs at once
+/// while the oldest request is within `max_queue_delay`; past it, or when the batch
+/// cannot grow further, everything walked runs; otherwise the batcher waits.
 pub fn plan_batch(
     settings: &DynamicBatchingSpec,
     spec: &ModelSpec,
@@ -39,35 +44,40 @@ pub fn plan_batch(
     now: Instant,
 ) -> Plan {
     let max_batch_size = spec.max_batch_size.max(1);
+    let preferred = &settings.preferred_batch_sizes;
+    let max_preferred = preferred.last().copied().unwrap_or(0);
     let mut jobs = queues.iter();
     let Some(first) = jobs.next() else {
         return Plan::WaitUntil(now + settings.max_queue_delay);
     };
     // Prefix sizes: sizes[i] = batch size of the first i + 1 jobs.
     let mut sizes = vec![first.batch_size];
+    let mut best = preferred.contains(&first.batch_size).then_some(0);
     let mut oldest = first.enqueued_at;
+    // Whether the walk stopped because the batch cannot take the next request.
+    let mut cannot_grow = false;
     for job in jobs {
-        let total = sizes[sizes.len() - 1] + job.batch_size;
+        let pending = sizes[sizes.len() - 1];
+        let total = pending + job.batch_size;
+        if total > max_preferred && best.is_none() {
+            best = Some(sizes.len() - 1);
+        }
         if total > max_batch_size || !compatible(spec, first, job) {
+            cannot_grow = true;
             break;
         }
         oldest = oldest.min(job.enqueued_at);
         sizes.push(total);
+        if preferred.contains(&total) {
+            best = Some(sizes.len() - 1);
+        }
     }
-    let pending = sizes[sizes.len() - 1];
-    let largest_preferred = settings.preferred_batch_sizes.last().copied();
-    let full = pending >= max_batch_size || largest_preferred.is_some_and(|p| pending >= p);
-    let waited_enough = now.duration_since(oldest) >= settings.max_queue_delay;
-    if !full && !waited_enough {
-        return Plan::WaitUntil(oldest + settings.max_queue_delay);
+    let delay = settings.max_queue_delay;
+    let delay_exceeded = !delay.is_zero() && now.duration_since(oldest) >= delay;
+    match best {
+        Some(i) if !delay_exceeded => Plan::Execute(i + 1),
+        _ if cannot_grow || sizes[sizes.len() - 1] >= max_preferred => Plan::Execute(sizes.len()),
+        _ if delay_exceeded || delay.is_zero() => Plan::Execute(sizes.len()),
+        _ => Plan::WaitUntil(oldest + delay),
     }
-    // Cut at the largest preferred size the queue can fill exactly, else take everything
-    // that fits.
-    let cut = settings
-        .preferred_batch_sizes
-        .iter()
-        .rev()
-        .find_map(|&p| sizes.iter().position(|&s| s == p))
-        .map_or(sizes.len(), |i| i + 1);
-    Plan::Execute(cut)
 }

@@ -81,17 +81,56 @@ fn plan_executes_full_or_preferred_batches_at_once() {
     let now = jobs[0].enqueued_at;
     let q = queues_of(&spec, jobs);
     assert_eq!(plan_batch(s, &spec, &q, now), Plan::Execute(4));
+    // Three queued: the largest preferred size they fill exactly runs at once.
     let jobs: Vec<Job> = (0..3).map(|i| job(i, 1, 2, vec![]).0).collect();
     let now = jobs[0].enqueued_at;
     let q = queues_of(&spec, jobs);
-    assert_eq!(
-        plan_batch(s, &spec, &q, now),
-        Plan::WaitUntil(now + Duration::from_millis(100))
-    );
-    // Once the delay has passed, the largest preferred size that fits is cut.
+    assert_eq!(plan_batch(s, &spec, &q, now), Plan::Execute(2));
+    // Once the delay has passed, everything queued runs (as in Triton).
     assert_eq!(
         plan_batch(s, &spec, &q, now + Duration::from_millis(100)),
+        Plan::Execute(3)
+    );
+    // One request: no preferred size reached, so it waits for the delay.
+    let single = job(0, 1, 2, vec![]).0;
+    let at = single.enqueued_at;
+    let q = queues_of(&spec, vec![single]);
+    assert_eq!(
+        plan_batch(s, &spec, &q, at),
+        Plan::WaitUntil(at + Duration::from_millis(100))
+    );
+}
+
+#[test]
+fn plan_cuts_a_preferred_size_without_waiting_for_a_larger_one() {
+    // Triton's L0_batcher: preferred [2, 6] and a 10 s delay; one request of batch 2 runs
+    // at once instead of waiting for a batch of 6.
+    let spec = spec("preferred_batch_size: [ 2, 6 ] max_queue_delay_microseconds: 10000000");
+    let s = batching(&spec);
+    let jobs = vec![job(0, 2, 1, vec![]).0];
+    let now = jobs[0].enqueued_at;
+    assert_eq!(
+        plan_batch(s, &spec, &queues_of(&spec, jobs), now),
+        Plan::Execute(1)
+    );
+    // Batches of 3 and 4: neither prefix is preferred, and the second would outgrow 6, so
+    // the first runs at once.
+    let jobs = vec![job(0, 3, 1, vec![]).0, job(1, 4, 1, vec![]).0];
+    assert_eq!(
+        plan_batch(s, &spec, &queues_of(&spec, jobs), now),
+        Plan::Execute(1)
+    );
+    // 1 + 1 + 1: 2 is preferred and runs now; 3 would wait.
+    let jobs = (0..3).map(|i| job(i, 1, 1, vec![]).0).collect();
+    assert_eq!(
+        plan_batch(s, &spec, &queues_of(&spec, jobs), now),
         Plan::Execute(2)
+    );
+    // 1 + 1 + 1 + 1 + 1 + 1: the larger preferred size wins.
+    let jobs = (0..6).map(|i| job(i, 1, 1, vec![]).0).collect();
+    assert_eq!(
+        plan_batch(s, &spec, &queues_of(&spec, jobs), now),
+        Plan::Execute(6)
     );
 }
 
