@@ -346,3 +346,25 @@ def test_initial_state_validation(make_repo, start_server, state, message):
     index = srv.http_client().get_model_repository_index()
     assert index[0]["state"] == "UNAVAILABLE"
     assert message in index[0]["reason"], index[0]["reason"]
+
+
+@pytest.mark.parametrize("proto", ["http", "grpc"])
+def test_a_state_listed_as_an_output_reaches_the_client(seq_server, proto):
+    # Triton's L0_implicit_state test_request_output: the state's output tensor is also
+    # a model output; the client gets it and the state still carries over.
+    text = config().replace(
+        '{ name: "CORRID_OUT" data_type: TYPE_UINT64 dims: [ 1 ] }',
+        '{ name: "CORRID_OUT" data_type: TYPE_UINT64 dims: [ 1 ] },\n'
+        '  { name: "ACC_OUT" data_type: TYPE_FP32 dims: [ 1 ] }',
+    )
+    assert "ACC_OUT" in text.split("sequence_batching")[0]
+    srv = seq_server(text)
+    client = srv.http_client() if proto == "http" else srv.grpc_client()
+    mod = httpclient if proto == "http" else grpcclient
+    for step, value in enumerate((1.0, 2.0, 4.0)):
+        inp = mod.InferInput("INPUT", [1, 1], "FP32")
+        inp.set_data_from_numpy(np.array([[value]], np.float32))
+        r = client.infer(MODEL, [inp], sequence_id=77, sequence_start=step == 0, sequence_end=step == 2)
+        assert float(r.as_numpy("ACC_OUT")[0, 0]) == float(r.as_numpy("OUTPUT")[0, 0])
+    assert float(r.as_numpy("OUTPUT")[0, 0]) == 7.0
+    assert "ACC_OUT" in [o["name"] for o in srv.http_client().get_model_metadata(MODEL)["outputs"]]

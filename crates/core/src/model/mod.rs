@@ -225,7 +225,10 @@ impl ModelSpec {
             for state in &sequence.states {
                 let (input, output) = state.tensor_specs();
                 internal_inputs.push(input);
-                internal_outputs.push(output);
+                // A state output the config also lists is an ordinary output as well.
+                if !outputs.iter().any(|o: &TensorSpec| o.name == output.name) {
+                    internal_outputs.push(output);
+                }
             }
             internal_inputs.extend(sequence.controls.tensor_specs());
         }

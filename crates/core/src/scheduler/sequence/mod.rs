@@ -77,7 +77,8 @@ impl SequenceBatcher {
         })?;
         let batching = spec.max_batch_size > 0;
         let controls = Controls::new(config.controls.clone(), batching);
-        let states = States::new(&config.states, model_dir, batching)?;
+        let states = States::new(&config.states, model_dir, batching)?
+            .shown_to_clients(|name| spec.output(name).is_some());
         let max_batch = spec.max_batch_size.max(1);
         let per_instance = config.slots_per_instance(spec.max_batch_size);
         let strategy = config.strategy.clone();

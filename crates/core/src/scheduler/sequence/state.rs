@@ -26,6 +26,8 @@ struct StateTensor {
     /// Shape of the initial state (`initial_state.dims`, or `dims` with -1 read as 1).
     initial_dims: Vec<i64>,
     initial: Bytes,
+    /// The model configuration also lists `output` among its outputs: clients get it too.
+    shown: bool,
 }
 
 /// A sequence's stored state: which START it belongs to, and each tensor's shape and bytes.
@@ -64,6 +66,7 @@ impl States {
                 datatype: state.datatype,
                 initial_dims: state.initial.dims().to_vec(),
                 initial: initial_bytes(state, model_dir)?,
+                shown: false,
             });
         }
         Ok(Self {
@@ -71,6 +74,15 @@ impl States {
             batching,
             stored: Mutex::default(),
         })
+    }
+
+    /// Marks the states whose output tensor is also a model output (`is_output`), which
+    /// clients receive besides the state being kept (Triton's L0_implicit_state).
+    pub fn shown_to_clients(mut self, is_output: impl Fn(&str) -> bool) -> Self {
+        for t in &mut self.tensors {
+            t.shown = is_output(&t.output);
+        }
+        self
     }
 
     fn initial_shape(&self, t: &StateTensor) -> Vec<i64> {
@@ -134,14 +146,18 @@ impl States {
         (inputs, ticket)
     }
 
-    /// Takes the state outputs out of a request's outputs and keeps them for the
-    /// sequence's next request (or drops the state at END).
+    /// Takes the state outputs out of a request's outputs (leaving those shown to clients)
+    /// and keeps them for the sequence's next request (or drops the state at END).
     pub fn keep(&self, ticket: &StateTicket, outputs: &mut Vec<OutputTensor>) {
         let mut values = Vec::with_capacity(self.tensors.len());
         for t in &self.tensors {
             if let Some(i) = outputs.iter().position(|o| o.name == t.output) {
-                let o = outputs.remove(i);
-                values.push((o.shape, o.data));
+                if t.shown {
+                    values.push((outputs[i].shape.clone(), outputs[i].data.clone()));
+                } else {
+                    let o = outputs.remove(i);
+                    values.push((o.shape, o.data));
+                }
             }
         }
         let mut guard = self.stored.lock();
