@@ -75,24 +75,28 @@ pub fn complete(config: &mut ModelConfig, session: &Session, default_max_batch: 
 pub fn tensors(model: &str, outlets: &[ort::value::Outlet]) -> Result<Vec<ModelTensor>> {
     outlets
         .iter()
-        .map(|outlet| match outlet.dtype() {
-            ValueType::Tensor { ty, shape, .. } => {
-                let datatype = protocol_type(*ty).ok_or_else(|| {
-                    Error::invalid_arg(format!(
-                        "model '{model}': tensor '{}' has ONNX type {ty:?}, which has no Triton equivalent",
-                        outlet.name()
-                    ))
-                })?;
-                Ok(ModelTensor {
-                    name: outlet.name().to_string(),
-                    datatype,
-                    dims: shape.iter().map(|&d| if d < 0 { -1 } else { d }).collect(),
-                })
-            }
-            other => Err(Error::invalid_arg(format!(
-                "model '{model}': '{}' is a {other:?}, but only tensors are supported",
-                outlet.name()
-            ))),
-        })
+        .map(|outlet| tensor(model, outlet.name(), outlet.dtype()))
         .collect()
+}
+
+/// The graph value `name` of model `model`, of type `dtype`, as a tensor; an error when
+/// it is not a tensor or its element type has no Triton equivalent.
+pub fn tensor(model: &str, name: &str, dtype: &ValueType) -> Result<ModelTensor> {
+    match dtype {
+        ValueType::Tensor { ty, shape, .. } => {
+            let datatype = protocol_type(*ty).ok_or_else(|| {
+                Error::invalid_arg(format!(
+                    "model '{model}': tensor '{name}' has ONNX type {ty:?}, which has no Triton equivalent"
+                ))
+            })?;
+            Ok(ModelTensor {
+                name: name.to_string(),
+                datatype,
+                dims: shape.iter().map(|&d| if d < 0 { -1 } else { d }).collect(),
+            })
+        }
+        other => Err(Error::invalid_arg(format!(
+            "model '{model}': '{name}' is a {other:?}, but only tensors are supported"
+        ))),
+    }
 }

@@ -37,6 +37,20 @@ pub fn protocol_type(t: TensorElementType) -> Option<DataType> {
     DataType::ALL.into_iter().find(|d| element_type(*d) == t)
 }
 
+/// ONNX's own name of the element type behind protocol type `t` (`FLOAT` for FP32,
+/// `STRING` for BYTES), the spelling Triton's ONNX Runtime backend uses when a sequence
+/// control's type differs from the graph's.
+pub fn onnx_name(t: DataType) -> &'static str {
+    match t {
+        DataType::Fp16 => "FLOAT16",
+        DataType::Fp32 => "FLOAT",
+        DataType::Fp64 => "DOUBLE",
+        DataType::Bf16 => "BFLOAT16",
+        DataType::Bytes => "STRING",
+        other => other.as_str(),
+    }
+}
+
 fn ort_error(e: impl std::fmt::Display) -> Error {
     Error::internal(format!("onnx runtime error: {e}"))
 }
