@@ -8,8 +8,13 @@ every model of one repository, the valid ones next to the broken ones."""
 import os
 import shutil
 
+import numpy as np
+import onnx
 import pytest
+import tritonclient.http as httpclient
 from conftest import EXAMPLE_MODELS, Server, add_sub_config, base_args
+from make_models import IR_VERSION, OPSET
+from onnx import TensorProto, helper, numpy_helper
 
 SEQUENCE = open(os.path.join(EXAMPLE_MODELS, "sequence_accumulate", "config.pbtxt")).read()
 STRINGS = open(os.path.join(EXAMPLE_MODELS, "identity_string", "config.pbtxt")).read()
@@ -29,7 +34,32 @@ def add_sub(name, **kw):
     return add_sub_config(name=name, **kw)
 
 
-# name -> (graph, config.pbtxt, the load error)
+def weighted_graph():
+    """Y = X + W, where W is an initializer a request may replace (a graph input with
+    a default), which Triton's backend lets a configuration list as an optional input."""
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["X", "W"], ["Y"])],
+        "weighted",
+        [vi("X", TensorProto.FLOAT, [2]), vi("W", TensorProto.FLOAT, [2])],
+        [vi("Y", TensorProto.FLOAT, [2])],
+        initializer=[numpy_helper.from_array(np.array([10, 20], np.float32), "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+def weighted_config(name, max_batch_size=0):
+    return (
+        f'name: "{name}"\nbackend: "onnxruntime"\nmax_batch_size: {max_batch_size}\n'
+        'input [ { name: "W" data_type: TYPE_FP32 dims: [ 2 ] optional: true },\n'
+        '        { name: "X" data_type: TYPE_FP32 dims: [ 2 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 2 ] } ]\n'
+    )
+
+
+# name -> (graph, config.pbtxt, the load error); graph None is weighted_graph()
 BAD = {
     "string_as_int64": (
         "identity_string",
@@ -101,6 +131,12 @@ BAD = {
         "unable to load model 'state_type', configuration expects datatype TYPE_INT32 for "
         "output state 'ACC_OUT', model provides TYPE_FP32",
     ),
+    "optional_batching": (
+        None,
+        weighted_config("optional_batching", max_batch_size=4),
+        "unable to load model 'optional_batching', optional input 'W' is not supported for "
+        "models that support batching",
+    ),
 }
 
 # Valid configurations of the same graphs: variable dims, strings, controls and state,
@@ -113,23 +149,35 @@ GOOD = {
         "add_sub",
         add_sub("add_sub_nobatch", max_batch_size=0).replace("dims: [ 4 ]", "dims: [ -1, 4 ]"),
     ),
+    # The optional input is an initializer, not among the inputs a run must have.
+    "weighted": (None, weighted_config("weighted")),
 }
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory):
+def checked(tmp_path_factory):
+    """One server over every model above."""
     repo = str(tmp_path_factory.mktemp("io_check") / "models")
     for name, (graph, config, *_) in {**BAD, **GOOD}.items():
         assert f'name: "{name}"' in config, name
-        shutil.copytree(os.path.join(EXAMPLE_MODELS, graph, "1"), os.path.join(repo, name, "1"))
+        version = os.path.join(repo, name, "1")
+        if graph is None:
+            os.makedirs(version)
+            onnx.save(weighted_graph(), os.path.join(version, "model.onnx"))
+        else:
+            shutil.copytree(os.path.join(EXAMPLE_MODELS, graph, "1"), version)
         with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
             f.write(config)
     server = Server(repo, base_args(repo, ["--exit-on-error=false"]))
     try:
-        server.wait_started()
-        yield {m["name"]: m for m in server.http_client().get_model_repository_index()}
+        yield server.wait_started()
     finally:
         server.kill()
+
+
+@pytest.fixture(scope="module")
+def index(checked):
+    return {m["name"]: m for m in checked.http_client().get_model_repository_index()}
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
@@ -141,3 +189,18 @@ def test_a_contradicting_config_fails_to_load_naming_the_tensor(index, name):
 @pytest.mark.parametrize("name", sorted(GOOD))
 def test_a_matching_config_loads(index, name):
     assert index[name]["state"] == "READY", index[name]
+
+
+def test_an_optional_initializer_input_keeps_its_default_unless_sent(checked):
+    client = checked.http_client()
+
+    def infer(*names):
+        inputs = []
+        for name in names:
+            tensor = httpclient.InferInput(name, [2], "FP32")
+            tensor.set_data_from_numpy(np.array([1, 2], np.float32))
+            inputs.append(tensor)
+        return client.infer("weighted", inputs).as_numpy("Y").tolist()
+
+    assert infer("X") == [11, 22]
+    assert infer("X", "W") == [2, 4]
