@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Run Triton's own QA suites (qa/L0_*/test.sh of the triton-inference-server/server
+# repository), unmodified, against a Nereid binary, and print a pass/fail table.
+#
+# Usage: scripts/run_triton_qa.sh SERVER_CHECKOUT NEREID_BIN WORK_DIR [SUITE...]
+#
+#   SERVER_CHECKOUT  a checkout (or `git archive`) of triton-inference-server/server
+#                    holding qa/common and the qa/L0_* suites (not kept in this
+#                    repository)
+#   NEREID_BIN       the server binary to test
+#   WORK_DIR         where the suites are copied, models generated and logs kept
+#   SUITE            suites to run (default: the ones listed in README.md's
+#                    "Triton QA suites" table); a suite name may carry extra
+#                    environment for its test.sh after a colon, e.g.
+#                    L0_infer:TEST_SYSTEM_SHARED_MEMORY=1
+#
+# Each test.sh runs as Triton's CI runs it, with BACKENDS=onnx and its paths under
+# /opt/tritonserver and /data/inferenceserver moved under WORK_DIR: its
+# `tritonserver` is a wrapper that starts NEREID_BIN with the same arguments, so the
+# suites use their fixed ports 8000-8002 (keep them free). Unless a suite sets them
+# itself, the wrapper adds --exit-on-error=false --strict-readiness=false: models
+# for Triton's own C++ test backends (identity, sequence, dyna_sequence,
+# implicit_state) or other frameworks then fail alone, and the tests that use them
+# count as failures, instead of stopping the whole suite at start-up. Models come from Triton's own
+# qa/common/gen_qa_* generators; their ONNX files are rewritten to IR version 10 and
+# opset 21 at most, which the bundled ONNX Runtime reads (the generators write what
+# the installed `onnx` package defaults to). Suites run one after another; a suite
+# may take tens of minutes (L0_sequence_batcher runs for hours in Triton's CI).
+#
+# Environment: PYTHON (default: <repo>/.venv/bin/python with tritonclient[all],
+# numpy and onnx), SUITE_TIMEOUT (seconds per suite, default 3600), EXAMPLES_DIR
+# (Triton's python client examples, which some suites run from qa/clients).
+# Counts come from the unittest summaries in each suite's client logs: a test
+# counts once per run, so a test.sh that runs a test under several configurations
+# counts each run.
+
+set -u
+
+usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+[ $# -ge 3 ] || usage
+SRC=$(cd "$1" && pwd) || exit 2
+NEREID=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+[ -x "$NEREID" ] || { echo "not executable: $NEREID" >&2; exit 2; }
+mkdir -p "$3" && WORK=$(cd "$3" && pwd) || exit 2
+shift 3
+SUITES=("$@")
+if [ ${#SUITES[@]} -eq 0 ]; then
+  SUITES=(L0_infer_variable L0_infer_reshape L0_infer_zero L0_scalar_io L0_client_nobatch
+    L0_string_io L0_implicit_state L0_dyna_sequence_batcher L0_batcher L0_shared_memory
+    L0_http L0_grpc L0_infer L0_infer:TEST_SYSTEM_SHARED_MEMORY=1 L0_sequence_batcher)
+fi
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
+PYBIN=$(dirname "$PYTHON")
+MODELS=$WORK/models
+
+# Fresh copies of the suites: each test.sh writes its models and logs beside itself.
+rm -rf "$WORK/qa" && mkdir -p "$WORK/qa" && cp -r "$SRC/qa/common" "$WORK/qa/" || exit 1
+for s in "${SUITES[@]}"; do
+  name=${s%%:*}
+  [ -d "$WORK/qa/$name" ] || cp -r "$SRC/qa/$name" "$WORK/qa/" || exit 1
+done
+
+generate() { # repository generator-args...
+  local dir=$MODELS/$1
+  shift
+  [ -d "$dir" ] && return 0
+  (cd "$WORK/qa/common" && "$PYTHON" "$@" --models_dir="$dir") > "$dir.gen.log" 2>&1 ||
+    { echo "model generation failed: $* (see $dir.gen.log)" >&2; exit 1; }
+}
+mkdir -p "$MODELS" "$WORK/data" && ln -sfn "$MODELS" "$WORK/data/nereid"
+generate qa_model_repository gen_qa_models.py --onnx
+generate qa_variable_model_repository gen_qa_models.py --onnx --variable
+generate qa_identity_model_repository gen_qa_identity_models.py --onnx
+generate qa_reshape_model_repository gen_qa_reshape_models.py --onnx --variable
+generate qa_sequence_model_repository gen_qa_sequence_models.py --onnx
+generate qa_variable_sequence_model_repository gen_qa_sequence_models.py --onnx --variable
+generate qa_sequence_initial_state_implicit_model_repository gen_qa_implicit_models.py --onnx --initial-state zero
+generate qa_variable_sequence_initial_state_implicit_model_repository gen_qa_implicit_models.py --onnx --initial-state zero --variable
+generate qa_sequence_implicit_model_repository gen_qa_implicit_models.py --onnx
+generate qa_variable_sequence_implicit_model_repository gen_qa_implicit_models.py --onnx --variable
+generate qa_dyna_sequence_model_repository gen_qa_dyna_sequence_models.py --onnx
+generate qa_dyna_sequence_implicit_model_repository gen_qa_dyna_sequence_implicit_models.py --onnx
+generate qa_scalar_models gen_qa_ort_scalar_models.py
+mkdir -p "$MODELS/qa_ensemble_model_repository"
+for r in qa_model_repository:gen_qa_models.py qa_variable_model_repository:"gen_qa_models.py --variable" \
+  qa_reshape_model_repository:gen_qa_reshape_models.py qa_identity_model_repository:gen_qa_identity_models.py \
+  qa_sequence_model_repository:gen_qa_sequence_models.py \
+  qa_variable_sequence_model_repository:"gen_qa_sequence_models.py --variable"; do
+  # shellcheck disable=SC2086 # the generator and its flags split on purpose
+  generate "qa_ensemble_model_repository/${r%%:*}" ${r#*:} --ensemble
+done
+"$PYTHON" - "$MODELS" <<'EOF' || exit 1
+import glob, sys
+import onnx
+for path in glob.glob(sys.argv[1] + "/**/*.onnx", recursive=True):
+    model = onnx.load(path)
+    changed = model.ir_version > 10
+    model.ir_version = min(model.ir_version, 10)
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx") and opset.version > 21:
+            opset.version, changed = 21, True
+    if changed:
+        onnx.save(model, path)
+EOF
+
+# Triton's QA image adds the example models (docs/examples/model_repository; here
+# their ONNX stand-ins from make_triton_examples.py) to some suites, and its client
+# examples to qa/clients (EXAMPLES_DIR: a copy of the client repository's
+# src/python/examples; without it the suites' example-client steps fail).
+"$PYTHON" "$ROOT/scripts/make_triton_examples.py" "$WORK/examples" > /dev/null || exit 1
+add_examples() { # suite model...
+  local dir=$WORK/qa/$1/models
+  shift
+  mkdir -p "$dir" && for m in "$@"; do cp -r "$WORK/examples/model_repository/$m" "$dir/"; done
+}
+mkdir -p "$WORK/qa/clients"
+[ -n "${EXAMPLES_DIR:-}" ] && cp "$EXAMPLES_DIR"/*.py "$WORK/qa/clients/"
+
+# The suites start $TRITON_DIR/bin/tritonserver (some name /opt/tritonserver outright).
+mkdir -p "$WORK/triton/bin" "$WORK/triton/backends"
+cat > "$WORK/triton/bin/tritonserver" <<EOF
+#!/bin/bash
+extra=(--exit-on-error=false --strict-readiness=false)
+for a in "\$@"; do
+  case "\$a" in --exit-on-error*|--strict-readiness*) extra=() ;; esac
+done
+echo \$\$ >> "$WORK/servers.pids"
+exec "$NEREID" "\${extra[@]}" "\$@"
+EOF
+chmod +x "$WORK/triton/bin/tritonserver"
+
+# Prints "tests failed" summed over the unittest summaries of one suite's logs.
+tally() {
+  "$PYTHON" - "$1" <<'EOF'
+import glob, re, sys
+ran = failed = 0
+for path in glob.glob(sys.argv[1] + "/**/*.log", recursive=True):
+    if ".server." in path or path.endswith("server.log"):
+        continue
+    text = open(path, errors="replace").read()
+    for count, outcome in re.findall(r"^Ran (\d+) tests? in [^\n]*\n+(OK|FAILED[^\n]*)", text, re.M):
+        ran += int(count)
+        failed += sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", outcome))
+print(ran, failed)
+EOF
+}
+
+status=0
+printf '%-45s %6s %6s %6s\n' suite tests passed failed
+for s in "${SUITES[@]}"; do
+  name=${s%%:*}
+  extra=()
+  [ "$name" != "$s" ] && IFS=' ' read -r -a extra <<< "${s#*:}"
+  log=$WORK/${s//[:= ]/_}.log
+  # A suite listed twice (other environment) runs in a fresh copy.
+  rm -rf "$WORK/qa/$name" && cp -r "$SRC/qa/$name" "$WORK/qa/"
+  sed -i -e "s#/opt/tritonserver#$WORK/triton#g" -e "s#/data/inferenceserver#$WORK/data#g" "$WORK/qa/$name/test.sh"
+  case $name in
+    L0_http) add_examples L0_http simple simple_dyna_sequence simple_identity simple_sequence simple_string densenet_onnx ;;
+    L0_grpc) add_examples L0_grpc simple simple_dyna_sequence simple_int8 simple_identity simple_sequence simple_string densenet_onnx ;;
+    L0_shared_memory) add_examples L0_shared_memory simple ;;
+  esac
+  (cd "$WORK/qa/$name" &&
+    env PATH="$PYBIN:$PATH" PYTHONPATH="$WORK/qa/common" REPO_VERSION=nereid \
+      DATADIR="$MODELS" TRITON_DIR="$WORK/triton" BACKENDS=onnx "${extra[@]}" \
+      timeout "${SUITE_TIMEOUT:-3600}" bash ./test.sh nereid) > "$log" 2>&1
+  # Some test.sh leave their server running when they stop early.
+  [ -f "$WORK/servers.pids" ] && xargs kill 2> /dev/null < "$WORK/servers.pids"
+  rm -f "$WORK/servers.pids"
+  read -r ran failed < <(tally "$WORK/qa/$name")
+  [ "$failed" -eq 0 ] && [ "$ran" -gt 0 ] || status=1
+  printf '%-45s %6s %6s %6s\n' "$s" "$ran" "$((ran - failed))" "$failed"
+done
+exit $status
