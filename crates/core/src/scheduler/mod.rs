@@ -5,6 +5,7 @@
 
 mod default;
 mod dynamic;
+pub mod hold;
 mod instances;
 mod intake;
 mod job;

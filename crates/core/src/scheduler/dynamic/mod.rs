@@ -15,6 +15,7 @@ use tokio::time::sleep_until;
 
 use self::plan::{plan_batch, Plan};
 use self::queue::PriorityQueues;
+use super::hold::{Hold, Hooks};
 use super::intake::Intake;
 use super::{InstancePool, Job, Payload, ReplyOrder, Scheduler, DEFAULT_QUEUE_CAPACITY};
 use crate::error::{Error, Result};
@@ -29,12 +30,24 @@ pub struct DynamicBatcher {
 
 impl DynamicBatcher {
     /// Starts the batching task for `spec` on the current tokio runtime. `instances`
-    /// is the number of workers behind `payloads`.
+    /// is the number of workers behind `payloads`. The test hooks are read from the
+    /// environment here, once.
     pub fn start(
         spec: Arc<ModelSpec>,
         payloads: PayloadSender<Payload>,
         pool: InstancePool,
         instances: usize,
+    ) -> Result<Self> {
+        Self::start_with(spec, payloads, pool, instances, Hooks::from_env())
+    }
+
+    /// [`Self::start`] with the given test hooks (only `queued` applies here).
+    pub(crate) fn start_with(
+        spec: Arc<ModelSpec>,
+        payloads: PayloadSender<Payload>,
+        pool: InstancePool,
+        instances: usize,
+        hooks: Hooks,
     ) -> Result<Self> {
         let config = match &spec.scheduling {
             SchedulingSpec::Dynamic(d) => d.clone(),
@@ -53,6 +66,7 @@ impl DynamicBatcher {
             receiver,
             payloads,
             slots: Arc::new(Semaphore::new(instances.max(1))),
+            hold: Hold::until(hooks.queued),
         };
         runtime.spawn(task.run());
         Ok(Self {
@@ -92,6 +106,9 @@ struct BatcherTask {
     payloads: PayloadSender<Payload>,
     /// One permit per instance; a payload holds one until its execution ends.
     slots: Arc<Semaphore>,
+    /// `TRITONSERVER_DELAY_SCHEDULER`: nothing is planned (nor timed out) until this many
+    /// requests are queued, as in Triton's batcher thread.
+    hold: Hold,
 }
 
 impl BatcherTask {
@@ -101,6 +118,18 @@ impl BatcherTask {
         loop {
             while let Ok(job) = self.receiver.try_recv() {
                 self.ingest(job);
+            }
+            if !open {
+                // Stopping: what is queued must drain.
+                self.hold.lift();
+            }
+            let queued = self.queues.len();
+            if self.hold.holds(|n| queued >= n) {
+                match self.receiver.recv().await {
+                    Some(job) => self.ingest(job),
+                    None => open = false,
+                }
+                continue;
             }
             for job in self.queues.expire(super::now()) {
                 job.reject(Error::unavailable("Request timeout expired"));

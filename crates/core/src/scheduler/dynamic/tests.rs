@@ -9,6 +9,7 @@ use super::queue::PriorityQueues;
 use super::DynamicBatcher;
 use crate::model::{DynamicBatchingSpec, ModelSpec, SchedulingSpec};
 use crate::request::ParamValue;
+use crate::scheduler::hold::Hooks;
 use crate::scheduler::{InstancePool, Job, Scheduler};
 use crate::stats::{FailureReason, ModelStats, RequestRecord};
 use crate::testing::{self, JobAnswer, TestBackend};
@@ -183,6 +184,15 @@ fn echo() -> TestBackend {
 
 /// A batcher over one instance of `backend`: the batcher and its statistics.
 fn start_batcher(spec: Arc<ModelSpec>, backend: &TestBackend) -> (DynamicBatcher, Arc<ModelStats>) {
+    start_hooked(spec, backend, Hooks::default())
+}
+
+/// [`start_batcher`] with test hooks.
+fn start_hooked(
+    spec: Arc<ModelSpec>,
+    backend: &TestBackend,
+    hooks: Hooks,
+) -> (DynamicBatcher, Arc<ModelStats>) {
     let stats = Arc::new(ModelStats::default());
     let (sender, receiver) = InstancePool::channel(1);
     let pool = InstancePool::start(
@@ -192,7 +202,7 @@ fn start_batcher(spec: Arc<ModelSpec>, backend: &TestBackend) -> (DynamicBatcher
         receiver,
     )
     .expect("starts");
-    let batcher = DynamicBatcher::start(spec, sender, pool, 1).expect("starts");
+    let batcher = DynamicBatcher::start_with(spec, sender, pool, 1, hooks).expect("starts");
     (batcher, stats)
 }
 
@@ -318,4 +328,54 @@ async fn failures_are_answered_per_request_of_a_batch() {
         (crate::ErrorKind::Unavailable, "down")
     );
     stop(batcher).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn delay_hook_holds_the_batcher_until_enough_requests_are_queued_once() {
+    // Without the hook each request would run alone at once (no queue delay, a free
+    // instance); with TRITONSERVER_DELAY_SCHEDULER=3 the first three run as one batch.
+    let backend = echo();
+    let hooks = Hooks {
+        queued: 3,
+        backlog: 0,
+    };
+    let (batcher, _) = start_hooked(spec(""), &backend, hooks);
+    let mut answers = Vec::new();
+    for i in 1..3 {
+        let (j, rx) = job(i, 1, 1, vec![]);
+        batcher.enqueue(j).expect("queued");
+        answers.push(rx);
+    }
+    // No timeout ends the hold.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(backend.executions().is_empty(), "held with 2 of 3 queued");
+    let (j, rx) = job(3, 1, 1, vec![]);
+    batcher.enqueue(j).expect("queued");
+    answers.push(rx);
+    for rx in answers {
+        rx.await.expect("answered").expect("ok");
+    }
+    assert_eq!(backend.batch_sizes(), vec![3]);
+    // Lifted for good: a lone request now runs at once.
+    let (j, rx) = job(4, 1, 1, vec![]);
+    batcher.enqueue(j).expect("queued");
+    rx.await.expect("answered").expect("ok");
+    assert_eq!(backend.batch_sizes(), vec![3, 1]);
+    stop(batcher).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_lifts_the_delay_hook_so_queued_requests_drain() {
+    let backend = echo();
+    let hooks = Hooks {
+        queued: 5,
+        backlog: 0,
+    };
+    let (batcher, _) = start_hooked(spec(""), &backend, hooks);
+    let (j, rx) = job(1, 1, 1, vec![]);
+    batcher.enqueue(j).expect("queued");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(backend.executions().is_empty());
+    stop(batcher).await;
+    rx.await.expect("answered").expect("ok");
 }

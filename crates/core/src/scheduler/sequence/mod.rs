@@ -28,6 +28,7 @@ use tokio::sync::{Notify, Semaphore};
 use self::controls::Controls;
 use self::state::States;
 use self::table::{Pending, Round, Table};
+use super::hold::Hooks;
 use super::{stopping_error, InstancePool, Job, OutputHook, Payload, Reply, Scheduler};
 use crate::backend::InstanceBackend;
 use crate::error::{Error, Result};
@@ -60,12 +61,23 @@ pub struct SequenceBatcher {
 
 impl SequenceBatcher {
     /// Starts one worker and one dispatcher per instance, and the idle reaper, on the
-    /// current tokio runtime.
+    /// current tokio runtime. The test hooks are read from the environment here, once.
     pub fn start(
         spec: Arc<ModelSpec>,
         stats: Arc<ModelStats>,
         instances: Vec<(String, Box<dyn InstanceBackend>)>,
         model_dir: Option<&Path>,
+    ) -> Result<Self> {
+        Self::start_with(spec, stats, instances, model_dir, Hooks::from_env())
+    }
+
+    /// [`Self::start`] with the given test hooks.
+    pub(crate) fn start_with(
+        spec: Arc<ModelSpec>,
+        stats: Arc<ModelStats>,
+        instances: Vec<(String, Box<dyn InstanceBackend>)>,
+        model_dir: Option<&Path>,
+        hooks: Hooks,
     ) -> Result<Self> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::internal("the sequence batcher needs a tokio runtime to run on"))?;
@@ -96,7 +108,8 @@ impl SequenceBatcher {
                 spec.name
             )));
         }
-        let mut table = Table::new(&spec.name, count, per_instance, max_batch, strategy, idle);
+        let mut table = Table::new(&spec.name, count, per_instance, max_batch, strategy, idle)
+            .with_hooks(hooks);
         if capacity.is_some() {
             table = table.with_backend_state();
         }
@@ -323,7 +336,11 @@ impl Scheduler for SequenceBatcher {
             )));
         }
         let flags = SequenceFlags::of(&job.request, &shared.spec.name)?;
-        let wake = shared.update(|t| t.admit(Pending { job, flags }, super::now()))?;
+        let wake = shared.update(|t| {
+            let mut wake = t.held();
+            wake.extend(t.admit(Pending { job, flags }, super::now())?);
+            Ok::<_, Error>(wake)
+        })?;
         shared.wake_all(wake);
         Ok(())
     }
@@ -331,7 +348,11 @@ impl Scheduler for SequenceBatcher {
     fn stop(&self) {
         let shared = &self.shared;
         shared.stopping.store(true, Relaxed);
-        for pending in shared.update(Table::drain_backlog) {
+        let drained = shared.update(|t| {
+            t.lift_holds();
+            t.drain_backlog()
+        });
+        for pending in drained {
             pending.job.reject(stopping_error());
         }
         shared.wake_all(0..shared.wake.len());

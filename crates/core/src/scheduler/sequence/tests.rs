@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::SequenceBatcher;
 use crate::request::ParamValue;
+use crate::scheduler::hold::Hooks;
 use crate::scheduler::{Job, Scheduler};
 use crate::stats::ModelStats;
 use crate::testing::{self, JobAnswer, TestBackend};
@@ -13,17 +14,28 @@ use crate::testing::{self, JobAnswer, TestBackend};
 /// A sequence model released after one second without a request, on one instance of
 /// `backend`.
 fn start(backend: &TestBackend) -> (SequenceBatcher, Arc<ModelStats>) {
+    start_hooked(backend, 1, Hooks::default())
+}
+
+/// [`start`] with batches of up to `max_batch` and the given test hooks.
+fn start_hooked(
+    backend: &TestBackend,
+    max_batch: usize,
+    hooks: Hooks,
+) -> (SequenceBatcher, Arc<ModelStats>) {
     let spec = testing::spec(
         "seq",
-        r#"backend: "identity" max_batch_size: 1
-           input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]
-           output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]
-           sequence_batching { max_sequence_idle_microseconds: 1000000 }"#,
+        &format!(
+            r#"backend: "identity" max_batch_size: {max_batch}
+               input [ {{ name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+               output [ {{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+               sequence_batching {{ max_sequence_idle_microseconds: 1000000 }}"#
+        ),
     );
     let stats = Arc::new(ModelStats::default());
     let instances = backend.instances("seq", 1);
-    let batcher =
-        SequenceBatcher::start(spec, stats.clone(), instances, None).expect("batcher starts");
+    let batcher = SequenceBatcher::start_with(spec, stats.clone(), instances, None, hooks)
+        .expect("batcher starts");
     (batcher, stats)
 }
 
@@ -121,6 +133,38 @@ async fn an_idle_sequence_is_released_when_its_deadline_passes() {
         "{}",
         error.message()
     );
+    tokio::task::spawn_blocking(move || batcher.stop())
+        .await
+        .expect("stops");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_delay_hook_holds_the_first_requests_until_enough_are_queued() {
+    // TRITONSERVER_DELAY_SCHEDULER=4: two sequences of two requests run as two batches
+    // of two, however the requests arrive; nothing runs before the fourth, however long.
+    let backend = TestBackend::identity();
+    let hooks = Hooks {
+        queued: 4,
+        backlog: 0,
+    };
+    let (batcher, _) = start_hooked(&backend, 2, hooks);
+    let mut answers = Vec::new();
+    for (id, start) in [(1, true), (2, true), (1, false)] {
+        let (j, answer) = job(id, start);
+        batcher.enqueue(j).expect("admitted");
+        answers.push(answer);
+    }
+    settle().await;
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    settle().await;
+    assert!(backend.executions().is_empty(), "held with 3 of 4 queued");
+    let (j, answer) = job(2, false);
+    batcher.enqueue(j).expect("admitted");
+    answers.push(answer);
+    for answer in answers {
+        answered(answer).await;
+    }
+    assert_eq!(backend.batch_sizes(), vec![2, 2]);
     tokio::task::spawn_blocking(move || batcher.stop())
         .await
         .expect("stops");

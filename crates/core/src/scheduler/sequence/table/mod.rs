@@ -9,9 +9,11 @@
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use self::hold::{Queued, SlotHolds};
 use self::idle::IdleDeadlines;
 use crate::error::{Error, Result};
 use crate::model::SequenceStrategy;
+use crate::scheduler::hold::Hooks;
 use crate::scheduler::Job;
 use crate::sequence_flags::{SequenceFlags, SequenceId};
 use crate::stats::Occupancy;
@@ -128,6 +130,8 @@ pub struct Table {
     /// count): a START finding no free slot is refused instead of backlogged, and idle
     /// releases are queued per instance for the backend, see [`Table::take_releases`].
     backend_state: Option<Vec<Vec<SequenceId>>>,
+    /// The test hooks' holds (`TRITONSERVER_DELAY_SCHEDULER`), when set.
+    holds: Option<SlotHolds>,
 }
 
 impl Table {
@@ -161,6 +165,43 @@ impl Table {
             reaper_at: None,
             reaper_due: false,
             backend_state: None,
+            holds: None,
+        }
+    }
+
+    /// The table with the test hooks' holds (see [`hold`]).
+    pub fn with_hooks(mut self, hooks: Hooks) -> Self {
+        self.holds = SlotHolds::new(self.slots.len() / self.per_instance.max(1), hooks);
+        self
+    }
+
+    /// Instances still held by a test hook; a new request may lift them.
+    pub fn held(&self) -> Vec<usize> {
+        self.holds.as_ref().map(SlotHolds::held).unwrap_or_default()
+    }
+
+    /// Lifts the test hooks' holds (at shutdown, so that queued requests drain).
+    pub fn lift_holds(&mut self) {
+        if let Some(holds) = &mut self.holds {
+            holds.lift();
+        }
+    }
+
+    /// Whether a test hook holds `instance` now (see [`hold`]).
+    fn holds(&mut self, instance: usize) -> bool {
+        let Some(holds) = &mut self.holds else {
+            return false;
+        };
+        let first = instance * self.per_instance;
+        let slots = &self.slots[first..first + self.per_instance];
+        let queued = Queued {
+            requests: slots.iter().map(|s| s.queue.len()).sum(),
+            heads: slots.iter().filter(|s| !s.queue.is_empty()).count(),
+            backlog: self.backlog.iter().map(|b| b.queue.len()).sum(),
+        };
+        match self.strategy {
+            SequenceStrategy::Direct { .. } => holds.direct_holds(instance, queued),
+            SequenceStrategy::Oldest { .. } => holds.oldest_holds(instance, queued),
         }
     }
 
@@ -400,6 +441,9 @@ impl Table {
     /// The next batch of `instance`, or how long to wait for one. Also returns the
     /// instances to wake because a slot freed here went to a backlogged sequence.
     pub fn next_round(&mut self, instance: usize, now: Instant) -> (Round, Vec<usize>) {
+        if self.holds(instance) {
+            return (Round::Wait(None), Vec::new());
+        }
         let first = instance * self.per_instance;
         let heads: Vec<usize> = (first..first + self.per_instance)
             .filter(|&i| !self.slots[i].queue.is_empty())
@@ -580,6 +624,9 @@ fn backlog_deadline(p: &Pending) -> Option<Instant> {
         .map(|t| p.job.enqueued_at + Duration::from_micros(t))
 }
 
+mod hold;
+#[cfg(test)]
+mod hold_tests;
 mod idle;
 #[cfg(test)]
 mod tests;

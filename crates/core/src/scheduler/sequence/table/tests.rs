@@ -4,7 +4,7 @@ use super::*;
 use crate::request::InferRequest;
 use crate::testing;
 
-fn pending(id: u64, start: bool, end: bool, at: Instant) -> Pending {
+pub(super) fn pending(id: u64, start: bool, end: bool, at: Instant) -> Pending {
     let (mut job, _) = testing::job(InferRequest::default(), 1);
     job.enqueued_at = at;
     Pending {
@@ -17,14 +17,14 @@ fn pending(id: u64, start: bool, end: bool, at: Instant) -> Pending {
     }
 }
 
-fn direct() -> SequenceStrategy {
+pub(super) fn direct() -> SequenceStrategy {
     SequenceStrategy::Direct {
         minimum_slot_utilization: 0.0,
         max_queue_delay: Duration::ZERO,
     }
 }
 
-fn ids(round: Round) -> Vec<Option<u64>> {
+pub(super) fn ids(round: Round) -> Vec<Option<u64>> {
     let Round::Ready(entries) = round else {
         panic!("expected a batch");
     };
