@@ -131,18 +131,25 @@ exec "$NEREID" "\${extra[@]}" "\$@"
 EOF
 chmod +x "$WORK/triton/bin/tritonserver"
 
-# Prints "tests failed" summed over the unittest summaries of one suite's logs.
+# Prints "tests failed" summed over the unittest summaries of one suite's client
+# logs, or of its test.sh output when its tests print there instead (test.sh also
+# repeats a failed client log there, so the two are not added).
 tally() {
-  "$PYTHON" - "$1" <<'EOF'
+  "$PYTHON" - "$1" "$2" <<'EOF'
 import glob, re, sys
-ran = failed = 0
-for path in glob.glob(sys.argv[1] + "/**/*.log", recursive=True):
-    if ".server." in path or path.endswith("server.log"):
-        continue
-    text = open(path, errors="replace").read()
-    for count, outcome in re.findall(r"^Ran (\d+) tests? in [^\n]*\n+(OK|FAILED[^\n]*)", text, re.M):
-        ran += int(count)
-        failed += sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", outcome))
+def count(paths):
+    ran = failed = 0
+    for path in paths:
+        if ".server." in path or path.endswith("server.log"):
+            continue
+        text = open(path, errors="replace").read()
+        for n, outcome in re.findall(r"^Ran (\d+) tests? in [^\n]*\n+(OK|FAILED[^\n]*)", text, re.M):
+            ran += int(n)
+            failed += sum(int(k) for k in re.findall(r"(?:failures|errors)=(\d+)", outcome))
+    return ran, failed
+ran, failed = count(glob.glob(sys.argv[1] + "/**/*.log", recursive=True))
+if ran == 0:
+    ran, failed = count([sys.argv[2]])
 print(ran, failed)
 EOF
 }
@@ -169,7 +176,7 @@ for s in "${SUITES[@]}"; do
   # Some test.sh leave their server running when they stop early.
   [ -f "$WORK/servers.pids" ] && xargs kill 2> /dev/null < "$WORK/servers.pids"
   rm -f "$WORK/servers.pids"
-  read -r ran failed < <(tally "$WORK/qa/$name")
+  read -r ran failed < <(tally "$WORK/qa/$name" "$log")
   [ "$failed" -eq 0 ] && [ "$ran" -gt 0 ] || status=1
   printf '%-45s %6s %6s %6s\n' "$s" "$ran" "$((ran - failed))" "$failed"
 done

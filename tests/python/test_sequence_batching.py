@@ -149,10 +149,11 @@ def test_idle_sequences_are_released_with_a_clear_error(seq_server, error_of):
     assert gauge(srv, "nv_sequence_active") == 1
     wait_for(lambda: gauge(srv, "nv_sequence_active") == 0, timeout=5, what="the idle release")
     e = error_of(send, client, 5001, 1.0)
-    # Triton: "... must specify the START flag on the first request of the sequence".
+    # Triton's words (L0_dyna_sequence_batcher matches their start), then the reason.
     assert e.message() == (
-        f"inference request for sequence 5001 to model '{MODEL}' must specify the START flag: "
-        "the sequence was released after 200000 µs without a request (max_sequence_idle_microseconds)"
+        f"inference request for sequence 5001 to model '{MODEL}' must specify the START flag "
+        "on the first request of the sequence; it was released after 200000 µs without a "
+        "request (max_sequence_idle_microseconds)"
     )
     assert send(client, 5001, 4.0, start=True)["sum"] == 4.0
 

@@ -314,18 +314,19 @@ impl Table {
         ))
     }
 
+    /// Triton's words first (its QA matches their start), then why, when Nereid knows.
     fn not_started(&self, id: &SequenceId) -> Error {
+        let triton = format!(
+            "inference request for sequence {id} to model '{}' must specify the START flag on the first request of the sequence",
+            self.model
+        );
         if self.expired.set.contains(id) {
             return Error::invalid_arg(format!(
-                "inference request for sequence {id} to model '{}' must specify the START flag: the sequence was released after {} µs without a request (max_sequence_idle_microseconds)",
-                self.model,
+                "{triton}; it was released after {} µs without a request (max_sequence_idle_microseconds)",
                 self.idle_timeout.as_micros()
             ));
         }
-        Error::invalid_arg(format!(
-            "inference request for sequence {id} to model '{}' must specify the START flag on the first request of the sequence",
-            self.model
-        ))
+        Error::invalid_arg(triton)
     }
 
     /// Frees slot `index`, handing it to the oldest backlogged sequence if there is one.
