@@ -212,7 +212,7 @@ fn spread(dims: &[i64], elements: usize) -> Option<Vec<i64>> {
     let mut left = elements;
     for &d in dims.iter().rev().filter(|&&d| d != -1) {
         let d = usize::try_from(d).ok().filter(|&d| d > 0)?;
-        if left % d != 0 {
+        if !left.is_multiple_of(d) {
             return None;
         }
         left /= d;
