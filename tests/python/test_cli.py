@@ -107,3 +107,26 @@ def test_shutdown_ends_open_streams(make_repo, start_server, add_sub_io):
     assert code == 0, f"exit code {code}\n{server.log()}"
     client.stop_stream(cancel_requests=True)
     client.close()
+
+
+def test_flags_of_tritons_qa_scripts_are_accepted(make_repo, start_server):
+    repo = make_repo(["add_sub"])
+    server = start_server(
+        repo,
+        "--backend-directory",
+        "/opt/tritonserver/backends",
+        "--cuda-virtual-address-size=0:1073741824",
+        "--backend-config=python,shm-default-byte-size=1048576",
+    )
+    assert server.request("GET", "/v2/health/ready").status == 200
+    assert "--backend-directory /opt/tritonserver/backends has no effect" in server.log()
+
+
+def test_cuda_virtual_address_size_format(make_repo, start_server):
+    repo = make_repo(["add_sub"])
+    code, out = run_to_exit(
+        start_server, repo, ["--model-repository", repo, "--cuda-virtual-address-size", "0"]
+    )
+    assert code is not None and code != 0, out
+    # tritonserver's ParsePairOption message.
+    assert "argument requires format <first>:<second>. Found: 0" in out, out

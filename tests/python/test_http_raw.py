@@ -283,3 +283,159 @@ def test_metrics_port_serves_metrics_only(server):
     assert resp.status == 200, resp
     assert resp.headers["content-type"].startswith("text/plain")
     assert "# TYPE nv_inference_request_success counter" in resp.body.decode()
+
+
+# --- Raw binary requests (Inference-Header-Content-Length: 0), issue 22 item 3.
+# Messages and the binary-by-default answer were measured on Triton 2.51.
+
+
+def post_raw(server, model, body):
+    return server.request(
+        "POST", f"/v2/models/{model}/infer", body, {"Inference-Header-Content-Length": "0"}
+    )
+
+
+def split_binary_answer(resp):
+    n = int(resp.headers["inference-header-content-length"])
+    return json.loads(resp.body[:n]), resp.body[n:]
+
+
+def test_raw_request_fills_the_single_input_and_answers_in_binary(server):
+    data = np.arange(8, dtype=np.float32)
+    resp = post_raw(server, "identity_fp32", data.tobytes())
+    assert resp.status == 200, resp
+    assert resp.headers["content-type"] == "application/octet-stream"
+    header, tail = split_binary_answer(resp)
+    assert header["outputs"] == [
+        {
+            "name": "OUTPUT0",
+            "datatype": "FP32",
+            "shape": [1, 8],
+            "parameters": {"binary_data_size": 32},
+        }
+    ]
+    assert tail == data.tobytes()
+
+
+def test_raw_request_to_a_model_with_two_inputs(server):
+    resp = post_raw(server, "add_sub", np.zeros(8, dtype=np.float32).tobytes())
+    assert resp.status == 400, resp
+    assert json.loads(resp.body) == {
+        "error": "[request id: <id_unknown>] Raw request must only have 1 input (found 1) "
+        "to be deduced but got 2 inputs in 'add_sub' model configuration"
+    }
+
+
+def test_raw_bytes_input_needs_shape_one(server, make_repo, start_server):
+    resp = post_raw(server, "identity_string", b"hello")
+    assert resp.status == 400, resp
+    assert json.loads(resp.body)["error"] == (
+        "[request id: <id_unknown>] For BYTE datatype raw input 'INPUT0', "
+        "the model must have input shape [1]"
+    )
+    config = (
+        'name: "identity_string"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
+        'input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ 1 ] } ]\n'
+        'output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]\n'
+    )
+    srv = start_server(make_repo(["identity_string"], {"identity_string": config}))
+    resp = post_raw(srv, "identity_string", b"hello")
+    assert resp.status == 200, resp
+    header, tail = split_binary_answer(resp)
+    assert header["outputs"][0]["shape"] == [1, 1]
+    assert tail == b"\x05\x00\x00\x00hello"
+
+
+# --- --http-max-input-size (Triton's default 64 MiB) and JSON nesting, issue 22 item 5.
+# Messages from Triton's http_server.cc and data_compressor.h.
+
+LIMIT = 1024
+
+
+@pytest.fixture
+def small_limit_server(make_repo, start_server):
+    return start_server(make_repo(["identity_fp32"]), "--http-max-input-size", str(LIMIT))
+
+
+def error(resp, status=400):
+    assert resp.status == status, resp
+    return json.loads(resp.body)["error"]
+
+
+def test_raw_input_over_the_limit(small_limit_server):
+    assert post_raw(small_limit_server, "identity_fp32", bytes(LIMIT)).status == 200
+    assert error(post_raw(small_limit_server, "identity_fp32", bytes(LIMIT + 4))) == (
+        f"Raw input has a byte_size ({LIMIT + 4} bytes) that exceeds the maximum allowed value "
+        f"of {LIMIT} bytes. Use --http-max-input-size to increase the limit."
+    )
+
+
+def test_json_over_the_limit(small_limit_server):
+    values = [0.0] * 300
+    body = json.dumps(
+        {"inputs": [{"name": "INPUT0", "shape": [1, 300], "datatype": "FP32", "data": values}]}
+    ).encode()
+    assert error(small_limit_server.request("POST", "/v2/models/identity_fp32/infer", body)) == (
+        f"request JSON size of {len(body)} bytes exceeds the maximum allowed input size of "
+        f"{LIMIT} bytes. Use --http-max-input-size to increase the limit."
+    )
+    # A short body declaring a large tensor is refused before its data is read.
+    small = {"inputs": [{"name": "INPUT0", "shape": [1, 1000], "datatype": "FP32", "data": [1]}]}
+    assert error(small_limit_server.request("POST", "/v2/models/identity_fp32/infer", small)) == (
+        "JSON input 'INPUT0' has a byte_size (4000 bytes) that exceeds the maximum allowed "
+        f"value of {LIMIT} bytes. Use --http-max-input-size to increase the limit."
+    )
+
+
+def test_decompressed_body_over_the_limit(small_limit_server):
+    body = gzip.compress(b" " * (LIMIT + 1))
+    resp = small_limit_server.request(
+        "POST", "/v2/models/identity_fp32/infer", body, {"Content-Encoding": "gzip"}
+    )
+    assert error(resp) == (
+        f"Decompressed data size exceeds the maximum allowed value of {LIMIT} bytes. "
+        "Use --http-max-input-size to increase the limit."
+    )
+
+
+def test_binary_data_may_follow_the_json_up_to_twice_the_limit(small_limit_server):
+    data = np.arange(LIMIT // 4 + 16, dtype=np.float32).tobytes()
+    hdr = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "INPUT0",
+                    "shape": [1, len(data) // 4],
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": len(data)},
+                }
+            ],
+            "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
+        }
+    ).encode()
+    headers = {"Inference-Header-Content-Length": str(len(hdr))}
+    resp = small_limit_server.request("POST", "/v2/models/identity_fp32/infer", hdr + data, headers)
+    assert resp.status == 200, resp
+    resp = small_limit_server.request(
+        "POST", "/v2/models/identity_fp32/infer", hdr + bytes(2 * LIMIT), headers
+    )
+    assert resp.status == 413, resp
+
+
+def nested(levels, leaf="1"):
+    return "[" * levels + leaf + "]" * levels
+
+
+@pytest.mark.parametrize("levels, ok", [(99, True), (100, False)])
+def test_data_nesting_depth(server, levels, ok):
+    body = (
+        '{"inputs":[{"name":"INPUT0","shape":[1,1],"datatype":"FP32","data":%s}]}' % nested(levels)
+    ).encode()
+    resp = server.request("POST", "/v2/models/identity_fp32/infer", body)
+    if ok:
+        assert resp.status == 200, resp
+    else:
+        # Triton's HTTP_MAX_JSON_NESTING_DEPTH check (added after 2.51, which has none).
+        assert error(resp) == (
+            "Unable to parse 'data': JSON nesting depth exceeds maximum allowed limit (100)"
+        )

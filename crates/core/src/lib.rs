@@ -26,6 +26,7 @@ pub mod error;
 pub mod loaded;
 mod metrics;
 pub mod model;
+pub mod raw_input;
 pub mod repository;
 pub mod request;
 pub mod scheduler;

@@ -41,9 +41,10 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::status::to_status;
 
 /// Default largest request message, after decompression: the HTTP frontend's default
-/// `--http-max-input-size`. Triton accepts up to `INT32_MAX`, which let one 1 MB gzip
-/// request inflate to 2 GiB in memory (issue 14, item 7).
-pub const DEFAULT_MAX_INPUT_SIZE: usize = 256 * 1024 * 1024;
+/// `--http-max-input-size` (64 MiB, Triton's `HTTP_DEFAULT_MAX_INPUT_SIZE`). Triton's gRPC
+/// accepts up to `INT32_MAX`, which let one 1 MB gzip request inflate to 2 GiB in memory
+/// (issue 14, item 7).
+pub const DEFAULT_MAX_INPUT_SIZE: usize = 64 * 1024 * 1024;
 
 /// Frontend settings beyond the listener.
 #[derive(Debug, Clone, Copy)]

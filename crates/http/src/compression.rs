@@ -53,7 +53,7 @@ pub fn decode_body(headers: &HeaderMap, body: Bytes, limit: usize) -> Result<Byt
     read.map_err(|e| Error::invalid_arg(format!("failed to decompress the request body: {e}")))?;
     if out.len() > limit {
         return Err(Error::invalid_arg(format!(
-            "decompressed request body exceeds the limit of {limit} bytes"
+            "Decompressed data size exceeds the maximum allowed value of {limit} bytes. Use --http-max-input-size to increase the limit."
         )));
     }
     Ok(Bytes::from(out))

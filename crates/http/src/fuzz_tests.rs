@@ -46,7 +46,7 @@ impl Harness {
         let repo = tempfile::tempdir().expect("temp dir");
         let server = runtime.block_on(fuzz::echo_server(repo.path()));
         let options = HttpOptions {
-            max_body_bytes: MAX_BODY,
+            max_input_size: MAX_BODY,
             limits: nereid_net::Limits::default(),
         };
         Self {

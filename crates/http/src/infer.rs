@@ -6,8 +6,11 @@ use std::collections::HashMap;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use nereid_core::model::ModelSpec;
+use nereid_core::raw_input::raw_input;
 use nereid_core::request::{
-    Classifications, InferRequest, InferResponse, InputTensor, ParamValue, Parameters,
+    element_count, Classifications, InferRequest, InferResponse, InputTensor, ParamValue,
+    Parameters,
 };
 use nereid_core::shm::{OutputTarget, ShmParams, ShmRegistry};
 use nereid_core::{DataType, Error, Result};
@@ -72,27 +75,99 @@ impl OutputFormat {
     }
 }
 
-/// Decodes an infer body into a core request and the output format; tensors in shared
-/// memory are resolved against `regions`.
+/// How an infer body is laid out, from its `Inference-Header-Content-Length`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// JSON only (no header).
+    Json,
+    /// This many bytes of JSON, then binary tensor data.
+    Split(usize),
+    /// No JSON at all (header value 0): the body is the raw bytes of the model's single
+    /// input (the binary tensor data extension's raw binary request).
+    Raw,
+}
+
+/// Reads the body layout with Triton's messages for a malformed header.
+pub fn layout(headers: &HeaderMap, body_len: usize) -> Result<Layout> {
+    let Some(value) = headers.get(HEADER_LENGTH) else {
+        return Ok(Layout::Json);
+    };
+    let text = value.to_str().unwrap_or("").trim();
+    let n: i64 = text.parse().map_err(|_| {
+        Error::invalid_arg(format!(
+            "Unable to parse Inference-Header-Content-Length, got: {text}"
+        ))
+    })?;
+    if n < 0 || n as u64 > body_len as u64 {
+        return Err(Error::invalid_arg(format!(
+            "inference header size should be in range (0, {body_len}), got: {text}"
+        )));
+    }
+    Ok(match n {
+        0 => Layout::Raw,
+        n => Layout::Split(n as usize),
+    })
+}
+
+/// Triton's message for JSON longer than `--http-max-input-size`.
+pub fn json_too_large(length: usize, max_input_size: usize) -> Error {
+    Error::invalid_arg(format!(
+        "request JSON size of {length} bytes exceeds the maximum allowed input size of {max_input_size} bytes. Use --http-max-input-size to increase the limit."
+    ))
+}
+
+/// Decodes a raw binary request ([`Layout::Raw`]) for model `spec`: its one input deduced
+/// from the configuration, every output returned, in binary by default as Triton does.
+pub fn decode_raw(
+    spec: &ModelSpec,
+    model_version: Option<i64>,
+    body: Bytes,
+    max_input_size: usize,
+) -> Result<(InferRequest, OutputFormat)> {
+    if body.len() > max_input_size {
+        return Err(Error::invalid_arg(format!(
+            "Raw input has a byte_size ({} bytes) that exceeds the maximum allowed value of {max_input_size} bytes. Use --http-max-input-size to increase the limit.",
+            body.len()
+        )));
+    }
+    let input = raw_input(spec, body)?;
+    let request = InferRequest {
+        model_name: spec.name.clone(),
+        model_version,
+        inputs: vec![input],
+        ..InferRequest::default()
+    };
+    let format = OutputFormat {
+        binary_by_default: true,
+        ..OutputFormat::default()
+    };
+    Ok((request, format))
+}
+
+/// Decodes an infer body laid out as `layout` (not [`Layout::Raw`]) into a core request
+/// and the output format; tensors in shared memory are resolved against `regions`.
 pub fn decode(
     model_name: &str,
     model_version: Option<i64>,
-    headers: &HeaderMap,
+    layout: Layout,
     body: Bytes,
     regions: &ShmRegistry,
+    max_input_size: usize,
 ) -> Result<(InferRequest, OutputFormat)> {
-    let header_length = header_length(headers, body.len())?;
-    let (json, binary) = match header_length {
-        Some(n) => (body.slice(..n), body.slice(n..)),
-        None => (body, Bytes::new()),
+    let (json, binary) = match layout {
+        Layout::Split(n) => (body.slice(..n), body.slice(n..)),
+        Layout::Json | Layout::Raw => (body, Bytes::new()),
     };
+    if json.len() > max_input_size {
+        return Err(json_too_large(json.len(), max_input_size));
+    }
     let text = std::str::from_utf8(&json)
         .map_err(|e| Error::invalid_arg(format!("failed to parse the request JSON buffer: {e}")))?;
     let parsed: RequestJson<'_> = serde_json::from_str(text)
         .map_err(|e| Error::invalid_arg(format!("failed to parse the request JSON buffer: {e}")))?;
     let mut format = OutputFormat::default();
     let parameters = request_parameters(parsed.parameters, &mut format)?;
-    let inputs = decode_inputs(model_name, parsed.inputs, binary, regions)?;
+    let inputs = decode_inputs(model_name, parsed.inputs, binary, regions, max_input_size)?;
     let mut classification = Vec::new();
     let requested_outputs = parsed
         .outputs
@@ -118,24 +193,6 @@ pub fn decode(
         },
         format,
     ))
-}
-
-fn header_length(headers: &HeaderMap, body_len: usize) -> Result<Option<usize>> {
-    let Some(value) = headers.get(HEADER_LENGTH) else {
-        return Ok(None);
-    };
-    let text = value.to_str().unwrap_or("").trim();
-    let n: i64 = text.parse().map_err(|_| {
-        Error::invalid_arg(format!(
-            "Unable to parse Inference-Header-Content-Length, got: {text}"
-        ))
-    })?;
-    if n <= 0 || n as u64 > body_len as u64 {
-        return Err(Error::invalid_arg(format!(
-            "inference header size should be in range (0, {body_len}), got: {n}"
-        )));
-    }
-    Ok(Some(n as usize))
 }
 
 /// Converts a JSON parameter value (scalars only).
@@ -239,6 +296,7 @@ fn decode_inputs(
     inputs: Vec<InputJson<'_>>,
     binary: Bytes,
     regions: &ShmRegistry,
+    max_input_size: usize,
 ) -> Result<Vec<InputTensor>> {
     let mut offset = 0usize;
     let mut out = Vec::with_capacity(inputs.len());
@@ -287,11 +345,9 @@ fn decode_inputs(
             )));
         }
         let data = if let Some(raw) = input.data {
+            check_json_input_size(&input.name, datatype, &input.shape, max_input_size)?;
             let bytes = parse_data(datatype, raw.get()).map_err(|e| {
-                Error::invalid_arg(format!(
-                    "Unable to parse 'data' of input '{}': {e}",
-                    input.name
-                ))
+                e.into_error(datatype, &format!("'data' of input '{}'", input.name))
             })?;
             Bytes::from(bytes)
         } else if let Some(size) = binary_size {
@@ -334,6 +390,29 @@ fn decode_inputs(
         )));
     }
     Ok(out)
+}
+
+/// Triton's check that a JSON input's declared size (shape × element size) fits
+/// `--http-max-input-size`, before its data is read. BYTES sizes are bounded by the JSON.
+fn check_json_input_size(
+    name: &str,
+    datatype: DataType,
+    shape: &[i64],
+    max_input_size: usize,
+) -> Result<()> {
+    let Some(element_size) = datatype.element_size() else {
+        return Ok(());
+    };
+    let Some(elements) = element_count(shape) else {
+        return Ok(());
+    };
+    let byte_size = elements.saturating_mul(element_size);
+    if byte_size > max_input_size {
+        return Err(Error::invalid_arg(format!(
+            "JSON input '{name}' has a byte_size ({byte_size} bytes) that exceeds the maximum allowed value of {max_input_size} bytes. Use --http-max-input-size to increase the limit."
+        )));
+    }
+    Ok(())
 }
 
 /// Records how a requested output is returned: binary, JSON or into shared memory, and
@@ -500,7 +579,15 @@ mod tests {
         headers: &HeaderMap,
         body: Bytes,
     ) -> Result<(InferRequest, OutputFormat)> {
-        decode(model, version, headers, body, &ShmRegistry::default())
+        let layout = layout(headers, body.len())?;
+        decode(
+            model,
+            version,
+            layout,
+            body,
+            &ShmRegistry::default(),
+            1 << 20,
+        )
     }
 
     fn headers_with_length(n: usize) -> HeaderMap {

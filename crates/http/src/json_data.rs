@@ -10,28 +10,71 @@ use nereid_core::DataType;
 use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 
+/// Triton's `HTTP_MAX_JSON_NESTING_DEPTH`: tensor data nested this deep is refused (the
+/// outermost value is at depth 0).
+pub const MAX_JSON_NESTING_DEPTH: u32 = 100;
+
+/// Triton's message for data nested deeper than [`MAX_JSON_NESTING_DEPTH`].
+const TOO_DEEP: &str = "JSON nesting depth exceeds maximum allowed limit (100)";
+
+/// Why JSON tensor data could not be read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataError {
+    /// Nested deeper than [`MAX_JSON_NESTING_DEPTH`].
+    TooDeep,
+    /// Any other problem, described.
+    Invalid(String),
+}
+
+impl DataError {
+    /// The client error, worded as Triton words it: the depth error bare for BYTES (which
+    /// Triton sizes before reading) and after `Unable to parse 'data': ` otherwise; other
+    /// problems after `Unable to parse {what}: `.
+    pub fn into_error(self, datatype: DataType, what: &str) -> nereid_core::Error {
+        let message = match self {
+            DataError::TooDeep if datatype == DataType::Bytes => TOO_DEEP.to_string(),
+            DataError::TooDeep => format!("Unable to parse 'data': {TOO_DEEP}"),
+            DataError::Invalid(e) => format!("Unable to parse {what}: {e}"),
+        };
+        nereid_core::Error::invalid_arg(message)
+    }
+}
+
 /// Parses JSON tensor `data` of type `datatype` into raw bytes.
-pub fn parse_data(datatype: DataType, json: &str) -> Result<Vec<u8>, String> {
+pub fn parse_data(datatype: DataType, json: &str) -> Result<Vec<u8>, DataError> {
     let mut out = Vec::new();
     let mut de = serde_json::Deserializer::from_str(json);
     Flatten {
         datatype,
         out: &mut out,
+        depth: 0,
     }
     .deserialize(&mut de)
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| {
+        let text = e.to_string();
+        if text.starts_with(TOO_DEEP) {
+            DataError::TooDeep
+        } else {
+            DataError::Invalid(text)
+        }
+    })?;
     Ok(out)
 }
 
 struct Flatten<'a> {
     datatype: DataType,
     out: &'a mut Vec<u8>,
+    /// How deep in the data this value is (0: the outermost).
+    depth: u32,
 }
 
 impl<'de> DeserializeSeed<'de> for Flatten<'_> {
     type Value = ();
 
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.depth >= MAX_JSON_NESTING_DEPTH {
+            return Err(de::Error::custom(TOO_DEEP));
+        }
         d.deserialize_any(self)
     }
 }
@@ -80,10 +123,12 @@ impl<'de> Visitor<'de> for Flatten<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let datatype = self.datatype;
+        let depth = self.depth + 1;
         while seq
             .next_element_seed(Flatten {
                 datatype,
                 out: self.out,
+                depth,
             })?
             .is_some()
         {}
@@ -267,5 +312,35 @@ mod tests {
         assert!(parse_data(DataType::Bool, "[1]").is_err());
         assert!(parse_data(DataType::Fp32, r#"["x"]"#).is_err());
         assert!(parse_data(DataType::Fp32, "[1,").is_err());
+    }
+
+    fn nested(levels: usize, leaf: &str) -> String {
+        format!("{}{leaf}{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn data_nested_as_deep_as_triton_allows() {
+        // 99 arrays put the number at depth 99, the deepest Triton reads.
+        assert_eq!(
+            parse_data(DataType::Int32, &nested(99, "7")),
+            Ok(7i32.to_le_bytes().to_vec())
+        );
+        for levels in [100, 127, 500] {
+            assert_eq!(
+                parse_data(DataType::Int32, &nested(levels, "7")),
+                Err(DataError::TooDeep),
+                "{levels}"
+            );
+        }
+        let e = DataError::TooDeep.into_error(DataType::Int32, "'data' of input 'I'");
+        assert_eq!(
+            e.message(),
+            "Unable to parse 'data': JSON nesting depth exceeds maximum allowed limit (100)"
+        );
+        let e = DataError::TooDeep.into_error(DataType::Bytes, "'data' of input 'I'");
+        assert_eq!(
+            e.message(),
+            "JSON nesting depth exceeds maximum allowed limit (100)"
+        );
     }
 }

@@ -6,6 +6,7 @@ mod compression;
 mod error;
 #[cfg(test)]
 mod fuzz_tests;
+mod generate;
 mod infer;
 mod json_data;
 mod serve;
@@ -25,13 +26,27 @@ use nereid_core::Server;
 use crate::error::{error_body, ApiResult};
 pub use crate::serve::serve_router;
 
+/// Triton's `HTTP_DEFAULT_MAX_INPUT_SIZE` (64 MiB), the default `--http-max-input-size`.
+pub const DEFAULT_MAX_INPUT_SIZE: usize = 1 << 26;
+
 /// HTTP frontend settings.
 #[derive(Debug, Clone, Copy)]
 pub struct HttpOptions {
-    /// Largest accepted request body, compressed or decompressed (`--http-max-input-size`).
-    pub max_body_bytes: usize,
+    /// `--http-max-input-size`: the largest request JSON, raw input and decompressed body,
+    /// each refused past it with Triton's 400 and message.
+    pub max_input_size: usize,
     /// Connection cap and timeouts for the port.
     pub limits: nereid_net::Limits,
+}
+
+impl HttpOptions {
+    /// The largest body read off the wire at all (413 past it). Triton limits the JSON
+    /// and raw inputs, not the binary tensor data after the JSON; here that data may
+    /// take as much again as the limit, so a body just over the limit still gets
+    /// Triton's message while memory per request stays bounded.
+    pub fn body_limit(&self) -> usize {
+        self.max_input_size.saturating_mul(2)
+    }
 }
 
 #[derive(Clone)]
@@ -59,7 +74,9 @@ pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
         .route("/ready", get(admin::model_ready))
         .route("/config", get(admin::model_config))
         .route("/stats", get(admin::model_stats))
-        .route("/infer", post(infer_handler));
+        .route("/infer", post(infer_handler))
+        .route("/generate", post(generate::generate))
+        .route("/generate_stream", post(generate::generate_stream));
     Router::new()
         .route("/v2/health/live", get(admin::live))
         .route("/v2/health/ready", get(admin::ready))
@@ -76,7 +93,7 @@ pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
         .method_not_allowed_fallback(|| async {
             error_body(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
         })
-        .layer(DefaultBodyLimit::max(options.max_body_bytes))
+        .layer(DefaultBodyLimit::max(options.body_limit()))
         .layer(axum::middleware::map_response(error::json_rejections))
         .with_state(state)
 }
@@ -88,8 +105,22 @@ async fn infer_handler(
     body: Bytes,
 ) -> ApiResult<Response> {
     let (model, version) = admin::model_path(&path)?;
-    let body = compression::decode_body(&headers, body, state.options.max_body_bytes)?;
-    let (request, format) = infer::decode(&model, version, &headers, body, state.server.shm())?;
+    let max_input_size = state.options.max_input_size;
+    let body = compression::decode_body(&headers, body, max_input_size)?;
+    let (request, format) = match infer::layout(&headers, body.len())? {
+        infer::Layout::Raw => {
+            let spec = state.server.model_spec(&model, version)?;
+            infer::decode_raw(&spec, version, body, max_input_size)?
+        }
+        layout => infer::decode(
+            &model,
+            version,
+            layout,
+            body,
+            state.server.shm(),
+            max_input_size,
+        )?,
+    };
     let response = state.server.infer(request).await?;
     Ok(infer::encode(
         &response,

@@ -112,6 +112,15 @@ pub struct Cli {
     /// Accepted for compatibility; Nereid's caches are built in, not loaded from here.
     #[arg(long)]
     pub cache_directory: Option<String>,
+    /// Accepted because Triton's scripts pass it; it has no effect until backend libraries
+    /// can be hosted (Nereid's backends are built in).
+    #[arg(long)]
+    pub backend_directory: Option<String>,
+    /// `<GPU device id>:<byte size>` (repeatable): the CUDA virtual address size for
+    /// growable implicit state. Checked like tritonserver and accepted without effect,
+    /// since implicit state lives in host memory here.
+    #[arg(long)]
+    pub cuda_virtual_address_size: Vec<String>,
     /// Server identifier reported in server metadata. `triton`, as tritonserver's `--id`
     /// default, because Triton's own client examples check the name.
     #[arg(long, default_value = "triton")]
@@ -131,8 +140,9 @@ pub struct Cli {
     /// default or ISO8601.
     #[arg(long, default_value = "default")]
     pub log_format: String,
-    /// Largest HTTP request body in bytes.
-    #[arg(long, default_value_t = 256 * 1024 * 1024)]
+    /// Largest HTTP request JSON, raw input or decompressed body in bytes (Triton's
+    /// default, 64 MiB); binary tensor data after the JSON may take as much again.
+    #[arg(long, default_value_t = nereid_http::DEFAULT_MAX_INPUT_SIZE)]
     pub http_max_input_size: usize,
     /// Largest gRPC request message in bytes, compressed or decompressed (Triton has no
     /// such flag and accepts 2 GiB; the default is --http-max-input-size's).
@@ -223,6 +233,9 @@ impl Config {
             .iter()
             .map(|s| parse_backend_setting(s))
             .collect::<anyhow::Result<_>>()?;
+        for flag in &cli.cuda_virtual_address_size {
+            parse_gpu_size_pair(flag)?;
+        }
         if cli.http_max_input_size == 0 {
             bail!("--http-max-input-size must be greater than 0.");
         }
@@ -313,6 +326,16 @@ impl Config {
         if self.cli.cache_directory.is_some() {
             tracing::warn!("--cache-directory is ignored: nereid's caches are built in");
         }
+        if let Some(dir) = &self.cli.backend_directory {
+            tracing::info!(
+                "--backend-directory {dir} has no effect: nereid's backends are built in"
+            );
+        }
+        if !self.cli.cuda_virtual_address_size.is_empty() {
+            tracing::info!(
+                "--cuda-virtual-address-size has no effect: implicit state is kept in host memory"
+            );
+        }
         cache_settings(&self.cli.cache_config, self.cli.response_cache_byte_size)
     }
 }
@@ -360,6 +383,25 @@ fn cache_settings(
     let settings = CacheSettings::parse(&name, &values, |k| std::env::var(k).ok())
         .map_err(|e| anyhow::anyhow!("creating server: {e}"))?;
     Ok(Some(settings))
+}
+
+/// tritonserver's `<int>:<unsigned>` pair option (`--cuda-virtual-address-size`), with its
+/// messages for a missing separator and a value that is not a number.
+fn parse_gpu_size_pair(arg: &str) -> anyhow::Result<(i32, u64)> {
+    let Some((device, size)) = arg.split_once(':') else {
+        bail!(
+            "Cannot parse pair option due to incorrect number of inputs.--<pair option> argument requires format <first>:<second>. Found: {arg}"
+        );
+    };
+    let device = device
+        .trim()
+        .parse::<i32>()
+        .map_err(|_| anyhow::anyhow!("Invalid option value. Got {device}"))?;
+    let size = size
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| anyhow::anyhow!("Invalid option value. Got {size}"))?;
+    Ok((device, size))
 }
 
 fn parse_backend_setting(s: &str) -> anyhow::Result<BackendSetting> {
@@ -418,6 +460,23 @@ mod tests {
         assert!(parse(&["--max-connections", "0"]).is_err());
         assert!(parse(&["--grpc-max-input-size", "0"]).is_err());
         assert!(parse(&["--grpc-keepalive-time", "0"]).is_err());
+        let e = parse(&["--cuda-virtual-address-size", "0"]).expect_err("no colon");
+        assert!(e.to_string().starts_with("Cannot parse pair option"), "{e}");
+        let e = parse(&["--cuda-virtual-address-size=0:big"]).expect_err("not a size");
+        assert_eq!(e.to_string(), "Invalid option value. Got big");
+    }
+
+    #[test]
+    fn flags_of_tritons_scripts_are_accepted() {
+        let c = parse(&[
+            "--backend-directory=/opt/tritonserver/backends",
+            "--cuda-virtual-address-size",
+            "0:1073741824",
+            "--backend-config=python,shm-default-byte-size=1",
+        ])
+        .expect("valid");
+        assert_eq!(c.cli.http_max_input_size, 64 << 20);
+        assert_eq!(c.cli.grpc_max_input_size, c.cli.http_max_input_size);
     }
 
     #[test]

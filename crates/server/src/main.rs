@@ -187,7 +187,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             bind("HTTPService", config.cli.http_address, config.cli.http_port).await?;
         tracing::info!("Started HTTPService at {addr}");
         let options = nereid_http::HttpOptions {
-            max_body_bytes: config.cli.http_max_input_size,
+            max_input_size: config.cli.http_max_input_size,
             limits: http_limits,
         };
         let (server, signal) = (server.clone(), shutdown.signal());
