@@ -28,6 +28,7 @@ mod metrics;
 pub mod model;
 pub mod repository;
 pub mod request;
+pub mod restricted;
 pub mod scheduler;
 pub mod sequence_flags;
 pub mod server;
