@@ -40,7 +40,7 @@ scripts/bench_ensemble.sh "$MODELS"
 # Shared memory vs the body: a 4 MiB and a 64 MiB FP32 identity at concurrency 1.
 SHM_REPO=$(mktemp -d)
 cp -r examples/models/identity_fp32 "$SHM_REPO/"
-start_nereid "$SHM_REPO"
+start_nereid "$SHM_REPO" --allow-client-shm=true
 for size in 4 64; do
   elements=$((size * 262144))
   for transport in "http none" "http system" "grpc none" "grpc system"; do

@@ -156,7 +156,8 @@ img.save(sys.argv[1], quality=90)
 EOF
 
 M=$WORK/models
-if start_server "$WORK/server.log" --model-repository "$M/model_repository" \
+# The shared-memory examples need client shared memory, off by default.
+if start_server "$WORK/server.log" --allow-client-shm=true --model-repository "$M/model_repository" \
     --model-repository "$M/sequence_extra" --model-repository "$M/identity_extra"; then
   H=(-u "$HTTP_URL")
   G=(-u "$GRPC_URL")

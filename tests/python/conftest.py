@@ -26,8 +26,8 @@ and the bound ports are read from its log lines, which are Triton's:
 
 Fixtures
 --------
-- `server` (session): one server on examples/models, shared by the tests that
-  only read or infer. Tests that count things (statistics, metrics) start their
+- `server` (session): one server on examples/models with `--allow-client-shm=true`,
+  shared by the tests that only read or infer. Tests that count things (statistics, metrics) start their
   own server so other tests' traffic cannot change the numbers.
 - `http_client`, `grpc_client` (session): tritonclient clients for `server`.
 - `start_server` (function): start a server on any repository with extra args;
@@ -252,7 +252,9 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def server():
-    srv = Server(EXAMPLE_MODELS, base_args(EXAMPLE_MODELS))
+    # Client shared memory is off by default (as in Triton since --allow-client-shm);
+    # the shared server's tests use it, as Triton's L0_http / L0_grpc servers do.
+    srv = Server(EXAMPLE_MODELS, base_args(EXAMPLE_MODELS, ["--allow-client-shm=true"]))
     try:
         srv.wait_started()
         yield srv

@@ -132,7 +132,7 @@ def repo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def srv(repo):
-    server = Server(repo, base_args(repo, ["--cache-config", "local,size=1048576"]))
+    server = Server(repo, base_args(repo, ["--cache-config", "local,size=1048576", "--allow-client-shm=true"]))
     try:
         server.wait_started()
         yield server

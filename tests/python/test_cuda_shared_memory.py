@@ -74,6 +74,7 @@ def fake_cuda(tmp_path_factory):
 def cuda_server(start_server, fake_cuda):
     return start_server(
         EXAMPLE_MODELS,
+        "--allow-client-shm=true",
         env={"NEREID_CUDA_LIBRARY": fake_cuda, "FAKE_CUDA_DEVICES": "2"},
     )
 

@@ -202,7 +202,7 @@ def test_a_client_truncating_its_region_gets_an_error_and_the_server_lives(
     import tritonclient.utils.shared_memory as shm
     from tritonclient.utils import InferenceServerException
 
-    srv = start_server(make_repo(["add_sub"]))
+    srv = start_server(make_repo(["add_sub"]), "--allow-client-shm=true")
     client = srv.http_client()
     key = f"/nereid_trunc_{os.getpid()}"
     handle = shm.create_shared_memory_region("trunc", key, 3 * 4096)
@@ -239,7 +239,12 @@ def test_registered_regions_are_capped(start_server, make_repo):
     from tritonclient.utils import InferenceServerException
 
     srv = start_server(
-        make_repo(["add_sub"]), "--shm-max-regions", "4", "--shm-max-total-bytes", "100000"
+        make_repo(["add_sub"]),
+        "--shm-max-regions",
+        "4",
+        "--shm-max-total-bytes",
+        "100000",
+        "--allow-client-shm=true",
     )
     client, grpc = srv.http_client(), srv.grpc_client()
     key = f"/nereid_cap_{os.getpid()}"

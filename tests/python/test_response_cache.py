@@ -62,7 +62,7 @@ def metric(srv, line_start):
 @pytest.fixture
 def cached_server(make_repo, start_server):
     repo = make_repo([], {"add_sub": CACHED, "add_sub_nocache": UNCACHED})
-    return start_server(repo, "--cache-config", "local,size=1048576")
+    return start_server(repo, "--cache-config", "local,size=1048576", "--allow-client-shm=true")
 
 
 def infer(client, a=A, b=B, outputs=None, model="add_sub", version=""):

@@ -864,7 +864,7 @@ def test_unregister_while_in_use(server, grpc_client, regions):
 
 def test_statistics_count_shm_requests(make_repo, start_server, regions):
     # A server of its own, so that the counts are this test's traffic only.
-    srv = start_server(make_repo(["add_sub"]))
+    srv = start_server(make_repo(["add_sub"]), "--allow-client-shm=true")
     http = srv.http_client()
     grpc_ = srv.grpc_client()
     try:

@@ -47,7 +47,8 @@ pub struct Args {
 
     /// Where tensors travel: `none` (in the requests) or `system` (POSIX shared memory the
     /// benchmark creates and registers with the server: one region per worker holding its
-    /// inputs and outputs; requests carry only references).
+    /// inputs and outputs; requests carry only references). The server must allow client
+    /// shared memory (`--allow-client-shm=true` on Nereid and on Triton after 2.51).
     #[arg(long = "shared-memory", value_enum, default_value_t = SharedMemory::None)]
     pub shared_memory: SharedMemory,
 

@@ -29,6 +29,7 @@ pub mod model;
 pub mod raw_input;
 pub mod repository;
 pub mod request;
+pub mod restricted;
 pub mod scheduler;
 pub mod sequence_flags;
 pub mod server;

@@ -10,12 +10,14 @@
 //! - [`shm`]: the system and CUDA shared-memory RPCs.
 //! - [`stream`]: the bidirectional `ModelStreamInfer`.
 //! - [`limits`]: the connection cap and idle timer on tonic's server.
+//! - [`restrict`]: `--grpc-restricted-protocol`, refusing calls to restricted groups.
 //! - [`status`]: core error → gRPC status.
 
 pub mod admin;
 pub mod contents;
 pub mod convert;
 pub mod limits;
+pub mod restrict;
 pub mod shm;
 pub mod status;
 pub mod stream;
@@ -24,6 +26,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nereid_core::restricted::Restrictions;
 use nereid_core::shm::RegionKind;
 use nereid_core::Server;
 use nereid_net::{Acceptor, Limits};
@@ -39,6 +42,7 @@ use tonic::codec::CompressionEncoding;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::status::to_status;
+pub use restrict::RESTRICTED_HEADER_PREFIX;
 
 /// Default largest request message, after decompression: the HTTP frontend's default
 /// `--http-max-input-size` (64 MiB, Triton's `HTTP_DEFAULT_MAX_INPUT_SIZE`). Triton's gRPC
@@ -47,7 +51,7 @@ use crate::status::to_status;
 pub const DEFAULT_MAX_INPUT_SIZE: usize = 64 * 1024 * 1024;
 
 /// Frontend settings beyond the listener.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct GrpcOptions {
     /// Compress responses with this encoding when the client accepts it (Triton's
     /// `--grpc-infer-response-compression-level`). Off by default, as in Triton: gRPC
@@ -68,6 +72,9 @@ pub struct GrpcOptions {
     /// How long a keep-alive ping may go unanswered before the connection is closed
     /// (`--grpc-keepalive-timeout`).
     pub keepalive_timeout: Duration,
+    /// API groups that answer only calls carrying their metadata
+    /// (`--grpc-restricted-protocol`).
+    pub restrictions: Arc<Restrictions>,
 }
 
 impl Default for GrpcOptions {
@@ -79,6 +86,7 @@ impl Default for GrpcOptions {
             limits: Limits::default(),
             keepalive_time: Duration::from_secs(2 * 60 * 60),
             keepalive_timeout: Duration::from_secs(20),
+            restrictions: Arc::default(),
         }
     }
 }
@@ -128,6 +136,7 @@ pub async fn serve_with(
         .http2_keepalive_interval(Some(options.keepalive_time))
         .http2_keepalive_timeout(Some(options.keepalive_timeout))
         .layer(limits::TrackCallsLayer)
+        .layer(restrict::RestrictLayer(options.restrictions))
         .add_service(inference)
         .add_service(health)
         .serve_with_incoming_shutdown(incoming, shutdown)
@@ -265,12 +274,12 @@ impl GrpcInferenceService for InferenceService {
         &self,
         request: Request<SystemSharedMemoryUnregisterRequest>,
     ) -> Result<Response<SystemSharedMemoryUnregisterResponse>, Status> {
-        shm::unregister(
+        let done = shm::unregister(
             self.server.shm(),
             RegionKind::System,
             &request.get_ref().name,
         );
-        Ok(Response::new(SystemSharedMemoryUnregisterResponse {}))
+        reply(done.map(|()| SystemSharedMemoryUnregisterResponse {}))
     }
 
     async fn cuda_shared_memory_status(
@@ -292,8 +301,8 @@ impl GrpcInferenceService for InferenceService {
         &self,
         request: Request<CudaSharedMemoryUnregisterRequest>,
     ) -> Result<Response<CudaSharedMemoryUnregisterResponse>, Status> {
-        shm::unregister(self.server.shm(), RegionKind::Cuda, &request.get_ref().name);
-        Ok(Response::new(CudaSharedMemoryUnregisterResponse {}))
+        let done = shm::unregister(self.server.shm(), RegionKind::Cuda, &request.get_ref().name);
+        reply(done.map(|()| CudaSharedMemoryUnregisterResponse {}))
     }
 
     async fn trace_setting(

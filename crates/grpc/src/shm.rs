@@ -37,8 +37,9 @@ pub fn system_status(
     Ok(SystemSharedMemoryStatusResponse { regions })
 }
 
-/// `SystemSharedMemoryRegister`.
+/// `SystemSharedMemoryRegister`: refused first when clients may not use shared memory.
 pub fn system_register(shm: &ShmRegistry, r: &SystemSharedMemoryRegisterRequest) -> Result<()> {
+    shm.client_access()?;
     require_name(&r.name, RegionKind::System)?;
     shm.register_system(&r.name, &r.key, r.offset, r.byte_size)
 }
@@ -63,8 +64,9 @@ pub fn cuda_status(
     Ok(CudaSharedMemoryStatusResponse { regions })
 }
 
-/// `CudaSharedMemoryRegister`.
+/// `CudaSharedMemoryRegister`: refused first when clients may not use shared memory.
 pub fn cuda_register(shm: &ShmRegistry, r: &CudaSharedMemoryRegisterRequest) -> Result<()> {
+    shm.client_access()?;
     require_name(&r.name, RegionKind::Cuda)?;
     let device = u32::try_from(r.device_id)
         .map_err(|_| Error::invalid_arg(format!("invalid CUDA device id {}", r.device_id)))?;
@@ -72,6 +74,6 @@ pub fn cuda_register(shm: &ShmRegistry, r: &CudaSharedMemoryRegisterRequest) -> 
 }
 
 /// `SystemSharedMemoryUnregister` and `CudaSharedMemoryUnregister`.
-pub fn unregister(shm: &ShmRegistry, kind: RegionKind, name: &str) {
-    shm.unregister(kind, optional(name));
+pub fn unregister(shm: &ShmRegistry, kind: RegionKind, name: &str) -> Result<()> {
+    shm.unregister(kind, optional(name))
 }

@@ -36,6 +36,11 @@ pub fn error_body(status: StatusCode, message: &str) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// Triton's answer to a known path with the wrong method.
+pub async fn method_not_allowed() -> Response {
+    error_body(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         error_body(status_of(self.0.kind()), self.0.message())

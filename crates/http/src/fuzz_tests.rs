@@ -48,6 +48,7 @@ impl Harness {
         let options = HttpOptions {
             max_input_size: MAX_BODY,
             limits: nereid_net::Limits::default(),
+            restrictions: Default::default(),
         };
         Self {
             runtime,

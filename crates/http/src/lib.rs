@@ -9,6 +9,7 @@ mod fuzz_tests;
 mod generate;
 mod infer;
 mod json_data;
+mod restrict;
 mod serve;
 mod shm;
 
@@ -21,6 +22,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
+use nereid_core::restricted::{ApiGroup, Restrictions};
 use nereid_core::Server;
 
 use crate::error::{error_body, ApiResult};
@@ -30,13 +32,16 @@ pub use crate::serve::serve_router;
 pub const DEFAULT_MAX_INPUT_SIZE: usize = 1 << 26;
 
 /// HTTP frontend settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct HttpOptions {
     /// `--http-max-input-size`: the largest request JSON, raw input and decompressed body,
     /// each refused past it with Triton's 400 and message.
     pub max_input_size: usize,
     /// Connection cap and timeouts for the port.
     pub limits: nereid_net::Limits,
+    /// API groups that answer only requests carrying their header
+    /// (`--http-restricted-api`).
+    pub restrictions: Arc<Restrictions>,
 }
 
 impl HttpOptions {
@@ -62,38 +67,79 @@ pub async fn serve(
     options: HttpOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
+    let limits = options.limits;
     let app = router(server, options);
-    serve_router(app, listener, "HTTP", options.limits, shutdown).await;
+    serve_router(app, listener, "HTTP", limits, shutdown).await;
 }
 
-/// The route table (public so tests can drive it without a socket).
+/// The route table (public so tests can drive it without a socket). Each route names its
+/// API group as Triton's handlers do, for `--http-restricted-api`.
 pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
+    let restrictions = options.restrictions.clone();
+    let body_limit = options.body_limit();
     let state = AppState { server, options };
+    let guard = |group, route| restrict::route(&restrictions, group, route);
     let model_routes = Router::new()
-        .route("/", get(admin::model_metadata))
-        .route("/ready", get(admin::model_ready))
-        .route("/config", get(admin::model_config))
-        .route("/stats", get(admin::model_stats))
-        .route("/infer", post(infer_handler))
-        .route("/generate", post(generate::generate))
-        .route("/generate_stream", post(generate::generate_stream));
+        .route("/", guard(ApiGroup::Metadata, get(admin::model_metadata)))
+        .route("/ready", guard(ApiGroup::Health, get(admin::model_ready)))
+        .route(
+            "/config",
+            guard(ApiGroup::ModelConfig, get(admin::model_config)),
+        )
+        .route(
+            "/stats",
+            guard(ApiGroup::Statistics, get(admin::model_stats)),
+        )
+        .route("/infer", guard(ApiGroup::Inference, post(infer_handler)))
+        .route(
+            "/generate",
+            guard(ApiGroup::Inference, post(generate::generate)),
+        )
+        .route(
+            "/generate_stream",
+            guard(ApiGroup::Inference, post(generate::generate_stream)),
+        );
+    let repository = ApiGroup::ModelRepository;
     Router::new()
-        .route("/v2/health/live", get(admin::live))
-        .route("/v2/health/ready", get(admin::ready))
-        .route("/v2", get(admin::server_metadata))
-        .route("/v2/", get(admin::server_metadata))
-        .route("/v2/models/stats", get(admin::all_stats))
+        .route("/v2/health/live", guard(ApiGroup::Health, get(admin::live)))
+        .route(
+            "/v2/health/ready",
+            guard(ApiGroup::Health, get(admin::ready)),
+        )
+        .route(
+            "/v2",
+            guard(ApiGroup::Metadata, get(admin::server_metadata)),
+        )
+        .route(
+            "/v2/",
+            guard(ApiGroup::Metadata, get(admin::server_metadata)),
+        )
+        .route(
+            "/v2/models/stats",
+            guard(ApiGroup::Statistics, get(admin::all_stats)),
+        )
         .nest("/v2/models/{model}", model_routes.clone())
         .nest("/v2/models/{model}/versions/{version}", model_routes)
-        .merge(shm::routes())
-        .route("/v2/repository/index", post(admin::repository_index))
-        .route("/v2/repository/models/{model}/load", post(admin::load))
-        .route("/v2/repository/models/{model}/unload", post(admin::unload))
+        .merge(restrict::router(
+            &restrictions,
+            ApiGroup::SharedMemory,
+            shm::routes(),
+        ))
+        .route(
+            "/v2/repository/index",
+            guard(repository, post(admin::repository_index)),
+        )
+        .route(
+            "/v2/repository/models/{model}/load",
+            guard(repository, post(admin::load)),
+        )
+        .route(
+            "/v2/repository/models/{model}/unload",
+            guard(repository, post(admin::unload)),
+        )
         .fallback(|| async { error_body(StatusCode::NOT_FOUND, "Not Found") })
-        .method_not_allowed_fallback(|| async {
-            error_body(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
-        })
-        .layer(DefaultBodyLimit::max(options.body_limit()))
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::map_response(error::json_rejections))
         .with_state(state)
 }

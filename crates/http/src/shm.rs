@@ -39,21 +39,24 @@ pub(crate) fn routes() -> Router<AppState> {
             )
             .route(
                 &format!("{prefix}/register"),
-                post(move || async move { ApiError(kind.name_required()) }),
+                post(move |State(s): State<AppState>| async move {
+                    s.server.shm().client_access()?;
+                    ApiResult::<StatusCode>::Err(ApiError(kind.name_required()))
+                }),
             )
             .route(
                 &format!("{prefix}/unregister"),
                 post(move |State(s): State<AppState>| async move {
-                    s.server.shm().unregister(kind, None);
-                    StatusCode::OK
+                    s.server.shm().unregister(kind, None)?;
+                    ApiResult::Ok(StatusCode::OK)
                 }),
             )
             .route(
                 &format!("{prefix}/region/{{region}}/unregister"),
                 post(
                     move |State(s): State<AppState>, Path(name): Path<String>| async move {
-                        s.server.shm().unregister(kind, Some(&name));
-                        StatusCode::OK
+                        s.server.shm().unregister(kind, Some(&name))?;
+                        ApiResult::Ok(StatusCode::OK)
                     },
                 ),
             );
@@ -112,6 +115,7 @@ async fn register_system(
     Path(name): Path<String>,
     body: Bytes,
 ) -> ApiResult<StatusCode> {
+    s.server.shm().client_access()?;
     let request: SystemRegister = parse(&body)?;
     let key = required(request.key, "key")?;
     let byte_size = required(request.byte_size, "byte_size")?;
@@ -140,6 +144,7 @@ async fn register_cuda(
     Path(name): Path<String>,
     body: Bytes,
 ) -> ApiResult<StatusCode> {
+    s.server.shm().client_access()?;
     let request: CudaRegister = parse(&body)?;
     let handle = required(request.raw_handle, "raw_handle")?;
     let byte_size = required(request.byte_size, "byte_size")?;

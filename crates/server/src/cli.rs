@@ -5,12 +5,14 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{ArgAction, Parser};
 use nereid_core::cache::CacheSettings;
 use nereid_core::repository::StorageLimits;
+use nereid_core::restricted::Restrictions;
 use nereid_core::shm::ShmLimits;
 use nereid_core::ControlMode;
 use nereid_net::Limits;
@@ -100,6 +102,19 @@ pub struct Cli {
     /// Most bytes all registered shared-memory regions may span together.
     #[arg(long, default_value_t = 64 << 30)]
     pub shm_max_total_bytes: u64,
+    /// Let clients register, unregister and use system and CUDA shared-memory regions.
+    /// Off by default, as in Triton after 2.51: any client reaching the port could
+    /// otherwise make the server map another process's shared memory.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub allow_client_shm: bool,
+    /// `<apis>:<header>=<value>` (repeatable): the listed HTTP API groups answer only
+    /// requests carrying that header with that value.
+    #[arg(long)]
+    pub http_restricted_api: Vec<String>,
+    /// `<protocols>:<key>=<value>` (repeatable): the listed gRPC API groups answer only
+    /// calls carrying the metadata `triton-grpc-protocol-<key>` with that value.
+    #[arg(long)]
+    pub grpc_restricted_protocol: Vec<String>,
     /// `<backend>,<key>=<value>` (repeatable).
     #[arg(long)]
     pub backend_config: Vec<String>,
@@ -207,6 +222,10 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Parsed backend settings.
     pub backend_settings: Vec<BackendSetting>,
+    /// The HTTP API groups `--http-restricted-api` restricts.
+    pub http_restrictions: Arc<Restrictions>,
+    /// The gRPC API groups `--grpc-restricted-protocol` restricts.
+    pub grpc_restrictions: Arc<Restrictions>,
 }
 
 impl Config {
@@ -245,6 +264,16 @@ impl Config {
         if cli.max_connections == 0 {
             bail!("--max-connections must be greater than 0.");
         }
+        let http_restrictions =
+            Restrictions::parse(&cli.http_restricted_api, "http-restricted-api", "", "api")
+                .map_err(anyhow::Error::msg)?;
+        let grpc_restrictions = Restrictions::parse(
+            &cli.grpc_restricted_protocol,
+            "grpc-restricted-protocol",
+            nereid_grpc::RESTRICTED_HEADER_PREFIX,
+            "protocol",
+        )
+        .map_err(anyhow::Error::msg)?;
         for root in &cli.model_repository {
             if !root.is_dir() {
                 bail!(
@@ -258,6 +287,8 @@ impl Config {
             control_mode,
             log_format,
             backend_settings,
+            http_restrictions: Arc::new(http_restrictions),
+            grpc_restrictions: Arc::new(grpc_restrictions),
         })
     }
 
@@ -280,9 +311,10 @@ impl Config {
         }
     }
 
-    /// How much shared memory clients may register.
+    /// Whether and how much shared memory clients may register.
     pub fn shm_limits(&self) -> ShmLimits {
         ShmLimits {
+            allow_clients: self.cli.allow_client_shm,
             max_regions: usize::try_from(self.cli.shm_max_regions).unwrap_or(usize::MAX),
             max_total_bytes: self.cli.shm_max_total_bytes,
         }
@@ -308,6 +340,7 @@ impl Config {
             },
             keepalive_time: Duration::from_millis(self.cli.grpc_keepalive_time),
             keepalive_timeout: Duration::from_millis(self.cli.grpc_keepalive_timeout),
+            restrictions: self.grpc_restrictions.clone(),
             ..nereid_grpc::GrpcOptions::default()
         }
     }
@@ -424,6 +457,7 @@ fn parse_backend_setting(s: &str) -> anyhow::Result<BackendSetting> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nereid_core::restricted::ApiGroup;
 
     fn parse(args: &[&str]) -> anyhow::Result<Config> {
         let mut all = vec!["nereid", "--model-repository", "."];
@@ -500,6 +534,55 @@ mod tests {
         assert_eq!(
             c.grpc_options(1).limits.idle_timeout,
             Some(Duration::from_secs(2))
+        );
+    }
+
+    #[test]
+    fn client_shm_is_off_unless_asked_for_in_either_syntax() {
+        assert!(!parse(&[]).expect("valid").shm_limits().allow_clients);
+        for on in [&["--allow-client-shm"][..], &["--allow-client-shm=true"]] {
+            assert!(parse(on).expect("valid").shm_limits().allow_clients);
+        }
+        assert!(
+            !parse(&["--allow-client-shm", "false"])
+                .expect("valid")
+                .shm_limits()
+                .allow_clients
+        );
+    }
+
+    #[test]
+    fn restricted_groups_are_parsed_per_frontend_with_tritons_messages() {
+        let c = parse(&[
+            "--http-restricted-api=shared-memory,model-repository:admin=s3",
+            "--grpc-restricted-protocol",
+            "health:k=v",
+        ])
+        .expect("valid");
+        let http = c
+            .http_restrictions
+            .get(ApiGroup::SharedMemory)
+            .expect("set");
+        assert_eq!((http.header.as_str(), http.value.as_str()), ("admin", "s3"));
+        assert!(c.http_restrictions.get(ApiGroup::Health).is_none());
+        let grpc = c.grpc_restrictions.get(ApiGroup::Health).expect("set");
+        assert_eq!(grpc.header, "triton-grpc-protocol-k");
+        assert!(c.grpc_restrictions.get(ApiGroup::SharedMemory).is_none());
+        let error = |args: &[&str]| parse(args).expect_err("refused").to_string();
+        assert_eq!(
+            error(&["--grpc-restricted-protocol=health"]),
+            "--grpc-restricted-protocol option format is '<config name>:<setting>=<value>'. Got health"
+        );
+        assert_eq!(
+            error(&["--http-restricted-api=helth:k=v"]),
+            "unknown restricted api 'helth' "
+        );
+        assert_eq!(
+            error(&[
+                "--grpc-restricted-protocol=trace:k=v",
+                "--grpc-restricted-protocol=logging,trace:k=w"
+            ]),
+            "restricted protocol 'trace' can not be specified in multiple config groups"
         );
     }
 

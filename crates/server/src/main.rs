@@ -189,6 +189,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let options = nereid_http::HttpOptions {
             max_input_size: config.cli.http_max_input_size,
             limits: http_limits,
+            restrictions: config.http_restrictions.clone(),
         };
         let (server, signal) = (server.clone(), shutdown.signal());
         tasks.push(tokio::spawn(nereid_http::serve(

@@ -109,10 +109,16 @@ pub struct CudaRegionStatus {
     pub byte_size: u64,
 }
 
-/// How much clients may register: each system region holds a mapping (one of the
-/// process's `vm.max_map_count`) and a descriptor, and a CUDA region holds device memory.
+/// Whether and how much clients may register: each system region holds a mapping (one of
+/// the process's `vm.max_map_count`) and a descriptor, and a CUDA region holds device
+/// memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShmLimits {
+    /// Clients may register and unregister regions at all (`--allow-client-shm`). Off by
+    /// default, as in Triton since `--allow-client-shm` exists: any client that reaches
+    /// the port could otherwise make the server map another process's shared memory and
+    /// read or write it.
+    pub allow_clients: bool,
     /// Registered regions, system and CUDA together (`--shm-max-regions`).
     pub max_regions: usize,
     /// Their total byte size (`--shm-max-total-bytes`).
@@ -122,6 +128,7 @@ pub struct ShmLimits {
 impl Default for ShmLimits {
     fn default() -> Self {
         Self {
+            allow_clients: false,
             max_regions: 1024,
             max_total_bytes: 64 << 30,
         }
@@ -190,6 +197,11 @@ fn validate_key(key: &str) -> Result<()> {
     }
 }
 
+/// Triton's answer (UNSUPPORTED) to a register or unregister call while clients may not
+/// use shared memory.
+pub const CLIENT_SHM_DISABLED: &str =
+    "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.";
+
 fn too_large(name: &str) -> Error {
     Error::invalid_arg(format!(
         "offset or byte_size of region '{name}' is too large"
@@ -202,6 +214,17 @@ impl ShmRegistry {
         Self {
             limits,
             ..Self::default()
+        }
+    }
+
+    /// Triton's refusal when clients may not register or unregister regions; frontends
+    /// call it before their own checks of a register call, as Triton does, so a disabled
+    /// server answers the same whatever the request holds.
+    pub fn client_access(&self) -> Result<()> {
+        if self.limits.allow_clients {
+            Ok(())
+        } else {
+            Err(Error::unsupported(CLIENT_SHM_DISABLED))
         }
     }
 
@@ -278,6 +301,7 @@ impl ShmRegistry {
         offset: u64,
         byte_size: u64,
     ) -> Result<()> {
+        self.client_access()?;
         validate_key(key)?;
         self.check_room(&self.regions.lock(), name, byte_size)?;
         let mapping = Mapping::open(
@@ -304,6 +328,7 @@ impl ShmRegistry {
         device_id: u32,
         byte_size: u64,
     ) -> Result<()> {
+        self.client_access()?;
         if handle.len() != cuda::IPC_HANDLE_SIZE {
             return Err(Error::invalid_arg(
                 "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t",
@@ -386,8 +411,10 @@ impl ShmRegistry {
 
     /// Unregisters one region of `kind` (unknown names, and regions of the other kind, are
     /// left alone without an error, as in Triton) or all regions of `kind`. The memory is
-    /// released when the last in-flight request using it is done.
-    pub fn unregister(&self, kind: RegionKind, name: Option<&str>) {
+    /// released when the last in-flight request using it is done. Refused while clients
+    /// may not use shared memory.
+    pub fn unregister(&self, kind: RegionKind, name: Option<&str>) -> Result<()> {
+        self.client_access()?;
         let mut regions = self.regions.lock();
         match name {
             Some(name) => {
@@ -398,6 +425,7 @@ impl ShmRegistry {
             None => regions.retain(|_, r| r.kind() != kind),
         }
         self.count_system_regions(&regions);
+        Ok(())
     }
 
     fn region(&self, name: &str) -> Result<Arc<Region>> {

@@ -37,6 +37,14 @@ impl Drop for Object {
     }
 }
 
+/// A registry clients may register in, with the default limits.
+fn open_registry() -> ShmRegistry {
+    ShmRegistry::with_limits(ShmLimits {
+        allow_clients: true,
+        ..ShmLimits::default()
+    })
+}
+
 fn shm(region: &str, offset: u64, byte_size: u64) -> ShmRef {
     ShmRef {
         region: region.into(),
@@ -48,7 +56,7 @@ fn shm(region: &str, offset: u64, byte_size: u64) -> ShmRef {
 #[test]
 fn registers_at_unaligned_offsets_and_reads_in_place() {
     let object = Object::new(10_000);
-    let registry = ShmRegistry::default();
+    let registry = open_registry();
     registry
         .register_system("r", object.key(), 4100, 64)
         .expect("registers");
@@ -68,7 +76,7 @@ fn registers_at_unaligned_offsets_and_reads_in_place() {
 #[test]
 fn bounds_and_names_are_checked() {
     let object = Object::new(128);
-    let registry = ShmRegistry::default();
+    let registry = open_registry();
     let e = registry
         .register_system("big", object.key(), 100, 64)
         .expect_err("too big");
@@ -113,13 +121,15 @@ fn bounds_and_names_are_checked() {
 #[test]
 fn outputs_are_written_and_unregister_defers_the_unmap() {
     let object = Object::new(64);
-    let registry = ShmRegistry::default();
+    let registry = open_registry();
     registry
         .register_system("r", object.key(), 0, 64)
         .expect("registers");
     let target = registry.output(&shm("r", 8, 4)).expect("inside");
     let view = registry.input(&shm("r", 8, 4)).expect("inside");
-    registry.unregister(RegionKind::System, Some("r"));
+    registry
+        .unregister(RegionKind::System, Some("r"))
+        .expect("unregisters");
     assert!(registry.system_status(Some("r")).is_err());
     target.write("OUT", &[9, 9, 9, 9]).expect("fits");
     assert_eq!(&view[..], &[9, 9, 9, 9], "still mapped while in use");
@@ -156,7 +166,7 @@ fn parameters_resolve_with_one_message_for_both_frontends() {
 
 #[test]
 fn cuda_handle_must_be_64_bytes_and_status_starts_empty() {
-    let registry = ShmRegistry::default();
+    let registry = open_registry();
     let e = registry
         .register_cuda("c", &[0; 63], 0, 16)
         .expect_err("short handle");
@@ -165,7 +175,9 @@ fn cuda_handle_must_be_64_bytes_and_status_starts_empty() {
         "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t"
     );
     assert!(registry.cuda_status(None).expect("status").is_empty());
-    registry.unregister(RegionKind::Cuda, Some("c"));
+    registry
+        .unregister(RegionKind::Cuda, Some("c"))
+        .expect("unregisters");
 }
 
 impl Object {
@@ -184,7 +196,7 @@ impl Object {
 #[test]
 fn a_region_whose_object_shrank_is_an_error_not_a_sigbus() {
     let object = Object::new(3 * 4096);
-    let registry = ShmRegistry::default();
+    let registry = open_registry();
     registry
         .register_system("r", object.key(), 0, 3 * 4096)
         .expect("registers");
@@ -205,7 +217,7 @@ fn a_region_whose_object_shrank_is_an_error_not_a_sigbus() {
 fn a_truncation_under_a_write_costs_that_write_an_error() {
     // Object keys are per size: a size no other test uses.
     let object = Object::new(3 * 4096 + 8);
-    let registry = ShmRegistry::default();
+    let registry = open_registry();
     registry
         .register_system("w", object.key(), 0, 3 * 4096)
         .expect("registers");
@@ -224,7 +236,9 @@ fn a_truncation_under_a_write_costs_that_write_an_error() {
     );
     // The region stays unusable until registered again; a new registration works.
     assert!(registry.input(&shm("w", 0, 16)).is_err());
-    registry.unregister(RegionKind::System, Some("w"));
+    registry
+        .unregister(RegionKind::System, Some("w"))
+        .expect("unregisters");
     registry
         .register_system("w", object.key(), 0, 4096)
         .expect("registers again");
@@ -238,6 +252,7 @@ fn a_truncation_under_a_write_costs_that_write_an_error() {
 fn registrations_beyond_the_limits_are_refused() {
     let object = Object::new(4096);
     let registry = ShmRegistry::with_limits(ShmLimits {
+        allow_clients: true,
         max_regions: 2,
         max_total_bytes: 6000,
     });
@@ -263,7 +278,9 @@ fn registrations_beyond_the_limits_are_refused() {
         "{}",
         error.message()
     );
-    registry.unregister(RegionKind::System, Some("a"));
+    registry
+        .unregister(RegionKind::System, Some("a"))
+        .expect("unregisters");
     registry
         .register_system("c", object.key(), 0, 10)
         .expect("room again");
@@ -273,7 +290,7 @@ fn registrations_beyond_the_limits_are_refused() {
 fn a_request_whose_input_region_is_truncated_while_it_runs_is_failed() {
     // Object keys are per size: a size no other test uses.
     let object = Object::new(2 * 4096 + 16);
-    let registry = ShmRegistry::default();
+    let registry = open_registry();
     let nothing = crate::testing::request("m", "", Vec::new());
     assert!(
         registry.watch_inputs(&nothing.inputs).is_none(),
@@ -301,4 +318,30 @@ fn a_request_whose_input_region_is_truncated_while_it_runs_is_failed() {
     assert!(error
         .message()
         .contains("truncated while the request was using it"));
+}
+
+#[test]
+fn clients_may_not_register_or_unregister_by_default_but_status_answers() {
+    let object = Object::new(64);
+    let registry = ShmRegistry::default();
+    let refused = |result: Result<()>| {
+        let error = result.expect_err("refused");
+        assert_eq!(error.kind(), ErrorKind::Unsupported);
+        assert_eq!(
+            error.message(),
+            "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
+        );
+    };
+    refused(registry.client_access());
+    refused(registry.register_system("r", object.key(), 0, 8));
+    refused(registry.register_cuda("c", &[0; 64], 0, 8));
+    refused(registry.unregister(RegionKind::System, None));
+    refused(registry.unregister(RegionKind::Cuda, Some("c")));
+    assert_eq!(registry.system_status(None).expect("status"), vec![]);
+    assert_eq!(registry.cuda_status(None).expect("status"), vec![]);
+    let error = registry
+        .input(&shm("r", 0, 8))
+        .expect_err("nothing registered");
+    assert_eq!(error.kind(), ErrorKind::NotFound);
+    assert_eq!(error.message(), "Unable to find shared memory region: 'r'");
 }
