@@ -53,6 +53,12 @@ fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 PYBIN=$(dirname "$PYTHON")
+# The suites start the server in their own directories, away from <repo>/.venv.
+if [ -z "${ORT_DYLIB_PATH:-}" ]; then
+  for lib in "$ROOT"/.venv/lib/python3*/site-packages/onnxruntime/capi/libonnxruntime.so.1*; do
+    [ -f "$lib" ] && export ORT_DYLIB_PATH=$lib
+  done
+fi
 MODELS=$WORK/models
 
 # Fresh copies of the suites: each test.sh writes its models and logs beside itself.
