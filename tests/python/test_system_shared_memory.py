@@ -307,16 +307,38 @@ def test_register_missing_key(api, regions):
     expect_no_region(api, "nereid_missing_key_region")
 
 
-@pytest.mark.parametrize("key", ["/../etc/passwd", "a/b", ""], ids=["dotdot", "slash", "empty"])
+@pytest.mark.parametrize(
+    "key", ["/../etc/passwd", "a/b", "", "///"], ids=["dotdot", "slash", "empty", "slashes"]
+)
 def test_register_invalid_key(api, regions, key):
-    # Triton passes any key to shm_open; Nereid refuses anything that is not a
-    # plain POSIX shm name before touching the system (deliberate difference).
+    # Triton refuses only an all-slash key (in these words) and the reserved prefix;
+    # Nereid also refuses anything that is not a plain POSIX shm name before touching
+    # the system (deliberate difference), in the same words plus the reason.
     name = f"nereid_invalid_key_{api.kind}"
     try:
         api.client.register_system_shared_memory(name, key, 16)
     except InferenceServerException as e:
         assert e.status() == api.code(INVALID_ARG), e
-        assert e.message().startswith("invalid shared memory key"), e.message()
+        prefix = f"cannot register shared memory region '{name}' - invalid shm key '{key}'"
+        assert e.message().startswith(prefix), e.message()
+    else:
+        pytest.fail(f"key {key!r} was accepted")
+    expect_no_region(api, name)
+    api.assert_serving()
+
+
+@pytest.mark.parametrize("key", ["triton_python_backend_shm_region_x", "//triton_python_backend_shm_region_x"])
+def test_register_reserved_key_prefix(api, regions, key):
+    # The python backend's own regions use this prefix; Triton refuses it to clients.
+    name = f"nereid_reserved_{api.kind}"
+    try:
+        api.client.register_system_shared_memory(name, key, 16)
+    except InferenceServerException as e:
+        assert e.status() == api.code(INVALID_ARG), e
+        assert e.message() == (
+            f"cannot register shared memory region '{name}' with key '{key}' as the key "
+            "contains the reserved prefix 'triton_python_backend_shm_region_'"
+        )
     else:
         pytest.fail(f"key {key!r} was accepted")
     expect_no_region(api, name)
@@ -330,7 +352,10 @@ def test_register_beyond_object(api, regions, offset, byte_size):
         api.register(r, offset=offset, byte_size=byte_size)
     except InferenceServerException as e:
         assert e.status() == api.code(INVALID_ARG), e
-        assert "exceeds the size of shared memory object" in e.message(), e.message()
+        # Triton's words, then which bounds.
+        assert e.message().startswith(
+            f"failed to register shared memory region '{r.name}': invalid args ("
+        ), e.message()
     else:
         pytest.fail(f"offset {offset} + byte_size {byte_size} over a 64-byte object was accepted")
     expect_no_region(api, r.name)

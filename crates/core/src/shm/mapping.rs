@@ -46,8 +46,9 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// Maps `len` bytes at `offset` of the shared-memory object named `key`.
-    pub fn open(key: &str, offset: usize, len: usize) -> Result<Self> {
+    /// Maps `len` bytes at `offset` of the shared-memory object named `key`, to become
+    /// region `name` (named in the errors, as Triton's are).
+    pub fn open(name: &str, key: &str, offset: usize, len: usize) -> Result<Self> {
         let c_key = CString::new(key)
             .map_err(|_| Error::invalid_arg(format!("invalid shared memory key '{key}'")))?;
         // SAFETY: `c_key` is a valid NUL-terminated string; the returned fd is checked.
@@ -59,10 +60,10 @@ impl Mapping {
         }
         // SAFETY: `fd` is a descriptor shm_open just returned to us; OwnedFd closes it.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        Self::map_fd(fd, key, offset, len)
+        Self::map_fd(fd, name, key, offset, len)
     }
 
-    fn map_fd(fd: OwnedFd, key: &str, offset: usize, len: usize) -> Result<Self> {
+    fn map_fd(fd: OwnedFd, name: &str, key: &str, offset: usize, len: usize) -> Result<Self> {
         let object_size = usize::try_from(object_size(&fd).ok_or_else(|| {
             Error::invalid_arg(format!(
                 "Unable to read the size of shared memory region: '{key}'"
@@ -72,7 +73,7 @@ impl Mapping {
         let end = offset.saturating_add(len);
         if end > object_size {
             return Err(Error::invalid_arg(format!(
-                "offset {offset} + byte_size {len} exceeds the size of shared memory object '{key}' ({object_size} bytes)"
+                "failed to register shared memory region '{name}': invalid args (offset {offset} + byte_size {len} exceeds the size of shared memory object '{key}', {object_size} bytes)"
             )));
         }
         if len == 0 {

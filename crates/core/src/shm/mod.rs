@@ -172,14 +172,24 @@ impl InputWatch {
     }
 }
 
-/// `key` must be a plain POSIX shared-memory name: an optional leading `/` and one path
-/// component (no traversal into the file system).
-fn validate_key(key: &str) -> Result<()> {
-    let bare = key.strip_prefix('/').unwrap_or(key);
-    let why = if bare.is_empty() {
-        Some("it is empty")
-    } else if bare.contains('/') {
-        Some("it must not contain '/' after the leading one")
+/// `key` must be a plain POSIX shared-memory name: leading `/`s (which `shm_open`
+/// skips) and one path component (no traversal into the file system), not starting with
+/// the prefix of the python backend's own regions. Triton's words for what it checks
+/// (all slashes, the reserved prefix); Nereid's reason added for the rest.
+fn validate_key(name: &str, key: &str) -> Result<()> {
+    let bare = key.trim_start_matches('/');
+    let invalid =
+        format!("cannot register shared memory region '{name}' - invalid shm key '{key}'");
+    if bare.is_empty() {
+        return Err(Error::invalid_arg(invalid));
+    }
+    if bare.starts_with(RESERVED_KEY_PREFIX) {
+        return Err(Error::invalid_arg(format!(
+            "cannot register shared memory region '{name}' with key '{key}' as the key contains the reserved prefix '{RESERVED_KEY_PREFIX}'"
+        )));
+    }
+    let why = if bare.contains('/') {
+        Some("it must not contain '/' after the leading ones")
     } else if bare == "." || bare == ".." {
         Some("'.' and '..' are not object names")
     } else if bare.contains('\0') {
@@ -190,12 +200,14 @@ fn validate_key(key: &str) -> Result<()> {
         None
     };
     match why {
-        Some(why) => Err(Error::invalid_arg(format!(
-            "invalid shared memory key '{key}': {why}"
-        ))),
+        Some(why) => Err(Error::invalid_arg(format!("{invalid}: {why}"))),
         None => Ok(()),
     }
 }
+
+/// The start of the keys Triton's python backend gives its own shared memory; a client
+/// may not register them (Triton's `kTritonSharedMemoryRegionPrefix`).
+const RESERVED_KEY_PREFIX: &str = "triton_python_backend_shm_region_";
 
 /// Triton's answer (UNSUPPORTED) to a register or unregister call while clients may not
 /// use shared memory.
@@ -302,9 +314,10 @@ impl ShmRegistry {
         byte_size: u64,
     ) -> Result<()> {
         self.client_access()?;
-        validate_key(key)?;
+        validate_key(name, key)?;
         self.check_room(&self.regions.lock(), name, byte_size)?;
         let mapping = Mapping::open(
+            name,
             key,
             usize::try_from(offset).map_err(|_| too_large(name))?,
             usize::try_from(byte_size).map_err(|_| too_large(name))?,
@@ -444,11 +457,16 @@ impl ShmRegistry {
                 shm.region
             )));
         }
-        if shm
-            .offset
-            .checked_add(shm.byte_size)
-            .is_none_or(|end| end > size)
-        {
+        let Some(end) = shm.offset.checked_add(shm.byte_size) else {
+            return Err(Error::invalid_arg(format!(
+                "Integer overflow detected: byte_size ({}) + offset ({}) exceeds maximum value ({}) for region '{}'",
+                shm.byte_size,
+                shm.offset,
+                u64::MAX,
+                shm.region
+            )));
+        };
+        if end > size {
             return Err(Error::invalid_arg(format!(
                 "Invalid offset + byte size for shared memory region: '{}'",
                 shm.region

@@ -80,15 +80,34 @@ fn bounds_and_names_are_checked() {
     let e = registry
         .register_system("big", object.key(), 100, 64)
         .expect_err("too big");
-    assert!(e.message().contains("exceeds the size"), "{}", e.message());
-    for key in ["/../etc/passwd", "a/b", "", "/"] {
+    assert!(
+        e.message()
+            .starts_with("failed to register shared memory region 'big': invalid args"),
+        "{}",
+        e.message()
+    );
+    for key in ["/../etc/passwd", "a/b", "", "/", "///"] {
         let e = registry
             .register_system("x", key, 0, 8)
             .expect_err("bad key");
         assert!(
-            e.message().starts_with("invalid shared memory key"),
+            e.message().starts_with(&format!(
+                "cannot register shared memory region 'x' - invalid shm key '{key}'"
+            )),
             "{}",
             e.message()
+        );
+    }
+    for key in [
+        "triton_python_backend_shm_region_1",
+        "///triton_python_backend_shm_region_1",
+    ] {
+        let e = registry
+            .register_system("x", key, 0, 8)
+            .expect_err("reserved key");
+        assert_eq!(
+            e.message(),
+            format!("cannot register shared memory region 'x' with key '{key}' as the key contains the reserved prefix 'triton_python_backend_shm_region_'")
         );
     }
     let e = registry
@@ -111,6 +130,13 @@ fn bounds_and_names_are_checked() {
     assert_eq!(
         registry.input(&shm("r", 8, 9)).expect_err("end").message(),
         "Invalid offset + byte size for shared memory region: 'r'"
+    );
+    assert_eq!(
+        registry
+            .input(&shm("r", 8, u64::MAX - 4))
+            .expect_err("overflow")
+            .message(),
+        format!("Integer overflow detected: byte_size ({}) + offset (8) exceeds maximum value ({}) for region 'r'", u64::MAX - 4, u64::MAX)
     );
     assert_eq!(
         registry.input(&shm("q", 0, 1)).expect_err("unknown").kind(),
