@@ -24,12 +24,14 @@
 # count as failures, instead of stopping the whole suite at start-up. Models come from Triton's own
 # qa/common/gen_qa_* generators; their ONNX files are rewritten to IR version 10 and
 # opset 21 at most, which the bundled ONNX Runtime reads (the generators write what
-# the installed `onnx` package defaults to). Suites run one after another; a suite
+# the installed `onnx` package defaults to), and on a machine without a GPU their
+# KIND_GPU instance groups become KIND_CPU. Suites run one after another; a suite
 # may take tens of minutes (L0_sequence_batcher runs for hours in Triton's CI).
 #
 # Environment: PYTHON (default: <repo>/.venv/bin/python with tritonclient[all],
 # numpy and onnx), SUITE_TIMEOUT (seconds per suite, default 3600), EXAMPLES_DIR
-# (Triton's python client examples, which some suites run from qa/clients).
+# (Triton's python client examples, which some suites run from qa/clients),
+# ORT_DYLIB_PATH (default: the onnxruntime library in <repo>/.venv).
 # Counts come from the unittest summaries in each suite's client logs: a test
 # counts once per run, so a test.sh that runs a test under several configurations
 # counts each run.
@@ -110,6 +112,11 @@ for path in glob.glob(sys.argv[1] + "/**/*.onnx", recursive=True):
     if changed:
         onnx.save(model, path)
 EOF
+# Some generators write KIND_GPU instance groups for ONNX models outright (they fall back
+# to KIND_CPU only for their torch models); without a GPU those become CPU instances.
+if ! command -v nvidia-smi > /dev/null; then
+  grep -rlZ --include=config.pbtxt KIND_GPU "$MODELS" | xargs -0r sed -i 's/KIND_GPU/KIND_CPU/g'
+fi
 
 # Triton's QA image adds the example models (docs/examples/model_repository; here
 # their ONNX stand-ins from make_triton_examples.py) to some suites, and its client

@@ -21,6 +21,27 @@ use serde_json::{Map, Value};
 use crate::compression::{self, Encoding};
 use crate::json_data::{check_json_text, parse_data, JsonData};
 
+/// A fixed-width input's JSON `data` must hold exactly as many elements as its `shape`
+/// says, refused in Triton's words for too many and too few (BYTES is checked by size in
+/// the core). Triton answers these 500; Nereid 400, as for every malformed input.
+fn check_data_count(datatype: DataType, shape: &[i64], data_bytes: usize) -> Result<()> {
+    let (Some(width), Some(expected)) = (datatype.element_size(), element_count(shape)) else {
+        return Ok(());
+    };
+    let found = data_bytes / width.max(1);
+    if found > expected {
+        return Err(Error::invalid_arg(
+            "Unable to parse 'data': Shape does not match true shape of 'data' field",
+        ));
+    }
+    if found < expected {
+        return Err(Error::invalid_arg(
+            "Failed to parse 'data' field: shape does not match true shape",
+        ));
+    }
+    Ok(())
+}
+
 /// Header giving the length of the JSON part of a body with binary tensors.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
 
@@ -349,6 +370,7 @@ fn decode_inputs(
             let bytes = parse_data(datatype, raw.get()).map_err(|e| {
                 e.into_error(datatype, &format!("'data' of input '{}'", input.name))
             })?;
+            check_data_count(datatype, &input.shape, bytes.len())?;
             Bytes::from(bytes)
         } else if let Some(size) = binary_size {
             let size = usize::try_from(size).unwrap_or(usize::MAX);
