@@ -65,6 +65,10 @@ MODELS=$WORK/models
 
 # Fresh copies of the suites: each test.sh writes its models and logs beside itself.
 rm -rf "$WORK/qa" && mkdir -p "$WORK/qa" && cp -r "$SRC/qa/common" "$WORK/qa/" || exit 1
+# Model folders some suites copy from beside themselves.
+for shared in ensemble_models python_models; do
+  [ -d "$SRC/qa/$shared" ] && cp -r "$SRC/qa/$shared" "$WORK/qa/"
+done
 for s in "${SUITES[@]}"; do
   name=${s%%:*}
   [ -d "$WORK/qa/$name" ] || cp -r "$SRC/qa/$name" "$WORK/qa/" || exit 1

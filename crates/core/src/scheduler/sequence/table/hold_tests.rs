@@ -73,6 +73,32 @@ fn direct_also_waits_for_the_backlog_hook() {
 }
 
 #[test]
+fn a_sequence_restarted_behind_its_end_counts_as_backlog() {
+    // L0_sequence_batcher's test_backlog_same_correlation_id: four sequences of three
+    // fill the four slots (12 queued), then ID 2 starts again (START, END) while its first
+    // sequence is still queued. Triton backlogs the restart; with
+    // TRITONSERVER_DELAY_SCHEDULER=12 and TRITONSERVER_BACKLOG_DELAY_SCHEDULER=2 the hold
+    // lifts once both of its requests wait.
+    let now = Instant::now();
+    let mut t = Table::new("m", 1, 4, 4, direct(), Duration::from_secs(1)).with_hooks(hooks(12, 2));
+    for step in 0..3 {
+        for id in 1..=4 {
+            t.admit(pending(id, step == 0, step == 2, now), now)
+                .expect("admitted");
+        }
+    }
+    assert!(held(&mut t, 0, now), "12 queued, no backlog yet");
+    t.admit(pending(2, true, false, now), now).expect("restart");
+    assert!(held(&mut t, 0, now), "1 of 2 backlogged");
+    t.admit(pending(2, false, true, now), now)
+        .expect("restart end");
+    assert_eq!(
+        ids(t.next_round(0, now).0),
+        vec![Some(1), Some(2), Some(3), Some(4)]
+    );
+}
+
+#[test]
 fn the_backlog_hook_alone_holds_nothing() {
     let now = Instant::now();
     let mut t = Table::new("m", 1, 1, 1, direct(), Duration::from_secs(1)).with_hooks(hooks(0, 5));

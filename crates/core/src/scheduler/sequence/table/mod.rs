@@ -194,10 +194,16 @@ impl Table {
         };
         let first = instance * self.per_instance;
         let slots = &self.slots[first..first + self.per_instance];
+        // A sequence restarted behind its previous END waits in that slot's queue here;
+        // Triton keeps it in the backlog, and its hooks count it there.
+        let restarted: usize = self.slots.iter().map(|s| behind_first_end(&s.queue)).sum();
         let queued = Queued {
-            requests: slots.iter().map(|s| s.queue.len()).sum(),
+            requests: slots
+                .iter()
+                .map(|s| s.queue.len() - behind_first_end(&s.queue))
+                .sum(),
             heads: slots.iter().filter(|s| !s.queue.is_empty()).count(),
-            backlog: self.backlog.iter().map(|b| b.queue.len()).sum(),
+            backlog: self.backlog.iter().map(|b| b.queue.len()).sum::<usize>() + restarted,
         };
         match self.strategy {
             SequenceStrategy::Direct { .. } => holds.direct_holds(instance, queued),
@@ -626,6 +632,14 @@ fn backlog_deadline(p: &Pending) -> Option<Instant> {
 }
 
 mod hold;
+/// Requests queued in a slot behind its first END: a later sequence with the same ID.
+fn behind_first_end(queue: &VecDeque<Pending>) -> usize {
+    queue
+        .iter()
+        .position(|p| p.flags.end)
+        .map_or(0, |end| queue.len() - end - 1)
+}
+
 #[cfg(test)]
 mod hold_tests;
 mod idle;
