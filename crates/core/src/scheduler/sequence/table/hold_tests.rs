@@ -99,6 +99,33 @@ fn a_sequence_restarted_behind_its_end_counts_as_backlog() {
 }
 
 #[test]
+fn the_instance_lifted_last_wakes_the_ones_still_held() {
+    // L0_sequence_batcher's test_half_batch on four non-batching instances: two
+    // sequences of four with TRITONSERVER_DELAY_SCHEDULER=8. Instance 0 looks after the
+    // 8th request while instance 1's count is still its old 3; instance 1 then lifts
+    // and must wake instance 0, or it would wait for a request that never comes.
+    let now = Instant::now();
+    let mut t = Table::new("m", 4, 1, 1, direct(), Duration::from_secs(1)).with_hooks(hooks(8, 0));
+    for step in 0..4 {
+        for id in [1, 2] {
+            t.admit(pending(id, step == 0, step == 3, now), now)
+                .expect("admitted");
+            if !(step == 3 && id == 2) {
+                assert!(held(&mut t, 0, now) && held(&mut t, 1, now), "below 8");
+            }
+        }
+    }
+    assert!(
+        held(&mut t, 0, now),
+        "instance 0 still counts instance 1 as 3"
+    );
+    let (round, wake) = t.next_round(1, now);
+    assert_eq!(ids(round), vec![Some(2)]);
+    assert!(wake.contains(&0), "instance 0 is woken: {wake:?}");
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(1)]);
+}
+
+#[test]
 fn the_backlog_hook_alone_holds_nothing() {
     let now = Instant::now();
     let mut t = Table::new("m", 1, 1, 1, direct(), Duration::from_secs(1)).with_hooks(hooks(0, 5));

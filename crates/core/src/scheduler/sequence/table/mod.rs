@@ -448,8 +448,17 @@ impl Table {
     /// The next batch of `instance`, or how long to wait for one. Also returns the
     /// instances to wake because a slot freed here went to a backlogged sequence.
     pub fn next_round(&mut self, instance: usize, now: Instant) -> (Round, Vec<usize>) {
+        let was_held = self.held().contains(&instance);
         if self.holds(instance) {
             return (Round::Wait(None), Vec::new());
+        }
+        if was_held {
+            // Lifted just now: an instance still held may have counted this one's queue
+            // as it was before and must look again (Triton's threads poll every 10 ms).
+            let others = self.held();
+            let (round, mut wake) = self.next_round(instance, now);
+            wake.extend(others);
+            return (round, wake);
         }
         let first = instance * self.per_instance;
         let heads: Vec<usize> = (first..first + self.per_instance)
