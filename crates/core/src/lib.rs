@@ -23,6 +23,7 @@ pub mod classification;
 pub mod config;
 pub mod ensemble;
 pub mod error;
+pub mod header_forward;
 pub mod loaded;
 mod metrics;
 pub mod model;

@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
 use crate::model::ModelSpec;
 use crate::repository::BackendRegistry;
-use crate::request::{InferRequest, InferResponse, InputTensor, OutputTensor};
+use crate::request::{InferRequest, InferResponse, InputTensor, OutputTensor, Parameters};
 use crate::scheduler::{DefaultScheduler, InstancePool, Job, Reply, DEFAULT_QUEUE_CAPACITY};
 use crate::stats::{ModelStats, RequestRecord};
 use crate::DataType;
@@ -74,7 +74,7 @@ struct Behaviour {
 }
 
 /// One `execute` call, as a test sees it afterwards.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Execution {
     /// The instance that ran it.
     pub instance: String,
@@ -82,6 +82,8 @@ pub struct Execution {
     pub batch_size: usize,
     /// The request ids, in batch order.
     pub ids: Vec<String>,
+    /// The requests' parameters, in batch order: what reached the model.
+    pub parameters: Vec<Parameters>,
 }
 
 /// What every backend, model and instance made from one [`TestBackend`] shares.
@@ -237,6 +239,11 @@ impl InstanceBackend for TestInstance {
             instance: self.name.clone(),
             batch_size: batch.total_batch_size(),
             ids: batch.requests().iter().map(|r| r.id.clone()).collect(),
+            parameters: batch
+                .requests()
+                .iter()
+                .map(|r| r.parameters.clone())
+                .collect(),
         });
         let behaviour = &self.shared.behaviour;
         if !behaviour.delay.is_zero() {
@@ -450,6 +457,22 @@ pub fn write_model(root: &Path, name: &str, config: &str, versions: &[i64]) {
         std::fs::create_dir_all(&version).expect("version directory");
         std::fs::write(version.join(MODEL_FILE), b"").expect("model file");
     }
+}
+
+/// A server over repository `root` with every model in it loaded on `backend`, on the
+/// current tokio runtime: for frontend tests that look at what reached the model.
+pub async fn server(root: &Path, backend: &TestBackend) -> Arc<crate::Server> {
+    let options = repository_options(root, crate::ControlMode::None, &["*"]);
+    let repository = Arc::new(crate::ModelRepository::new(options, backend.registry()));
+    repository
+        .load_startup_models()
+        .await
+        .expect("the test models load");
+    let identity = crate::server::ServerIdentity {
+        name: "nereid".into(),
+        version: "0.0.0".into(),
+    };
+    Arc::new(crate::Server::new(identity, repository, true))
 }
 
 /// Options for a repository at `root` in `control_mode` that loads `startup_models` at

@@ -49,7 +49,10 @@ impl Harness {
         let server: Arc<Server> = runtime.block_on(fuzz::echo_server(repo.path()));
         Self {
             runtime,
-            service: InferenceService { server },
+            service: InferenceService {
+                server,
+                header_forward: None,
+            },
             _repo: repo,
         }
     }

@@ -9,6 +9,7 @@
 //! - [`admin`]: metadata, configuration, statistics, repository.
 //! - [`shm`]: the system and CUDA shared-memory RPCs.
 //! - [`stream`]: the bidirectional `ModelStreamInfer`.
+//! - [`forward`]: `--grpc-header-forward-pattern`, metadata as request parameters.
 //! - [`limits`]: the connection cap and idle timer on tonic's server.
 //! - [`restrict`]: `--grpc-restricted-protocol`, refusing calls to restricted groups.
 //! - [`status`]: core error → gRPC status.
@@ -16,6 +17,7 @@
 pub mod admin;
 pub mod contents;
 pub mod convert;
+pub mod forward;
 pub mod limits;
 pub mod restrict;
 pub mod shm;
@@ -26,6 +28,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nereid_core::header_forward::HeaderForward;
 use nereid_core::restricted::Restrictions;
 use nereid_core::shm::RegionKind;
 use nereid_core::Server;
@@ -75,6 +78,9 @@ pub struct GrpcOptions {
     /// API groups that answer only calls carrying their metadata
     /// (`--grpc-restricted-protocol`).
     pub restrictions: Arc<Restrictions>,
+    /// Metadata to forward to the model as request parameters on `ModelInfer` and
+    /// `ModelStreamInfer` (`--grpc-header-forward-pattern`).
+    pub header_forward: Option<Arc<HeaderForward>>,
 }
 
 impl Default for GrpcOptions {
@@ -87,6 +93,7 @@ impl Default for GrpcOptions {
             keepalive_time: Duration::from_secs(2 * 60 * 60),
             keepalive_timeout: Duration::from_secs(20),
             restrictions: Arc::default(),
+            header_forward: None,
         }
     }
 }
@@ -109,6 +116,7 @@ pub async fn serve_with(
 ) -> Result<(), tonic::transport::Error> {
     let mut inference = GrpcInferenceServiceServer::new(InferenceService {
         server: server.clone(),
+        header_forward: options.header_forward.clone(),
     })
     .accept_compressed(CompressionEncoding::Gzip)
     .accept_compressed(CompressionEncoding::Deflate)
@@ -147,6 +155,8 @@ pub async fn serve_with(
 pub struct InferenceService {
     /// The core; shared with the other frontend.
     pub server: Arc<Server>,
+    /// `--grpc-header-forward-pattern`, when given.
+    pub header_forward: Option<Arc<HeaderForward>>,
 }
 
 fn reply<T>(result: nereid_core::Result<T>) -> Result<Response<T>, Status> {
@@ -198,8 +208,11 @@ impl GrpcInferenceService for InferenceService {
         &self,
         request: Request<ModelInferRequest>,
     ) -> Result<Response<ModelInferResponse>, Status> {
-        let (request, targets) =
+        let forwarded = forward::forwarded(self.header_forward.as_deref(), request.metadata());
+        let (mut request, targets) =
             convert::decode_request(request.into_inner(), self.server.shm()).map_err(to_status)?;
+        // After the body's parameters, as Triton's `ForwardHeadersAsParameters` runs.
+        request.parameters.extend(forwarded.map_err(to_status)?);
         let response = self.server.infer(request).await.map_err(to_status)?;
         Ok(Response::new(
             convert::encode_response(response, &targets).map_err(to_status)?,
@@ -212,9 +225,12 @@ impl GrpcInferenceService for InferenceService {
         &self,
         request: Request<Streaming<ModelInferRequest>>,
     ) -> Result<Response<Self::ModelStreamInferStream>, Status> {
+        // The stream's metadata applies to each of its requests.
+        let forwarded = forward::forwarded(self.header_forward.as_deref(), request.metadata());
         Ok(Response::new(stream::start(
             self.server.clone(),
             request.into_inner(),
+            forwarded,
         )))
     }
 
@@ -348,6 +364,8 @@ impl Health for HealthService {
     }
 }
 
+#[cfg(test)]
+mod forward_tests;
 #[cfg(test)]
 mod tests;
 

@@ -16,6 +16,7 @@
 
 use std::sync::Arc;
 
+use nereid_core::request::Parameters;
 use nereid_core::Server;
 use nereid_proto::inference::{ModelInferRequest, ModelInferResponse, ModelStreamInferResponse};
 use prost::Message;
@@ -49,7 +50,13 @@ type Answer = (
 
 /// Starts answering `inbound`; the returned stream ends once the client has closed its
 /// side (or the server begins shutting down) and every request read has been answered.
-pub fn start(server: Arc<Server>, inbound: Streaming<ModelInferRequest>) -> ResponseStream {
+/// `forwarded` holds the parameters forwarded from the stream's metadata, appended to
+/// every request (or the error each request fails with).
+pub fn start(
+    server: Arc<Server>,
+    inbound: Streaming<ModelInferRequest>,
+    forwarded: nereid_core::Result<Parameters>,
+) -> ResponseStream {
     let (outgoing, receiver) = mpsc::channel(STREAM_CAPACITY);
     // Both queues are bounded by what their items hold: read-ahead bytes, outgoing slots.
     let (read_ahead, to_admit) = mpsc::unbounded_channel();
@@ -60,7 +67,9 @@ pub fn start(server: Arc<Server>, inbound: Streaming<ModelInferRequest>) -> Resp
         outgoing.clone(),
         read_ahead,
     ));
-    tokio::spawn(admit_in_order(server, to_admit, outgoing, answers));
+    tokio::spawn(admit_in_order(
+        server, forwarded, to_admit, outgoing, answers,
+    ));
     tokio::spawn(write_in_order(in_order));
     ReceiverStream::new(receiver)
 }
@@ -104,6 +113,7 @@ async fn read_requests(
 /// queues their answers in the same order.
 async fn admit_in_order(
     server: Arc<Server>,
+    forwarded: nereid_core::Result<Parameters>,
     mut to_admit: mpsc::UnboundedReceiver<ReadAhead>,
     outgoing: Outgoing,
     answers: mpsc::UnboundedSender<Answer>,
@@ -112,7 +122,7 @@ async fn admit_in_order(
         let Ok(slot) = outgoing.clone().reserve_owned().await else {
             return; // the client dropped the response stream
         };
-        let answer = tokio::spawn(submit(&server, request));
+        let answer = tokio::spawn(submit(&server, &forwarded, request));
         drop(held);
         if answers.send((slot, answer)).is_err() {
             return; // the writer stopped after a failed answer
@@ -141,6 +151,7 @@ async fn write_in_order(mut in_order: mpsc::UnboundedReceiver<Answer>) {
 /// or the error with the request's identity.
 fn submit(
     server: &Server,
+    forwarded: &nereid_core::Result<Parameters>,
     request: ModelInferRequest,
 ) -> impl std::future::Future<Output = ModelStreamInferResponse> + Send + 'static {
     let echo = ModelInferResponse {
@@ -149,8 +160,11 @@ fn submit(
         id: request.id.clone(),
         ..Default::default()
     };
-    let admitted = convert::decode_request(request, server.shm())
-        .map(|(request, targets)| (server.submit(request), targets));
+    let admitted =
+        convert::decode_request(request, server.shm()).and_then(|(mut request, targets)| {
+            request.parameters.extend(forwarded.clone()?);
+            Ok((server.submit(request), targets))
+        });
     async move {
         let result = match admitted {
             Ok((answer, targets)) => answer

@@ -49,6 +49,7 @@ impl Harness {
             max_input_size: MAX_BODY,
             limits: nereid_net::Limits::default(),
             restrictions: Default::default(),
+            header_forward: None,
         };
         Self {
             runtime,

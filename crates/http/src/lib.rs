@@ -5,6 +5,8 @@ mod admin;
 mod compression;
 mod error;
 #[cfg(test)]
+mod forward_tests;
+#[cfg(test)]
 mod fuzz_tests;
 mod generate;
 mod infer;
@@ -22,6 +24,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
+use nereid_core::header_forward::HeaderForward;
 use nereid_core::restricted::{ApiGroup, Restrictions};
 use nereid_core::Server;
 
@@ -42,6 +45,9 @@ pub struct HttpOptions {
     /// API groups that answer only requests carrying their header
     /// (`--http-restricted-api`).
     pub restrictions: Arc<Restrictions>,
+    /// Headers to forward to the model as request parameters on the infer endpoint
+    /// (`--http-header-forward-pattern`; Triton forwards none on generate).
+    pub header_forward: Option<Arc<HeaderForward>>,
 }
 
 impl HttpOptions {
@@ -153,7 +159,7 @@ async fn infer_handler(
     let (model, version) = admin::model_path(&path)?;
     let max_input_size = state.options.max_input_size;
     let body = compression::decode_body(&headers, body, max_input_size)?;
-    let (request, format) = match infer::layout(&headers, body.len())? {
+    let (mut request, format) = match infer::layout(&headers, body.len())? {
         infer::Layout::Raw => {
             let spec = state.server.model_spec(&model, version)?;
             infer::decode_raw(&spec, version, body, max_input_size)?
@@ -167,6 +173,11 @@ async fn infer_handler(
             max_input_size,
         )?,
     };
+    // After the body, as Triton's `ForwardHeaders` runs after parsing it.
+    if let Some(forward) = &state.options.header_forward {
+        let forwarded = forward.parameters(headers.iter().map(|(n, v)| (n.as_str(), v)))?;
+        request.parameters.extend(forwarded);
+    }
     let response = state.server.infer(request).await?;
     Ok(infer::encode(
         &response,

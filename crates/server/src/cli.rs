@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{ArgAction, Parser};
 use nereid_core::cache::CacheSettings;
+use nereid_core::header_forward::HeaderForward;
 use nereid_core::repository::StorageLimits;
 use nereid_core::restricted::Restrictions;
 use nereid_core::shm::ShmLimits;
@@ -115,6 +116,14 @@ pub struct Cli {
     /// calls carrying the metadata `triton-grpc-protocol-<key>` with that value.
     #[arg(long)]
     pub grpc_restricted_protocol: Vec<String>,
+    /// Regular expression: HTTP request headers whose names it matches (anywhere,
+    /// case-insensitively unless it starts `(?-i)`) reach the model as string request
+    /// parameters on the infer endpoint.
+    #[arg(long, allow_hyphen_values = true)]
+    pub http_header_forward_pattern: Option<String>,
+    /// The same for the gRPC metadata of `ModelInfer` and `ModelStreamInfer` calls.
+    #[arg(long, allow_hyphen_values = true)]
+    pub grpc_header_forward_pattern: Option<String>,
     /// `<backend>,<key>=<value>` (repeatable).
     #[arg(long)]
     pub backend_config: Vec<String>,
@@ -226,6 +235,10 @@ pub struct Config {
     pub http_restrictions: Arc<Restrictions>,
     /// The gRPC API groups `--grpc-restricted-protocol` restricts.
     pub grpc_restrictions: Arc<Restrictions>,
+    /// Compiled `--http-header-forward-pattern`, when given.
+    pub http_header_forward: Option<Arc<HeaderForward>>,
+    /// Compiled `--grpc-header-forward-pattern`, when given.
+    pub grpc_header_forward: Option<Arc<HeaderForward>>,
 }
 
 impl Config {
@@ -274,6 +287,14 @@ impl Config {
             "protocol",
         )
         .map_err(anyhow::Error::msg)?;
+        let http_header_forward = header_forward(
+            &cli.http_header_forward_pattern,
+            "http-header-forward-pattern",
+        )?;
+        let grpc_header_forward = header_forward(
+            &cli.grpc_header_forward_pattern,
+            "grpc-header-forward-pattern",
+        )?;
         for root in &cli.model_repository {
             if !root.is_dir() {
                 bail!(
@@ -289,6 +310,8 @@ impl Config {
             backend_settings,
             http_restrictions: Arc::new(http_restrictions),
             grpc_restrictions: Arc::new(grpc_restrictions),
+            http_header_forward,
+            grpc_header_forward,
         })
     }
 
@@ -341,9 +364,24 @@ impl Config {
             keepalive_time: Duration::from_millis(self.cli.grpc_keepalive_time),
             keepalive_timeout: Duration::from_millis(self.cli.grpc_keepalive_timeout),
             restrictions: self.grpc_restrictions.clone(),
+            header_forward: self.grpc_header_forward.clone(),
             ..nereid_grpc::GrpcOptions::default()
         }
     }
+}
+
+/// Compiles a `--...-header-forward-pattern` flag; a pattern that does not compile stops
+/// start-up naming the flag (Triton would start and never match).
+fn header_forward(
+    pattern: &Option<String>,
+    flag: &str,
+) -> anyhow::Result<Option<Arc<HeaderForward>>> {
+    let Some(pattern) = pattern else {
+        return Ok(None);
+    };
+    let forward =
+        HeaderForward::new(pattern).map_err(|e| anyhow::anyhow!("--{flag}: {}", e.message()))?;
+    Ok(Some(Arc::new(forward)))
 }
 
 /// A `--...-secs` timeout flag: 0 turns the timeout off.
@@ -583,6 +621,31 @@ mod tests {
                 "--grpc-restricted-protocol=logging,trace:k=w"
             ]),
             "restricted protocol 'trace' can not be specified in multiple config groups"
+        );
+    }
+
+    #[test]
+    fn header_forward_patterns_compile_or_stop_start_up() {
+        let c = parse(&[]).expect("valid");
+        assert!(c.http_header_forward.is_none() && c.grpc_header_forward.is_none());
+        let c = parse(&[
+            "--http-header-forward-pattern=.*",
+            "--grpc-header-forward-pattern",
+            "(?-i)MY_HEADER.*",
+        ])
+        .expect("valid");
+        let http = c.http_header_forward.as_ref().expect("http pattern");
+        assert!(http.matches("anything"));
+        let grpc = c.grpc_options(1).header_forward.expect("grpc pattern");
+        assert!(grpc.matches("MY_HEADER_1") && !grpc.matches("my_header_1"));
+        let err = parse(&["--grpc-header-forward-pattern=(unclosed"])
+            .expect_err("invalid")
+            .to_string();
+        assert!(
+            err.starts_with(
+                "--grpc-header-forward-pattern: invalid header forward pattern '(unclosed'"
+            ),
+            "{err}"
         );
     }
 

@@ -190,6 +190,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             max_input_size: config.cli.http_max_input_size,
             limits: http_limits,
             restrictions: config.http_restrictions.clone(),
+            header_forward: config.http_header_forward.clone(),
         };
         let (server, signal) = (server.clone(), shutdown.signal());
         tasks.push(tokio::spawn(nereid_http::serve(

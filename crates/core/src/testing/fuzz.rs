@@ -23,8 +23,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{write_model, TestBackend};
-use crate::server::ServerIdentity;
-use crate::{ControlMode, ModelRepository, Server};
+use crate::Server;
 
 /// Environment variable with the number of iterations of every fuzz target.
 pub const ITERATIONS_VAR: &str = "NEREID_FUZZ_ITERATIONS";
@@ -76,17 +75,7 @@ pub async fn echo_server(root: &Path) -> Arc<Server> {
         write_model(root, name, config, &[1]);
     }
     let backend = TestBackend::echo(&[("INPUT0", "OUTPUT0"), ("INPUT1", "OUTPUT1")]);
-    let options = super::repository_options(root, ControlMode::None, &["*"]);
-    let repository = Arc::new(ModelRepository::new(options, backend.registry()));
-    repository
-        .load_startup_models()
-        .await
-        .expect("the echo models load");
-    let identity = ServerIdentity {
-        name: "nereid".into(),
-        version: "0.0.0".into(),
-    };
-    Arc::new(Server::new(identity, repository, true))
+    super::server(root, &backend).await
 }
 
 /// A splitmix64 random source: tiny, fast, and the same stream for the same seed.
