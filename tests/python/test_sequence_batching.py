@@ -188,8 +188,11 @@ def test_direct_pads_idle_slots_below_the_active_one(seq_server):
     send(client, 7002, 1.0)  # again a batch of 2
     batches = {b["batch_size"]: b["compute_infer"]["count"] for b in stats(srv)["batch_stats"]}
     assert batches == {1: 1, 2: 2}
-    # Padding requests are executed but are not requests: 3 successes.
-    assert stats(srv)["inference_stats"]["success"]["count"] == 3
+    # Padding requests are executed but are not requests: 3 successes and, as in Triton
+    # (L0_sequence_batcher checks it), 3 inferences over 3 executions.
+    s = stats(srv)
+    assert s["inference_stats"]["success"]["count"] == 3
+    assert (s["inference_count"], s["execution_count"]) == (3, 3)
 
 
 def test_sequences_spread_over_instances(seq_server):

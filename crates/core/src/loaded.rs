@@ -210,7 +210,8 @@ impl LoadedModel {
                 }
             };
             let (queue, timing) = times.totals();
-            this.stats.execution_finished(admitted.batch_size, timing);
+            this.stats
+                .execution_finished(admitted.batch_size, admitted.batch_size, timing);
             record.succeeded(queue, timing);
             let outputs = select_outputs(outputs, wanted.as_deref(), &this.spec.name)?;
             Ok(this.response(id, outputs))

@@ -162,7 +162,13 @@ impl Worker {
         self.publish_state_usage();
         let ran = timing.ran.unwrap_or(total_batch);
         if ran > 0 {
-            self.stats.execution_finished(ran, timing);
+            let for_clients: usize = payload
+                .iter()
+                .filter(|j| !j.padding)
+                .map(|j| j.batch_size)
+                .sum();
+            self.stats
+                .execution_finished(ran, for_clients.min(ran), timing);
         }
         for (job, result) in payload.into_iter().zip(results) {
             self.answer(job, result, started, timing);

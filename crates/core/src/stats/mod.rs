@@ -272,10 +272,12 @@ impl ModelStats {
         }
     }
 
-    /// One model execution of `batch_size` batch elements finished.
-    pub fn execution_finished(&self, batch_size: usize, timing: ComputeTiming) {
+    /// One model execution of `batch_size` batch elements finished, `inferences` of them
+    /// for clients: the sequence batcher's padding requests run in the batch (and count in
+    /// `batch_stats`) but, as in Triton, are no inferences.
+    pub fn execution_finished(&self, batch_size: usize, inferences: usize, timing: ComputeTiming) {
         let batch_size = batch_size as u64;
-        self.inference_count.fetch_add(batch_size, Relaxed);
+        self.inference_count.fetch_add(inferences as u64, Relaxed);
         self.execution_count.fetch_add(1, Relaxed);
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -344,7 +346,7 @@ mod tests {
         };
         stats.request_started();
         stats.request_started();
-        stats.execution_finished(3, timing);
+        stats.execution_finished(3, 3, timing);
         stats.request_succeeded(Duration::from_nanos(100), Duration::from_nanos(5), timing);
         stats.request_failed(Duration::from_nanos(7), FailureReason::Backend);
         let s = stats.snapshot("m", 1);
