@@ -14,6 +14,13 @@
 // headers document for each (valid pointers or null), checked here as far as C allows.
 #![allow(clippy::missing_safety_doc)]
 
+pub mod buffer_attributes;
+pub mod cache;
 pub mod error;
+pub mod exports;
 pub mod ffi;
+pub mod log;
+pub mod metrics;
 pub mod types;
+
+pub use exports::exported_functions;

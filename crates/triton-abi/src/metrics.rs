@@ -1,0 +1,273 @@
+//! `TRITONSERVER_MetricFamily` and `TRITONSERVER_Metric`: custom counters and gauges a
+//! plugin registers (Triton's local cache plugin publishes its `nv_cache_*` gauges this
+//! way). Live metrics are kept in one registry that the metrics endpoint renders.
+
+use std::collections::BTreeMap;
+use std::ffi::c_char;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::error::{internal, invalid_arg, unsupported, ErrorPtr};
+use crate::ffi;
+
+/// `TRITONSERVER_MetricKind` values.
+pub mod kind {
+    /// `TRITONSERVER_METRIC_KIND_COUNTER`
+    pub const COUNTER: u32 = 0;
+    /// `TRITONSERVER_METRIC_KIND_GAUGE`
+    pub const GAUGE: u32 = 1;
+    /// `TRITONSERVER_METRIC_KIND_HISTOGRAM`
+    pub const HISTOGRAM: u32 = 2;
+}
+
+/// A family as the registry keeps it.
+struct FamilyEntry {
+    kind: u32,
+    name: String,
+    description: String,
+    metrics: BTreeMap<u64, Arc<AtomicU64>>,
+}
+
+/// Every live family by id; ids only grow, so rendering order is creation order.
+struct Registry {
+    next_id: u64,
+    families: BTreeMap<u64, FamilyEntry>,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    next_id: 1,
+    families: BTreeMap::new(),
+});
+
+/// The object behind a `TRITONSERVER_MetricFamily*`.
+pub struct TRITONSERVER_MetricFamily {
+    id: u64,
+    kind: u32,
+}
+
+/// The object behind a `TRITONSERVER_Metric*`: its value as `f64` bits.
+pub struct TRITONSERVER_Metric {
+    family: u64,
+    id: u64,
+    kind: u32,
+    value: Arc<AtomicU64>,
+}
+
+/// Appends every live custom metric in Prometheus text format (for `/metrics`).
+pub fn render(out: &mut String) {
+    let registry = REGISTRY.lock();
+    for family in registry.families.values() {
+        if family.metrics.is_empty() {
+            continue;
+        }
+        let kind = if family.kind == kind::COUNTER {
+            "counter"
+        } else {
+            "gauge"
+        };
+        let _ = writeln!(out, "# HELP {} {}", family.name, family.description);
+        let _ = writeln!(out, "# TYPE {} {kind}", family.name);
+        for value in family.metrics.values() {
+            let value = f64::from_bits(value.load(Ordering::Relaxed));
+            let _ = writeln!(out, "{} {value}", family.name);
+        }
+    }
+}
+
+/// `TRITONSERVER_MetricFamilyNew`: a counter or gauge family named `name`. Histograms
+/// are not supported.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_MetricFamilyNew(
+    family: *mut *mut TRITONSERVER_MetricFamily,
+    kind: u32,
+    name: *const c_char,
+    description: *const c_char,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: C strings from the caller, checked for null by `text`.
+        let (name, description) = unsafe {
+            (
+                ffi::text(name, "name")?,
+                ffi::text(description, "description")?,
+            )
+        };
+        match kind {
+            kind::COUNTER | kind::GAUGE => {}
+            kind::HISTOGRAM => {
+                return Err(unsupported("histogram metrics are not supported by Nereid"))
+            }
+            other => return Err(invalid_arg(format!("Unknown metric kind: {other}"))),
+        }
+        if family.is_null() {
+            return Err(invalid_arg("family must not be null"));
+        }
+        let mut registry = REGISTRY.lock();
+        let id = registry.next_id;
+        registry.next_id += 1;
+        registry.families.insert(
+            id,
+            FamilyEntry {
+                kind,
+                name: name.to_string(),
+                description: description.to_string(),
+                metrics: BTreeMap::new(),
+            },
+        );
+        let created = Box::into_raw(Box::new(TRITONSERVER_MetricFamily { id, kind }));
+        // SAFETY: non-null out-parameter (checked above).
+        unsafe { ffi::write(family, created, "family") }
+    })
+}
+
+/// `TRITONSERVER_MetricFamilyDelete`: frees a family whose metrics were all deleted.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_MetricFamilyDelete(
+    family: *mut TRITONSERVER_MetricFamily,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: a family from `TRITONSERVER_MetricFamilyNew`, or null (checked).
+        let id = unsafe { ffi::reference(family, "family") }?.id;
+        let mut registry = REGISTRY.lock();
+        if registry
+            .families
+            .get(&id)
+            .is_some_and(|f| !f.metrics.is_empty())
+        {
+            return Err(internal(
+                "Must call MetricDelete on all dependent metrics before calling MetricFamilyDelete.",
+            ));
+        }
+        registry.families.remove(&id);
+        // SAFETY: owned by the caller, who gives it up here.
+        drop(unsafe { Box::from_raw(family) });
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_MetricNew`: a metric of `family` starting at 0. Labels are not supported.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_MetricNew(
+    metric: *mut *mut TRITONSERVER_Metric,
+    family: *mut TRITONSERVER_MetricFamily,
+    _labels: *const *const std::ffi::c_void,
+    label_count: u64,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: a family from `TRITONSERVER_MetricFamilyNew`, or null (checked).
+        let family = unsafe { ffi::reference(family, "family") }?;
+        if label_count > 0 {
+            return Err(unsupported("metric labels are not supported by Nereid"));
+        }
+        if metric.is_null() {
+            return Err(invalid_arg("metric must not be null"));
+        }
+        let value = Arc::new(AtomicU64::new(0f64.to_bits()));
+        let mut registry = REGISTRY.lock();
+        let id = registry.next_id;
+        registry.next_id += 1;
+        let entry = registry
+            .families
+            .get_mut(&family.id)
+            .ok_or_else(|| invalid_arg("family was deleted"))?;
+        entry.metrics.insert(id, Arc::clone(&value));
+        let created = Box::into_raw(Box::new(TRITONSERVER_Metric {
+            family: family.id,
+            id,
+            kind: family.kind,
+            value,
+        }));
+        // SAFETY: non-null out-parameter (checked above).
+        unsafe { ffi::write(metric, created, "metric") }
+    })
+}
+
+/// `TRITONSERVER_MetricDelete`: frees a metric and removes it from `/metrics`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_MetricDelete(metric: *mut TRITONSERVER_Metric) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: a metric from `TRITONSERVER_MetricNew`, or null (checked).
+        let found = unsafe { ffi::reference(metric, "metric") }?;
+        if let Some(family) = REGISTRY.lock().families.get_mut(&found.family) {
+            family.metrics.remove(&found.id);
+        }
+        // SAFETY: owned by the caller, who gives it up here.
+        drop(unsafe { Box::from_raw(metric) });
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_MetricValue`: the metric's current value.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_MetricValue(
+    metric: *mut TRITONSERVER_Metric,
+    value: *mut f64,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: a metric from `TRITONSERVER_MetricNew`, or null (checked); the
+        // out-parameter is checked by `write`.
+        unsafe {
+            let metric = ffi::reference(metric, "metric")?;
+            let current = f64::from_bits(metric.value.load(Ordering::Relaxed));
+            ffi::write(value, current, "value")
+        }
+    })
+}
+
+/// `TRITONSERVER_MetricIncrement`: adds `value` (counters only go up).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_MetricIncrement(
+    metric: *mut TRITONSERVER_Metric,
+    value: f64,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: a metric from `TRITONSERVER_MetricNew`, or null (checked).
+        let metric = unsafe { ffi::reference(metric, "metric") }?;
+        if metric.kind == kind::COUNTER && value < 0.0 {
+            return Err(invalid_arg("TRITONSERVER_METRIC_KIND_COUNTER can only be incremented monotonically by non-negative values."));
+        }
+        let _ = metric
+            .value
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                Some((f64::from_bits(bits) + value).to_bits())
+            });
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_MetricSet`: sets a gauge to `value` (counters cannot be set).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_MetricSet(
+    metric: *mut TRITONSERVER_Metric,
+    value: f64,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: a metric from `TRITONSERVER_MetricNew`, or null (checked).
+        let metric = unsafe { ffi::reference(metric, "metric") }?;
+        if metric.kind == kind::COUNTER {
+            return Err(unsupported(
+                "TRITONSERVER_METRIC_KIND_COUNTER does not support Set",
+            ));
+        }
+        metric.value.store(value.to_bits(), Ordering::Relaxed);
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_GetMetricKind`: the kind of the metric's family.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_GetMetricKind(
+    metric: *mut TRITONSERVER_Metric,
+    kind: *mut u32,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: a metric from `TRITONSERVER_MetricNew`, or null (checked); the
+        // out-parameter is checked by `write`.
+        unsafe {
+            let metric = ffi::reference(metric, "metric")?;
+            ffi::write(kind, metric.kind, "kind")
+        }
+    })
+}
