@@ -12,6 +12,12 @@ if ! command -v redis-server >/dev/null; then
   apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
 fi
 
+# The cache plugin tests relink Triton's own plugin to need libtritonserver.so.
+if ! command -v patchelf >/dev/null; then
+  echo "test: installing patchelf" >&2
+  apt-get update -qq && apt-get install -y -qq patchelf >/dev/null
+fi
+
 echo "test: cargo test (release)" >&2
 cargo test --release --locked --workspace
 

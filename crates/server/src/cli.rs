@@ -126,13 +126,16 @@ pub struct Cli {
     /// `<backend>,<key>=<value>` (repeatable).
     #[arg(long)]
     pub backend_config: Vec<String>,
-    /// `<cache>,<key>=<value>` (repeatable): the response cache (`local` or `redis`).
+    /// `<cache>,<key>=<value>` (repeatable): the response cache (`local`, `redis` or a
+    /// TRITONCACHE library's name).
     #[arg(long)]
     pub cache_config: Vec<String>,
     /// Deprecated: the same as `--cache-config local,size=N`.
     #[arg(long)]
     pub response_cache_byte_size: Option<u64>,
-    /// Accepted for compatibility; Nereid's caches are built in, not loaded from here.
+    /// Where TRITONCACHE libraries are: `<dir>/<name>/libtritoncache_<name>.so` (default
+    /// /opt/tritonserver/caches). Given explicitly, a library here named `local` or
+    /// `redis` replaces the built-in cache of that name.
     #[arg(long)]
     pub cache_directory: Option<String>,
     /// Accepted because Triton's scripts pass it; it has no effect until backend libraries
@@ -393,9 +396,6 @@ impl Config {
     /// `--response-cache-byte-size`), with tritonserver's messages for malformed flags.
     /// Called once logging is up, since it warns.
     pub fn cache_config(&self) -> anyhow::Result<Option<CacheConfig>> {
-        if self.cli.cache_directory.is_some() {
-            tracing::warn!("--cache-directory is ignored: nereid's caches are built in");
-        }
         if let Some(dir) = &self.cli.backend_directory {
             tracing::info!(
                 "--backend-directory {dir} has no effect: nereid's backends are built in"

@@ -37,7 +37,7 @@ pub fn init(config: &Config) {
     // Dependencies stay at warnings unless verbose logging is on.
     let deps = if cli.log_verbose > 0 { level } else { "warn" };
     let filter = EnvFilter::new(format!(
-        "{deps},nereid={level},nereid_core={level},nereid_http={level},nereid_grpc={level},nereid_backend_onnx={level}"
+        "{deps},nereid={level},nereid_core={level},nereid_http={level},nereid_grpc={level},nereid_backend_onnx={level},tritonserver={level}"
     ));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -16,9 +16,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use nereid_backend_onnx::{find_library, OnnxBackend, OrtRuntime, StatefulBackend};
-use nereid_cache_redis::RedisStore;
-use nereid_core::cache::local::LocalCache;
-use nereid_core::cache::{CacheStore, ResponseCache};
+use nereid_core::cache::ResponseCache;
 use nereid_core::config::NormalizeOptions;
 use nereid_core::repository::{BackendRegistry, LoadSettings};
 use nereid_core::server::ServerIdentity;
@@ -29,6 +27,9 @@ use crate::cli::{Cli, Config};
 use crate::shutdown::Shutdown;
 
 fn main() {
+    // Keeps the C ABI's functions in the executable (and, with build.rs, in its dynamic
+    // symbol table) for the cache plugins it loads.
+    std::hint::black_box(tritonserver::exported_functions());
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -106,14 +107,13 @@ fn response_cache(config: &Config) -> anyhow::Result<Option<Arc<ResponseCache>>>
     let Some(cache) = config.cache_config()? else {
         return Ok(None);
     };
-    let store: nereid_core::Result<Arc<dyn CacheStore>> = match cache.name.as_str() {
-        "local" => LocalCache::from_config(&cache).map(|c| Arc::new(c) as _),
-        "redis" => RedisStore::from_config(&cache).map(|c| Arc::new(c) as _),
-        other => anyhow::bail!(
-            "creating server: unknown cache '{other}': nereid has the 'local' and 'redis' caches"
-        ),
-    };
-    let store = store.map_err(|e| anyhow::anyhow!("creating server: {e}"))?;
+    let directory = config
+        .cli
+        .cache_directory
+        .as_deref()
+        .map(std::path::Path::new);
+    let store = tritonserver::cache::open_store(&cache, directory)
+        .map_err(|e| anyhow::anyhow!("creating server: {}", e.message()))?;
     let cache = ResponseCache::new(store);
     cache.start();
     tracing::info!("response cache enabled: {}", cache.describe());

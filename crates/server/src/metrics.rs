@@ -50,6 +50,7 @@ fn render_lost_log_lines(out: &mut String, lost: u64) {
 async fn metrics(State(state): State<MetricsState>) -> impl IntoResponse {
     let mut text = state.server.metrics_text();
     state.system.render(&mut text);
+    tritonserver::metrics::render(&mut text);
     render_lost_log_lines(&mut text, crate::logging::lost_lines());
     (
         [(

@@ -76,10 +76,11 @@ fn result(error: ErrorPtr) -> Result<()> {
 }
 
 impl CacheLibrary {
-    /// Loads the library at `path` and initializes a cache with `config` (JSON).
-    pub fn load(path: &Path, config: &str) -> Result<Self> {
+    /// Loads cache `name`'s library at `path` and initializes a cache with `config`
+    /// (JSON).
+    pub fn load(name: &str, path: &Path, config: &str) -> Result<Self> {
         tracing::info!(
-            "Creating TritonCache with libpath: '{}', cache_config: '{config}'",
+            "Creating TritonCache with name: '{name}', libpath: '{}', cache_config: '{config}'",
             path.display()
         );
         // SAFETY: loading a library runs its initializers; a cache library is code the

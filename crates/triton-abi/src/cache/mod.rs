@@ -55,7 +55,7 @@ pub fn open_store(config: &CacheConfig, directory: Option<&Path>) -> Result<Arc<
                     directory.display()
                 )));
             }
-            let library = CacheLibrary::load(&path, &config.to_json())?;
+            let library = CacheLibrary::load(name, &path, &config.to_json())?;
             Ok(Arc::new(PluginStore::new(name.to_string(), library)))
         }
     }
