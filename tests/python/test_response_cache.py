@@ -302,7 +302,11 @@ def test_small_cache_evicts_and_stays_in_budget(make_repo, start_server):
             "Incompatible flags --response-cache-byte-size and --cache-config both provided.",
         ),
         (["--cache-config", "redis,host=localhost"], "Failed to initialize RedisCache, didn't specify address."),
-        (["--cache-config", "nosuch,a=b"], "unknown cache 'nosuch'"),
+        # Any other name is a cache library, looked up where tritonserver looks.
+        (
+            ["--cache-config", "nosuch,a=b"],
+            "unable to find 'libtritoncache_nosuch.so' for cache. Searched: /opt/tritonserver/caches",
+        ),
     ],
 )
 def test_bad_cache_flags_stop_start_up(make_repo, start_server, args, message):

@@ -271,3 +271,40 @@ pub unsafe extern "C" fn TRITONSERVER_GetMetricKind(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ptr::null_mut;
+
+    use super::*;
+    use crate::error::TRITONSERVER_ErrorDelete;
+
+    #[test]
+    fn gauges_are_rendered_until_deleted() {
+        let (mut family, mut metric) = (null_mut(), null_mut());
+        // SAFETY: objects created, used and deleted here, in order.
+        unsafe {
+            let created = TRITONSERVER_MetricFamilyNew(
+                &mut family,
+                kind::GAUGE,
+                c"nereid_test_gauge".as_ptr(),
+                c"A test gauge".as_ptr(),
+            );
+            assert!(created.is_null());
+            assert!(TRITONSERVER_MetricNew(&mut metric, family, std::ptr::null(), 0).is_null());
+            assert!(TRITONSERVER_MetricSet(metric, 2.5).is_null());
+            assert!(TRITONSERVER_MetricIncrement(metric, 1.0).is_null());
+            let mut text = String::new();
+            render(&mut text);
+            assert!(text.contains("# TYPE nereid_test_gauge gauge\nnereid_test_gauge 3.5\n"));
+            let busy = TRITONSERVER_MetricFamilyDelete(family);
+            assert!(!busy.is_null(), "a family with live metrics stays");
+            TRITONSERVER_ErrorDelete(busy);
+            assert!(TRITONSERVER_MetricDelete(metric).is_null());
+            assert!(TRITONSERVER_MetricFamilyDelete(family).is_null());
+            let mut text = String::new();
+            render(&mut text);
+            assert!(!text.contains("nereid_test_gauge"));
+        }
+    }
+}

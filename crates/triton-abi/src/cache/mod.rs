@@ -60,3 +60,6 @@ pub fn open_store(config: &CacheConfig, directory: Option<&Path>) -> Result<Arc<
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
