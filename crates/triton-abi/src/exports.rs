@@ -46,3 +46,27 @@ pub fn exported_functions() -> Vec<*const ()> {
         types::TRITONSERVER_MemoryTypeString as *const (),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every `#[no_mangle]` function in the crate's sources is in the table.
+    #[test]
+    fn the_table_lists_every_exported_function() {
+        fn count(dir: &std::path::Path) -> usize {
+            let entries = std::fs::read_dir(dir).expect("source directory");
+            entries
+                .map(|entry| entry.expect("directory entry").path())
+                .map(|path| match path.is_dir() {
+                    true => count(&path),
+                    false => std::fs::read_to_string(&path)
+                        .expect("source file")
+                        .lines()
+                        .filter(|line| line.trim() == "#[no_mangle]")
+                        .count(),
+                })
+                .sum()
+        }
+        let sources = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        assert_eq!(super::exported_functions().len(), count(&sources));
+    }
+}

@@ -50,8 +50,8 @@ pub extern "C" fn TRITONSERVER_LogIsEnabled(level: u32) -> bool {
 }
 
 /// `TRITONSERVER_LogMessage`: writes `msg` at `level`, naming `filename:line` as where it
-/// came from. A null file name is logged as empty; a null message or unknown level is an
-/// invalid-argument error.
+/// came from. A null file name is logged as empty; an unknown level is Triton's
+/// invalid-argument error, a null message an invalid-argument error.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_LogMessage(
     level: u32,
@@ -61,7 +61,7 @@ pub unsafe extern "C" fn TRITONSERVER_LogMessage(
 ) -> ErrorPtr {
     ffi::status(|| {
         let level = tracing_level(level)
-            .ok_or_else(|| invalid_arg(format!("unknown log level {level}")))?;
+            .ok_or_else(|| invalid_arg(format!("unknown logging level '{level}'")))?;
         if msg.is_null() {
             return Err(invalid_arg("msg must not be null"));
         }
@@ -81,4 +81,28 @@ pub unsafe extern "C" fn TRITONSERVER_LogMessage(
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{TRITONSERVER_ErrorDelete, TRITONSERVER_ErrorMessage};
+
+    #[test]
+    fn unknown_levels_and_null_messages_are_refused() {
+        // SAFETY: static C strings; the errors are read and freed here.
+        unsafe {
+            assert!(
+                TRITONSERVER_LogMessage(level::INFO, c"f.c".as_ptr(), 1, c"hi".as_ptr()).is_null()
+            );
+            let error = TRITONSERVER_LogMessage(7, std::ptr::null(), 1, c"hi".as_ptr());
+            let message = CStr::from_ptr(TRITONSERVER_ErrorMessage(error)).to_owned();
+            TRITONSERVER_ErrorDelete(error);
+            assert_eq!(message.to_str(), Ok("unknown logging level '7'"));
+            let error = TRITONSERVER_LogMessage(level::WARN, std::ptr::null(), 1, std::ptr::null());
+            assert!(!error.is_null());
+            TRITONSERVER_ErrorDelete(error);
+        }
+        assert!(!TRITONSERVER_LogIsEnabled(9));
+    }
 }
