@@ -125,3 +125,47 @@ fn index_json(e: IndexEntry) -> Value {
     }
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::testing::{self, TestBackend};
+
+    const CONFIG: &str = r#"backend: "identity" max_batch_size: 4
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 2 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 2 ] } ]"#;
+
+    #[tokio::test]
+    async fn documents_are_the_http_endpoints_json() {
+        let repo = tempfile::tempdir().expect("temp dir");
+        testing::write_model(repo.path(), "ident", CONFIG, &[1]);
+        let server = testing::server(repo.path(), &TestBackend::identity()).await;
+        let metadata = server.server_metadata_json();
+        assert_eq!(metadata["name"], "nereid");
+        assert!(metadata["extensions"]
+            .as_array()
+            .is_some_and(|e| e.contains(&json!("statistics"))));
+        assert_eq!(
+            server.model_metadata_json("ident", None).expect("ready"),
+            json!({"name": "ident", "versions": ["1"], "platform": "identity",
+                "inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [-1, 2]}],
+                "outputs": [{"name": "OUTPUT0", "datatype": "INT32", "shape": [-1, 2]}]})
+        );
+        assert_eq!(
+            server.repository_index_json(true).await.expect("index"),
+            json!([{"name": "ident", "version": "1", "state": "READY"}])
+        );
+        let stats = server.statistics_json(Some("ident"), None).expect("stats");
+        assert_eq!(stats["model_stats"][0]["version"], "1");
+        assert_eq!(stats["model_stats"][0]["inference_count"], 0);
+        let error = server
+            .statistics_json(Some("absent"), None)
+            .expect_err("unknown model");
+        assert_eq!(error.message(), "requested model 'absent' is not available");
+        assert_eq!(
+            server.model_config_json("ident", None).expect("ready")["max_batch_size"],
+            4
+        );
+    }
+}

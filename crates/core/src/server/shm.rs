@@ -86,3 +86,38 @@ impl Server {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::shm::{RegionKind, ShmLimits};
+    use crate::testing::{self, TestBackend};
+
+    #[tokio::test]
+    async fn access_is_checked_before_the_name() {
+        let repo = tempfile::tempdir().expect("temp dir");
+        let server = testing::server(repo.path(), &TestBackend::identity()).await;
+        let refused = server.shm_client_access().expect_err("off by default");
+        let unnamed = server
+            .shm_register_system("", "/key", 0, 8)
+            .expect_err("refused");
+        assert_eq!(unnamed, refused);
+        let server = std::sync::Arc::into_inner(server)
+            .expect("only owner")
+            .with_shm_limits(ShmLimits {
+                allow_clients: true,
+                ..ShmLimits::default()
+            });
+        let unnamed = server
+            .shm_register_cuda("", &[], 0, 8)
+            .expect_err("no name");
+        assert_eq!(unnamed, RegionKind::Cuda.name_required());
+        assert_eq!(
+            server
+                .shm_status_json(RegionKind::System, None)
+                .expect("status"),
+            json!([])
+        );
+    }
+}
