@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use nereid_core::cache::ResponseCache;
 use nereid_core::config::NormalizeOptions;
 use nereid_core::repository::LoadSettings;
 use nereid_core::server::ServerIdentity;
@@ -39,6 +40,12 @@ impl Nereid {
     pub async fn start(options: Options) -> Result<Nereid> {
         let started = Instant::now();
         let registry = crate::backends::registry(&options)?;
+        let cache = options.cache.clone().map(|store| {
+            let cache = ResponseCache::new(store);
+            cache.start();
+            tracing::info!("response cache enabled: {}", cache.describe());
+            Arc::new(cache)
+        });
         let repository = Arc::new(ModelRepository::new(
             RepositoryOptions {
                 roots: options.model_repositories.clone(),
@@ -47,7 +54,7 @@ impl Nereid {
                 settings: LoadSettings {
                     strict_model_config: options.strict_model_config,
                     normalize: NormalizeOptions { gpu_count: 0 },
-                    cache: options.cache.clone(),
+                    cache,
                 },
                 storage: options.storage_limits,
             },

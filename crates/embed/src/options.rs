@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nereid_core::cache::ResponseCache;
+use nereid_core::cache::CacheStore;
 use nereid_core::repository::{BackendRegistry, StorageLimits};
 use nereid_core::shm::ShmLimits;
 use nereid_core::ControlMode;
@@ -40,9 +40,10 @@ pub struct Options {
     /// Backends beyond the built-in ONNX Runtime ones, by name (an embedding program's
     /// own Rust backends, the tests' backend). One named like a built-in replaces it.
     pub extra_backends: BackendRegistry,
-    /// The response cache for models that enable it (`--cache-config`); `None` turns
-    /// caching off. Already started: the caller picked and configured the store.
-    pub cache: Option<Arc<ResponseCache>>,
+    /// The response cache's store for models that enable it (`--cache-config`); `None`
+    /// turns caching off. The caller picks and configures the store (local, redis, a
+    /// TRITONCACHE library); start-up wraps it in the `ResponseCache` and starts it.
+    pub cache: Option<Arc<dyn CacheStore>>,
     /// Seconds between repository polls in poll control mode (`--repository-poll-secs`);
     /// `None` is tritonserver's 15. Ignored in the other modes.
     pub repository_poll_secs: Option<u64>,

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use nereid_core::cache::{CacheSettings, ResponseCache};
+use nereid_cache_redis::RedisStore;
+use nereid_core::cache::local::LocalCache;
+use nereid_core::cache::CacheStore;
 use nereid_embed::{FrontendOptions, Listeners, Nereid, Options};
 use tokio::net::TcpListener;
 
@@ -60,24 +62,25 @@ async fn bind(what: &str, address: std::net::IpAddr, port: u16) -> anyhow::Resul
         .with_context(|| format!("failed to start {what} at {address}:{port}"))
 }
 
-/// The response cache `--cache-config` asks for; a Redis cache starts connecting now.
-fn response_cache(config: &Config) -> anyhow::Result<Option<Arc<ResponseCache>>> {
-    let Some(settings) = config.cache_settings()? else {
+/// The cache store `--cache-config` asks for; a Redis store starts connecting once the
+/// server starts it.
+fn cache_store(config: &Config) -> anyhow::Result<Option<Arc<dyn CacheStore>>> {
+    let Some(cache) = config.cache_config()? else {
         return Ok(None);
     };
-    let description = match &settings {
-        CacheSettings::Local { size } => format!("local, {size} bytes"),
-        CacheSettings::Redis(redis) => format!("redis at {}", redis.address()),
+    let store: nereid_core::Result<Arc<dyn CacheStore>> = match cache.name.as_str() {
+        "local" => LocalCache::from_config(&cache).map(|c| Arc::new(c) as _),
+        "redis" => RedisStore::from_config(&cache).map(|c| Arc::new(c) as _),
+        other => anyhow::bail!(
+            "creating server: unknown cache '{other}': nereid has the 'local' and 'redis' caches"
+        ),
     };
-    let cache =
-        ResponseCache::new(settings).map_err(|e| anyhow::anyhow!("creating server: {e}"))?;
-    cache.start();
-    tracing::info!("response cache enabled: {description}");
-    Ok(Some(Arc::new(cache)))
+    let store = store.map_err(|e| anyhow::anyhow!("creating server: {e}"))?;
+    Ok(Some(store))
 }
 
 /// What [`Nereid::start`] needs, from the flags.
-fn options(config: &Config, cache: Option<Arc<ResponseCache>>) -> Options {
+fn options(config: &Config, cache: Option<Arc<dyn CacheStore>>) -> Options {
     let cli = &config.cli;
     Options {
         model_repositories: cli.model_repository.clone(),
@@ -139,7 +142,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     // Listen for signals before the (possibly slow) model loading, so an early SIGTERM is
     // a clean stop rather than the default kill.
     let mut signal = std::pin::pin!(signal::signal_listener()?);
-    let cache = response_cache(&config)?;
+    let cache = cache_store(&config)?;
     let nereid = tokio::select! {
         started = Nereid::start(options(&config, cache)) => started.map_err(|e| {
             anyhow::anyhow!("creating server: {} - {e}", e.kind().triton_name())
