@@ -130,3 +130,38 @@ async fn a_model_that_fails_to_load_fails_start_up() {
     assert!(!serving.server().model_ready("broken", None));
     serving.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_cache_store_answers_repeated_requests() {
+    use nereid_core::cache::local::LocalCache;
+    use nereid_core::cache::CacheConfig;
+
+    let repo = tempfile::tempdir().expect("temp dir");
+    let config = format!("{CONFIG}\nresponse_cache {{ enable: true }}");
+    testing::write_model(repo.path(), "ident", &config, &[1]);
+    let backend = TestBackend::identity();
+    let cache = CacheConfig::from_flags(&["local,size=1048576".to_string()], None)
+        .expect("valid flags")
+        .expect("a cache");
+    let store = LocalCache::from_config(&cache).expect("local store");
+    let nereid = Nereid::start(Options {
+        cache: Some(Arc::new(store)),
+        ..options(repo.path(), &backend)
+    })
+    .await
+    .expect("starts");
+    for _ in 0..2 {
+        let input = testing::fp32_input("INPUT0", &[2], &[1.0, 2.0]);
+        nereid
+            .server()
+            .infer(testing::request("ident", "", vec![input]))
+            .await
+            .expect("infers");
+    }
+    assert_eq!(
+        backend.executions().len(),
+        1,
+        "the second came from the cache"
+    );
+    nereid.shutdown().await;
+}
