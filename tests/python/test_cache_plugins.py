@@ -120,7 +120,7 @@ def startup_error(start_server, repo, *args):
 
 def test_load_errors_name_the_library(caches, cached_repo, start_server):
     log = startup_error(start_server, cached_repo, "--cache-directory", str(caches), "--cache-config", "absent,size=1")
-    assert f"creating server: unable to find 'libtritoncache_absent.so' for cache. Searched: {caches}" in log
+    assert f"creating server: Invalid argument - unable to find 'libtritoncache_absent.so' for cache. Searched: {caches}" in log
     log = startup_error(start_server, cached_repo, "--cache-directory", str(caches), "--cache-config", "memory,fail=init")
     assert "memory cache: refusing to start" in log
 

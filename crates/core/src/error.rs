@@ -25,6 +25,24 @@ pub enum ErrorKind {
     Unknown,
 }
 
+impl ErrorKind {
+    /// Triton's name for the kind, as `TRITONSERVER_ErrorCodeString` spells it and
+    /// tritonserver prints it in front of a start-up failure ("creating server: Internal
+    /// - ..."), so processes that report a core error read as Triton's do.
+    pub fn triton_name(self) -> &'static str {
+        match self {
+            Self::Unknown => "Unknown",
+            Self::Internal => "Internal",
+            Self::NotFound => "Not found",
+            Self::InvalidArg => "Invalid argument",
+            Self::Unavailable => "Unavailable",
+            Self::Unsupported => "Unsupported",
+            Self::AlreadyExists => "Already exists",
+            Self::Cancelled => "Cancelled",
+        }
+    }
+}
+
 /// A failure with its kind and a message worded as Triton words it where clients match on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {

@@ -1,6 +1,9 @@
 //! The core facade: the one call per protocol operation that both frontends make, so HTTP
 //! and gRPC cannot drift apart.
 
+mod admin;
+mod shm;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -94,12 +97,14 @@ impl Server {
         self
     }
 
-    /// The shared-memory regions (for the shared-memory extension and tensors in them).
+    /// The shared-memory regions, for the frontends to resolve tensors in them at the
+    /// edge (the extension's calls are the `shm_*` methods).
     pub fn shm(&self) -> &crate::shm::ShmRegistry {
         &self.shm
     }
 
-    /// The model repository (for the repository extension and polling).
+    /// The model repository, for the process that owns the server (polling, stopping
+    /// the models); frontends use the facade's calls instead.
     pub fn repository(&self) -> &Arc<ModelRepository> {
         &self.repository
     }

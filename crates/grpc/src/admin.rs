@@ -141,7 +141,7 @@ pub async fn repository_index(
     request: &RepositoryIndexRequest,
 ) -> Result<RepositoryIndexResponse> {
     no_repository_name(&request.repository_name)?;
-    let entries = server.repository().index(request.ready).await?;
+    let entries = server.repository_index(request.ready).await?;
     Ok(RepositoryIndexResponse {
         models: entries.into_iter().map(index_entry).collect(),
     })
@@ -193,7 +193,7 @@ pub async fn repository_load(server: &Server, request: &RepositoryModelLoadReque
             )));
         }
     }
-    server.repository().load(&request.model_name, load).await
+    server.load_model(&request.model_name, load).await
 }
 
 /// `RepositoryModelUnload`. `unload_dependents` must be a bool, as in Triton; when true,
@@ -214,7 +214,6 @@ pub async fn repository_unload(
             },
         };
     server
-        .repository()
-        .unload(&request.model_name, unload_dependents)
+        .unload_model(&request.model_name, unload_dependents)
         .await
 }

@@ -275,14 +275,14 @@ impl GrpcInferenceService for InferenceService {
         &self,
         request: Request<SystemSharedMemoryStatusRequest>,
     ) -> Result<Response<SystemSharedMemoryStatusResponse>, Status> {
-        reply(shm::system_status(self.server.shm(), request.get_ref()))
+        reply(shm::system_status(&self.server, request.get_ref()))
     }
 
     async fn system_shared_memory_register(
         &self,
         request: Request<SystemSharedMemoryRegisterRequest>,
     ) -> Result<Response<SystemSharedMemoryRegisterResponse>, Status> {
-        let done = shm::system_register(self.server.shm(), request.get_ref());
+        let done = shm::system_register(&self.server, request.get_ref());
         reply(done.map(|()| SystemSharedMemoryRegisterResponse {}))
     }
 
@@ -290,11 +290,7 @@ impl GrpcInferenceService for InferenceService {
         &self,
         request: Request<SystemSharedMemoryUnregisterRequest>,
     ) -> Result<Response<SystemSharedMemoryUnregisterResponse>, Status> {
-        let done = shm::unregister(
-            self.server.shm(),
-            RegionKind::System,
-            &request.get_ref().name,
-        );
+        let done = shm::unregister(&self.server, RegionKind::System, &request.get_ref().name);
         reply(done.map(|()| SystemSharedMemoryUnregisterResponse {}))
     }
 
@@ -302,14 +298,14 @@ impl GrpcInferenceService for InferenceService {
         &self,
         request: Request<CudaSharedMemoryStatusRequest>,
     ) -> Result<Response<CudaSharedMemoryStatusResponse>, Status> {
-        reply(shm::cuda_status(self.server.shm(), request.get_ref()))
+        reply(shm::cuda_status(&self.server, request.get_ref()))
     }
 
     async fn cuda_shared_memory_register(
         &self,
         request: Request<CudaSharedMemoryRegisterRequest>,
     ) -> Result<Response<CudaSharedMemoryRegisterResponse>, Status> {
-        let done = shm::cuda_register(self.server.shm(), request.get_ref());
+        let done = shm::cuda_register(&self.server, request.get_ref());
         reply(done.map(|()| CudaSharedMemoryRegisterResponse {}))
     }
 
@@ -317,7 +313,7 @@ impl GrpcInferenceService for InferenceService {
         &self,
         request: Request<CudaSharedMemoryUnregisterRequest>,
     ) -> Result<Response<CudaSharedMemoryUnregisterResponse>, Status> {
-        let done = shm::unregister(self.server.shm(), RegionKind::Cuda, &request.get_ref().name);
+        let done = shm::unregister(&self.server, RegionKind::Cuda, &request.get_ref().name);
         reply(done.map(|()| CudaSharedMemoryUnregisterResponse {}))
     }
 

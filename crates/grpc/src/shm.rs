@@ -1,7 +1,7 @@
 //! The shared-memory RPCs (system and CUDA): status, register, unregister.
 
-use nereid_core::shm::{RegionKind, ShmRegistry};
-use nereid_core::{Error, Result};
+use nereid_core::shm::RegionKind;
+use nereid_core::{Result, Server};
 use nereid_proto::inference::*;
 
 /// An empty name means "every region" in status and unregister calls.
@@ -9,19 +9,12 @@ fn optional(name: &str) -> Option<&str> {
     (!name.is_empty()).then_some(name)
 }
 
-fn require_name(name: &str, kind: RegionKind) -> Result<()> {
-    if name.is_empty() {
-        return Err(kind.name_required());
-    }
-    Ok(())
-}
-
 /// `SystemSharedMemoryStatus`.
 pub fn system_status(
-    shm: &ShmRegistry,
+    server: &Server,
     r: &SystemSharedMemoryStatusRequest,
 ) -> Result<SystemSharedMemoryStatusResponse> {
-    let regions = shm.system_status(optional(&r.name))?;
+    let regions = server.shm_system_status(optional(&r.name))?;
     let regions = regions
         .into_iter()
         .map(|r| {
@@ -38,18 +31,16 @@ pub fn system_status(
 }
 
 /// `SystemSharedMemoryRegister`: refused first when clients may not use shared memory.
-pub fn system_register(shm: &ShmRegistry, r: &SystemSharedMemoryRegisterRequest) -> Result<()> {
-    shm.client_access()?;
-    require_name(&r.name, RegionKind::System)?;
-    shm.register_system(&r.name, &r.key, r.offset, r.byte_size)
+pub fn system_register(server: &Server, r: &SystemSharedMemoryRegisterRequest) -> Result<()> {
+    server.shm_register_system(&r.name, &r.key, r.offset, r.byte_size)
 }
 
 /// `CudaSharedMemoryStatus`.
 pub fn cuda_status(
-    shm: &ShmRegistry,
+    server: &Server,
     r: &CudaSharedMemoryStatusRequest,
 ) -> Result<CudaSharedMemoryStatusResponse> {
-    let regions = shm.cuda_status(optional(&r.name))?;
+    let regions = server.shm_cuda_status(optional(&r.name))?;
     let regions = regions
         .into_iter()
         .map(|r| {
@@ -65,15 +56,11 @@ pub fn cuda_status(
 }
 
 /// `CudaSharedMemoryRegister`: refused first when clients may not use shared memory.
-pub fn cuda_register(shm: &ShmRegistry, r: &CudaSharedMemoryRegisterRequest) -> Result<()> {
-    shm.client_access()?;
-    require_name(&r.name, RegionKind::Cuda)?;
-    let device = u32::try_from(r.device_id)
-        .map_err(|_| Error::invalid_arg(format!("invalid CUDA device id {}", r.device_id)))?;
-    shm.register_cuda(&r.name, &r.raw_handle, device, r.byte_size)
+pub fn cuda_register(server: &Server, r: &CudaSharedMemoryRegisterRequest) -> Result<()> {
+    server.shm_register_cuda(&r.name, &r.raw_handle, r.device_id, r.byte_size)
 }
 
 /// `SystemSharedMemoryUnregister` and `CudaSharedMemoryUnregister`.
-pub fn unregister(shm: &ShmRegistry, kind: RegionKind, name: &str) -> Result<()> {
-    shm.unregister(kind, optional(name))
+pub fn unregister(server: &Server, kind: RegionKind, name: &str) -> Result<()> {
+    server.shm_unregister(kind, optional(name))
 }

@@ -7,10 +7,9 @@ use axum::Json;
 use base64::Engine;
 use bytes::Bytes;
 use nereid_core::repository::{LoadRequest, FILE_PREFIX};
-use nereid_core::stats::{ModelStatsSnapshot, StatDuration};
 use nereid_core::{Error, Result};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::AppState;
@@ -47,12 +46,7 @@ pub(crate) async fn ready(State(s): State<AppState>) -> StatusCode {
 }
 
 pub(crate) async fn server_metadata(State(s): State<AppState>) -> Json<Value> {
-    let id = s.server.identity();
-    Json(json!({
-        "name": id.name,
-        "version": id.version,
-        "extensions": nereid_core::server::EXTENSIONS,
-    }))
+    Json(s.server.server_metadata_json())
 }
 
 pub(crate) async fn model_metadata(
@@ -60,19 +54,7 @@ pub(crate) async fn model_metadata(
     Path(path): Path<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     let (model, version) = model_path(&path)?;
-    let m = s.server.model_metadata(&model, version)?;
-    let tensors = |list: &[nereid_core::server::TensorMetadata]| -> Vec<Value> {
-        list.iter()
-            .map(|t| json!({"name": t.name, "datatype": t.datatype.as_str(), "shape": t.shape}))
-            .collect()
-    };
-    Ok(Json(json!({
-        "name": m.name,
-        "versions": m.versions,
-        "platform": m.platform,
-        "inputs": tensors(&m.inputs),
-        "outputs": tensors(&m.outputs),
-    })))
+    Ok(Json(s.server.model_metadata_json(&model, version)?))
 }
 
 pub(crate) async fn model_ready(
@@ -92,41 +74,7 @@ pub(crate) async fn model_config(
     Path(path): Path<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     let (model, version) = model_path(&path)?;
-    Ok(Json(s.server.model_config(&model, version)?.json.clone()))
-}
-
-fn duration(d: StatDuration) -> Value {
-    json!({"count": d.count, "ns": d.ns})
-}
-
-/// Triton's statistics JSON for one model version.
-fn stats_json(s: &ModelStatsSnapshot) -> Value {
-    let i = &s.inference_stats;
-    json!({
-        "name": s.name,
-        "version": s.version.to_string(),
-        "last_inference": s.last_inference,
-        "inference_count": s.inference_count,
-        "execution_count": s.execution_count,
-        "inference_stats": {
-            "success": duration(i.success),
-            "fail": duration(i.fail),
-            "queue": duration(i.queue),
-            "compute_input": duration(i.compute_input),
-            "compute_infer": duration(i.compute_infer),
-            "compute_output": duration(i.compute_output),
-            "cache_hit": duration(i.cache_hit),
-            "cache_miss": duration(i.cache_miss),
-        },
-        "response_stats": {},
-        "batch_stats": s.batch_stats.iter().map(|b| json!({
-            "batch_size": b.batch_size,
-            "compute_input": duration(b.compute_input),
-            "compute_infer": duration(b.compute_infer),
-            "compute_output": duration(b.compute_output),
-        })).collect::<Vec<_>>(),
-        "memory_usage": [],
-    })
+    Ok(Json(s.server.model_config_json(&model, version)?))
 }
 
 pub(crate) async fn model_stats(
@@ -134,17 +82,11 @@ pub(crate) async fn model_stats(
     Path(path): Path<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     let (model, version) = model_path(&path)?;
-    let stats = s.server.statistics(Some(&model), version)?;
-    Ok(Json(
-        json!({"model_stats": stats.iter().map(stats_json).collect::<Vec<_>>()}),
-    ))
+    Ok(Json(s.server.statistics_json(Some(&model), version)?))
 }
 
 pub(crate) async fn all_stats(State(s): State<AppState>) -> ApiResult<Json<Value>> {
-    let stats = s.server.statistics(None, None)?;
-    Ok(Json(
-        json!({"model_stats": stats.iter().map(stats_json).collect::<Vec<_>>()}),
-    ))
+    Ok(Json(s.server.statistics_json(None, None)?))
 }
 
 /// Parses an optional JSON body (empty means default).
@@ -167,25 +109,7 @@ pub(crate) async fn repository_index(
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
     let request: IndexRequest = optional_body(&body)?;
-    let entries = s.server.repository().index(request.ready).await?;
-    Ok(Json(Value::Array(
-        entries
-            .into_iter()
-            .map(|e| {
-                let mut v = json!({"name": e.name});
-                if let Some(version) = e.version {
-                    v["version"] = json!(version.to_string());
-                }
-                if let Some(state) = e.state {
-                    v["state"] = json!(state.as_str());
-                }
-                if !e.reason.is_empty() {
-                    v["reason"] = json!(e.reason);
-                }
-                v
-            })
-            .collect(),
-    )))
+    Ok(Json(s.server.repository_index_json(request.ready).await?))
 }
 
 #[derive(Deserialize, Default)]
@@ -213,7 +137,7 @@ pub(crate) async fn load(
                 .push((key.clone(), file_content(&model, key, value)?));
         }
     }
-    s.server.repository().load(&model, load).await?;
+    s.server.load_model(&model, load).await?;
     Ok(StatusCode::OK.into_response())
 }
 
@@ -247,9 +171,6 @@ pub(crate) async fn unload(
             ))
         })?,
     };
-    s.server
-        .repository()
-        .unload(&model, unload_dependents)
-        .await?;
+    s.server.unload_model(&model, unload_dependents).await?;
     Ok(StatusCode::OK.into_response())
 }

@@ -11,7 +11,7 @@ use nereid_core::shm::RegionKind;
 use nereid_core::{Error, Result};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::AppState;
@@ -40,14 +40,14 @@ pub(crate) fn routes() -> Router<AppState> {
             .route(
                 &format!("{prefix}/register"),
                 post(move |State(s): State<AppState>| async move {
-                    s.server.shm().client_access()?;
+                    s.server.shm_client_access()?;
                     ApiResult::<StatusCode>::Err(ApiError(kind.name_required()))
                 }),
             )
             .route(
                 &format!("{prefix}/unregister"),
                 post(move |State(s): State<AppState>| async move {
-                    s.server.shm().unregister(kind, None)?;
+                    s.server.shm_unregister(kind, None)?;
                     ApiResult::Ok(StatusCode::OK)
                 }),
             )
@@ -55,7 +55,7 @@ pub(crate) fn routes() -> Router<AppState> {
                 &format!("{prefix}/region/{{region}}/unregister"),
                 post(
                     move |State(s): State<AppState>, Path(name): Path<String>| async move {
-                        s.server.shm().unregister(kind, Some(&name))?;
+                        s.server.shm_unregister(kind, Some(&name))?;
                         ApiResult::Ok(StatusCode::OK)
                     },
                 ),
@@ -73,20 +73,7 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 fn status(s: &AppState, kind: RegionKind, name: Option<&str>) -> ApiResult<Json<Value>> {
-    let shm = s.server.shm();
-    let regions: Vec<Value> = match kind {
-        RegionKind::System => shm
-            .system_status(name)?
-            .into_iter()
-            .map(|r| json!({"name": r.name, "key": r.key, "offset": r.offset, "byte_size": r.byte_size}))
-            .collect(),
-        RegionKind::Cuda => shm
-            .cuda_status(name)?
-            .into_iter()
-            .map(|r| json!({"name": r.name, "device_id": r.device_id, "byte_size": r.byte_size}))
-            .collect(),
-    };
-    Ok(Json(Value::Array(regions)))
+    Ok(Json(s.server.shm_status_json(kind, name)?))
 }
 
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
@@ -115,13 +102,12 @@ async fn register_system(
     Path(name): Path<String>,
     body: Bytes,
 ) -> ApiResult<StatusCode> {
-    s.server.shm().client_access()?;
+    s.server.shm_client_access()?;
     let request: SystemRegister = parse(&body)?;
     let key = required(request.key, "key")?;
     let byte_size = required(request.byte_size, "byte_size")?;
     s.server
-        .shm()
-        .register_system(&name, &key, request.offset, byte_size)?;
+        .shm_register_system(&name, &key, request.offset, byte_size)?;
     Ok(StatusCode::OK)
 }
 
@@ -144,7 +130,7 @@ async fn register_cuda(
     Path(name): Path<String>,
     body: Bytes,
 ) -> ApiResult<StatusCode> {
-    s.server.shm().client_access()?;
+    s.server.shm_client_access()?;
     let request: CudaRegister = parse(&body)?;
     let handle = required(request.raw_handle, "raw_handle")?;
     let byte_size = required(request.byte_size, "byte_size")?;
@@ -154,7 +140,6 @@ async fn register_cuda(
             Error::invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
         })?;
     s.server
-        .shm()
-        .register_cuda(&name, &handle, request.device_id, byte_size)?;
+        .shm_register_cuda(&name, &handle, i64::from(request.device_id), byte_size)?;
     Ok(StatusCode::OK)
 }

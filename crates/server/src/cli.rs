@@ -316,15 +316,6 @@ impl Config {
             grpc_header_forward,
         })
     }
-
-    /// The value of `backend,key` from `--backend-config`, the last one winning.
-    pub fn backend_setting(&self, backend: &str, key: &str) -> Option<&str> {
-        self.backend_settings
-            .iter()
-            .rev()
-            .find(|s| s.backend == backend && s.key == key)
-            .map(|s| s.value.as_str())
-    }
 }
 
 impl Config {
@@ -605,12 +596,15 @@ mod tests {
     }
 
     #[test]
-    fn backend_settings_are_looked_up() {
+    fn backend_settings_are_parsed() {
         let c = parse(&["--backend-config=onnxruntime,default-max-batch-size=8"]).expect("valid");
         assert_eq!(
-            c.backend_setting("onnxruntime", "default-max-batch-size"),
-            Some("8")
+            c.backend_settings,
+            [BackendSetting {
+                backend: "onnxruntime".into(),
+                key: "default-max-batch-size".into(),
+                value: "8".into(),
+            }]
         );
-        assert_eq!(c.backend_setting("onnxruntime", "other"), None);
     }
 }

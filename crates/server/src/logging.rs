@@ -18,6 +18,18 @@ pub fn lost_lines() -> u64 {
     LOST_LINES.load(Ordering::Relaxed)
 }
 
+/// Nereid's own counter (Triton has none): log lines dropped because stderr refused them,
+/// so an operator can see that a log shipper went away. Appended to the metrics port.
+pub fn render_lost_lines(out: &mut String) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        out,
+        "# HELP nereid_log_lines_dropped_total Log lines dropped because stderr could not take them"
+    );
+    let _ = writeln!(out, "# TYPE nereid_log_lines_dropped_total counter");
+    let _ = writeln!(out, "nereid_log_lines_dropped_total {}", lost_lines());
+}
+
 /// Installs the global subscriber.
 pub fn init(config: &Config) {
     let cli = &config.cli;
@@ -37,7 +49,7 @@ pub fn init(config: &Config) {
     // Dependencies stay at warnings unless verbose logging is on.
     let deps = if cli.log_verbose > 0 { level } else { "warn" };
     let filter = EnvFilter::new(format!(
-        "{deps},nereid={level},nereid_core={level},nereid_http={level},nereid_grpc={level},nereid_backend_onnx={level},tritonserver={level}"
+        "{deps},nereid={level},nereid_core={level},nereid_http={level},nereid_grpc={level},nereid_backend_onnx={level},nereid_embed={level},tritonserver={level}"
     ));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -1,13 +1,11 @@
-//! `nereid`: a Triton-compatible inference server. Parses the command line, loads the
-//! model repository, serves HTTP, gRPC and metrics, and shuts down gracefully on SIGINT or
-//! SIGTERM.
+//! `nereid`: a Triton-compatible inference server. A thin `main` over `nereid-embed`:
+//! parses the command line into its options, starts the server, binds the ports and
+//! serves them until SIGINT or SIGTERM, then shuts down gracefully.
 
 mod cli;
 mod listen;
 mod logging;
-mod metrics;
-mod shutdown;
-mod system_metrics;
+mod signal;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,16 +13,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use nereid_backend_onnx::{find_library, OnnxBackend, OrtRuntime, StatefulBackend};
-use nereid_core::cache::ResponseCache;
-use nereid_core::config::NormalizeOptions;
-use nereid_core::repository::{BackendRegistry, LoadSettings};
-use nereid_core::server::ServerIdentity;
-use nereid_core::{ControlMode, ModelRepository, RepositoryOptions, Server};
+use nereid_core::cache::CacheStore;
+use nereid_embed::{FrontendOptions, Listeners, Nereid, Options};
 use tokio::net::TcpListener;
 
 use crate::cli::{Cli, Config};
-use crate::shutdown::Shutdown;
 
 fn main() {
     // Keeps the C ABI's functions in the executable (and, with build.rs, in its dynamic
@@ -65,45 +58,14 @@ fn main() {
     }
 }
 
-fn backends(config: &Config) -> anyhow::Result<BackendRegistry> {
-    let mut registry = BackendRegistry::new();
-    let explicit = config
-        .backend_setting("onnxruntime", "library-path")
-        .map(std::path::PathBuf::from);
-    let default_max_batch_size =
-        match config.backend_setting("onnxruntime", "default-max-batch-size") {
-            Some(v) => v.parse().with_context(|| {
-                format!("--backend-config onnxruntime,default-max-batch-size={v}: not an integer")
-            })?,
-            None => 4,
-        };
-    match find_library(explicit.as_deref()) {
-        Some(library_path) => {
-            let runtime = OrtRuntime::new(library_path);
-            let onnx = OnnxBackend::new(runtime.clone(), default_max_batch_size);
-            registry.insert("onnxruntime", Arc::new(onnx));
-            registry.insert("stateful", Arc::new(StatefulBackend::new(runtime)));
-        }
-        None => tracing::error!(
-            "ONNX Runtime library not found: set ORT_DYLIB_PATH, pass --backend-config=onnxruntime,library-path=<libonnxruntime.so>, or install the onnxruntime wheel into ./.venv; ONNX models will fail to load"
-        ),
-    }
-    Ok(registry)
+async fn bind(what: &str, address: std::net::IpAddr, port: u16) -> anyhow::Result<TcpListener> {
+    listen::listen(SocketAddr::new(address, port), listen::max_backlog())
+        .with_context(|| format!("failed to start {what} at {address}:{port}"))
 }
 
-async fn bind(
-    what: &str,
-    address: std::net::IpAddr,
-    port: u16,
-) -> anyhow::Result<(TcpListener, SocketAddr)> {
-    let listener = listen::listen(SocketAddr::new(address, port), listen::max_backlog())
-        .with_context(|| format!("failed to start {what} at {address}:{port}"))?;
-    let local = listener.local_addr()?;
-    Ok((listener, local))
-}
-
-/// The response cache `--cache-config` asks for; a Redis cache starts connecting now.
-fn response_cache(config: &Config) -> anyhow::Result<Option<Arc<ResponseCache>>> {
+/// The cache store `--cache-config` asks for; a Redis store starts connecting once the
+/// server starts it.
+fn cache_store(config: &Config) -> anyhow::Result<Option<Arc<dyn CacheStore>>> {
     let Some(cache) = config.cache_config()? else {
         return Ok(None);
     };
@@ -112,151 +74,94 @@ fn response_cache(config: &Config) -> anyhow::Result<Option<Arc<ResponseCache>>>
         .cache_directory
         .as_deref()
         .map(std::path::Path::new);
-    let store = tritonserver::cache::open_store(&cache, directory)
-        .map_err(|e| anyhow::anyhow!("creating server: {}", e.message()))?;
-    let cache = ResponseCache::new(store);
-    cache.start();
-    tracing::info!("response cache enabled: {}", cache.describe());
-    Ok(Some(Arc::new(cache)))
+    let store = tritonserver::cache::open_store(&cache, directory).map_err(|e| {
+        anyhow::anyhow!(
+            "creating server: {} - {}",
+            e.kind().triton_name(),
+            e.message()
+        )
+    })?;
+    Ok(Some(store))
+}
+
+/// What [`Nereid::start`] needs, from the flags.
+fn options(config: &Config, cache: Option<Arc<dyn CacheStore>>) -> Options {
+    let cli = &config.cli;
+    Options {
+        model_repositories: cli.model_repository.clone(),
+        control_mode: config.control_mode,
+        startup_models: cli.load_model.clone(),
+        strict_model_config: cli.strict_model_config || cli.disable_auto_complete_config,
+        strict_readiness: cli.strict_readiness,
+        exit_on_error: cli.exit_on_error,
+        id: cli.id.clone(),
+        backend_config: config
+            .backend_settings
+            .iter()
+            .map(|s| (s.backend.clone(), s.key.clone(), s.value.clone()))
+            .collect(),
+        cache,
+        repository_poll_secs: Some(cli.repository_poll_secs),
+        exit_timeout: Duration::from_secs(cli.exit_timeout_secs),
+        shm_limits: config.shm_limits(),
+        storage_limits: config.storage_limits(),
+        ..Options::default()
+    }
+}
+
+/// Binds the ports the flags allow, in tritonserver's order, failing with its message.
+async fn listeners(config: &Config) -> anyhow::Result<Listeners> {
+    let cli = &config.cli;
+    let mut listeners = Listeners::default();
+    if cli.allow_grpc {
+        listeners.grpc = Some(bind("GRPCInferenceService", cli.grpc_address, cli.grpc_port).await?);
+    }
+    if cli.allow_http {
+        listeners.http = Some(bind("HTTPService", cli.http_address, cli.http_port).await?);
+    }
+    if cli.allow_metrics {
+        listeners.metrics =
+            Some(bind("Metrics Service", cli.metrics_address, cli.metrics_port).await?);
+    }
+    Ok(listeners)
+}
+
+/// The frontends' settings from the flags, each port capped to fit the fd limit.
+fn frontends(config: &Config) -> FrontendOptions {
+    let max_connections = listen::fitted_connection_cap(config.cli.max_connections);
+    let http_limits = config.http_limits(max_connections);
+    FrontendOptions {
+        http: nereid_http::HttpOptions {
+            max_input_size: config.cli.http_max_input_size,
+            limits: http_limits,
+            restrictions: config.http_restrictions.clone(),
+            header_forward: config.http_header_forward.clone(),
+        },
+        grpc: config.grpc_options(max_connections),
+        metrics_limits: http_limits,
+        metrics_appendix: Some(Arc::new(|text: &mut String| {
+            tritonserver::metrics::render(text);
+            logging::render_lost_lines(text);
+        })),
+    }
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
-    let started = std::time::Instant::now();
     // Listen for signals before the (possibly slow) model loading, so an early SIGTERM is
     // a clean stop rather than the default kill.
-    let mut signal = std::pin::pin!(shutdown::signal_listener()?);
-    let registry = backends(&config)?;
-    let cache = response_cache(&config)?;
-    let repository = Arc::new(ModelRepository::new(
-        RepositoryOptions {
-            roots: config.cli.model_repository.clone(),
-            control_mode: config.control_mode,
-            startup_models: config.cli.load_model.clone(),
-            settings: LoadSettings {
-                strict_model_config: config.cli.strict_model_config
-                    || config.cli.disable_auto_complete_config,
-                normalize: NormalizeOptions { gpu_count: 0 },
-                cache,
-            },
-            storage: config.storage_limits(),
-        },
-        registry,
-    ));
-    let failures = tokio::select! {
-        loaded = repository.load_startup_models() => loaded?,
+    let mut signal = std::pin::pin!(signal::signal_listener()?);
+    let cache = cache_store(&config)?;
+    let nereid = tokio::select! {
+        started = Nereid::start(options(&config, cache)) => started.map_err(|e| {
+            anyhow::anyhow!("creating server: {} - {e}", e.kind().triton_name())
+        })?,
         () = &mut signal => {
             tracing::info!("signal received while loading models: exiting");
             return Ok(());
         }
     };
-    if config.cli.exit_on_error && !failures.is_empty() {
-        repository.stop_all();
-        anyhow::bail!(
-            "creating server: Internal - failed to load all models ({} failed; start with --exit-on-error=false to serve the others)",
-            failures.len()
-        );
-    }
-    let server = Arc::new(
-        Server::new(
-            ServerIdentity {
-                name: config.cli.id.clone(),
-                version: env!("CARGO_PKG_VERSION").to_string(),
-            },
-            repository.clone(),
-            config.cli.strict_readiness,
-        )
-        .with_shm_limits(config.shm_limits()),
-    );
-    let shutdown = Shutdown::new();
-    let max_connections = listen::fitted_connection_cap(config.cli.max_connections);
-    let http_limits = config.http_limits(max_connections);
-    let mut tasks = Vec::new();
-    if config.cli.allow_grpc {
-        let (listener, addr) = bind(
-            "GRPCInferenceService",
-            config.cli.grpc_address,
-            config.cli.grpc_port,
-        )
-        .await?;
-        tracing::info!("Started GRPCInferenceService at {addr}");
-        let (server, signal) = (server.clone(), shutdown.signal());
-        let options = config.grpc_options(max_connections);
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = nereid_grpc::serve_with(server, listener, signal, options).await {
-                tracing::error!("gRPC server failed: {e}");
-            }
-        }));
-    }
-    if config.cli.allow_http {
-        let (listener, addr) =
-            bind("HTTPService", config.cli.http_address, config.cli.http_port).await?;
-        tracing::info!("Started HTTPService at {addr}");
-        let options = nereid_http::HttpOptions {
-            max_input_size: config.cli.http_max_input_size,
-            limits: http_limits,
-            restrictions: config.http_restrictions.clone(),
-            header_forward: config.http_header_forward.clone(),
-        };
-        let (server, signal) = (server.clone(), shutdown.signal());
-        tasks.push(tokio::spawn(nereid_http::serve(
-            server, listener, options, signal,
-        )));
-    }
-    if config.cli.allow_metrics {
-        let (listener, addr) = bind(
-            "Metrics Service",
-            config.cli.metrics_address,
-            config.cli.metrics_port,
-        )
-        .await?;
-        tracing::info!("Started Metrics Service at {addr}");
-        let (server, signal) = (server.clone(), shutdown.signal());
-        tasks.push(tokio::spawn(metrics::serve(
-            server,
-            listener,
-            http_limits,
-            signal,
-        )));
-    }
-    tracing::info!(
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "server started"
-    );
-    if config.control_mode == ControlMode::Poll {
-        let repository = repository.clone();
-        let interval = Duration::from_secs(config.cli.repository_poll_secs.max(1));
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(interval).await;
-                if let Err(e) = repository.poll().await {
-                    tracing::error!("repository poll failed: {e}");
-                }
-            }
-        });
-    }
-    (&mut signal).await;
-    tracing::info!("shutting down: no new connections, draining in-flight requests");
-    server.begin_shutdown();
-    shutdown.trigger();
-    let drain = futures_join(tasks);
-    let timeout = Duration::from_secs(config.cli.exit_timeout_secs);
-    if tokio::time::timeout(timeout, drain).await.is_err() {
-        tracing::warn!(
-            "exit timeout of {}s expired with requests still in flight",
-            timeout.as_secs()
-        );
-        return Ok(());
-    }
-    let stop = tokio::task::spawn_blocking(move || repository.stop_all());
-    if tokio::time::timeout(timeout, stop).await.is_err() {
-        tracing::warn!("exit timeout expired while stopping models");
-    }
-    tracing::info!("exiting");
+    let listeners = listeners(&config).await?;
+    nereid_embed::serve(&nereid, listeners, frontends(&config), signal).await?;
+    nereid.shutdown().await;
     Ok(())
-}
-
-async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
-    for t in tasks {
-        let _ = t.await;
-    }
 }

@@ -1,0 +1,51 @@
+//! The backend registry a server starts with: the ONNX Runtime backends when the library
+//! is found, configured from `--backend-config`, plus the caller's own backends.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nereid_backend_onnx::{find_library, OnnxBackend, OrtRuntime, StatefulBackend};
+use nereid_core::repository::BackendRegistry;
+use nereid_core::{Error, Result};
+
+use crate::Options;
+
+/// `onnxruntime,default-max-batch-size` when not given (Triton's ONNX Runtime backend
+/// default for auto-completed configurations).
+const DEFAULT_MAX_BATCH_SIZE: i32 = 4;
+
+/// The registry for `options`. A missing ONNX Runtime library is logged, not fatal: the
+/// other backends still serve, and ONNX models fail to load with a reason.
+pub fn registry(options: &Options) -> Result<BackendRegistry> {
+    let mut registry = BackendRegistry::new();
+    let explicit = options
+        .backend_setting("onnxruntime", "library-path")
+        .map(PathBuf::from);
+    let default_max_batch_size =
+        match options.backend_setting("onnxruntime", "default-max-batch-size") {
+            Some(v) => v.parse().map_err(|_| {
+                Error::invalid_arg(format!(
+                    "--backend-config onnxruntime,default-max-batch-size={v}: not an integer"
+                ))
+            })?,
+            None => DEFAULT_MAX_BATCH_SIZE,
+        };
+    match find_library(explicit.as_deref()) {
+        Some(library_path) => {
+            let runtime = OrtRuntime::new(library_path);
+            let onnx = OnnxBackend::new(runtime.clone(), default_max_batch_size);
+            registry.insert("onnxruntime", Arc::new(onnx));
+            registry.insert("stateful", Arc::new(StatefulBackend::new(runtime)));
+        }
+        None => tracing::error!(
+            "ONNX Runtime library not found: set ORT_DYLIB_PATH, pass --backend-config=onnxruntime,library-path=<libonnxruntime.so>, or install the onnxruntime wheel into ./.venv; ONNX models will fail to load"
+        ),
+    }
+    registry.extend(
+        options
+            .extra_backends
+            .iter()
+            .map(|(name, backend)| (*name, backend.clone())),
+    );
+    Ok(registry)
+}

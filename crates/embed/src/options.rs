@@ -1,0 +1,122 @@
+//! [`Options`]: everything [`crate::Nereid::start`] needs, typed. The binary fills it from
+//! tritonserver's flags; an embedding program (or `TRITONSERVER_ServerOptions`) fills it
+//! directly. Network settings are not here: they belong to [`crate::serve`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nereid_core::cache::CacheStore;
+use nereid_core::repository::{BackendRegistry, StorageLimits};
+use nereid_core::shm::ShmLimits;
+use nereid_core::ControlMode;
+
+/// How to start a [`crate::Nereid`]. Public fields with tritonserver's defaults, so a
+/// caller names only what it changes (`Options { model_repositories, ..Default::default() }`).
+#[derive(Clone)]
+pub struct Options {
+    /// Model repository directories (`--model-repository`, repeatable).
+    pub model_repositories: Vec<PathBuf>,
+    /// Which models load at start-up and whether load/unload calls are allowed
+    /// (`--model-control-mode`).
+    pub control_mode: ControlMode,
+    /// Models to load at start-up in explicit mode, `*` for all (`--load-model`).
+    pub startup_models: Vec<String>,
+    /// Never auto-complete a model configuration (`--strict-model-config`, or
+    /// `--disable-auto-complete-config`).
+    pub strict_model_config: bool,
+    /// Ready only while every model asked for is ready (`--strict-readiness`, default
+    /// true as in Triton).
+    pub strict_readiness: bool,
+    /// Fail start-up when a model fails to load (`--exit-on-error`, default true as in
+    /// Triton); false serves the models that did load.
+    pub exit_on_error: bool,
+    /// The server's name in server metadata (`--id`, default "triton" as in Triton, which
+    /// some clients compare).
+    pub id: String,
+    /// `--backend-config` settings as (backend, key, value), the last one winning; see
+    /// [`crate::backends`] for the ones the built-in backends read.
+    pub backend_config: Vec<(String, String, String)>,
+    /// Backends beyond the built-in ONNX Runtime ones, by name (an embedding program's
+    /// own Rust backends, the tests' backend). One named like a built-in replaces it.
+    pub extra_backends: BackendRegistry,
+    /// The response cache's store for models that enable it (`--cache-config`); `None`
+    /// turns caching off. The caller picks and configures the store (local, redis, a
+    /// TRITONCACHE library); start-up wraps it in the `ResponseCache` and starts it.
+    pub cache: Option<Arc<dyn CacheStore>>,
+    /// Seconds between repository polls in poll control mode (`--repository-poll-secs`);
+    /// `None` is tritonserver's 15. Ignored in the other modes.
+    pub repository_poll_secs: Option<u64>,
+    /// How long shutdown waits for in-flight requests, then for the models to stop
+    /// (`--exit-timeout-secs`, default 30 s as in Triton).
+    pub exit_timeout: Duration,
+    /// Whether and how much shared memory clients may register (`--allow-client-shm`,
+    /// `--shm-max-regions`, `--shm-max-total-bytes`).
+    pub shm_limits: ShmLimits,
+    /// How long the repository waits for its storage (`--repository-timeout-secs`,
+    /// `--model-load-timeout-secs`).
+    pub storage_limits: StorageLimits,
+}
+
+/// tritonserver's default poll interval, in seconds.
+pub const DEFAULT_REPOSITORY_POLL_SECS: u64 = 15;
+
+impl Default for Options {
+    /// tritonserver's defaults, with no repository (start-up then serves no models).
+    fn default() -> Self {
+        Self {
+            model_repositories: Vec::new(),
+            control_mode: ControlMode::None,
+            startup_models: Vec::new(),
+            strict_model_config: false,
+            strict_readiness: true,
+            exit_on_error: true,
+            id: "triton".to_string(),
+            backend_config: Vec::new(),
+            extra_backends: BackendRegistry::new(),
+            cache: None,
+            repository_poll_secs: None,
+            exit_timeout: Duration::from_secs(30),
+            shm_limits: ShmLimits::default(),
+            storage_limits: StorageLimits::default(),
+        }
+    }
+}
+
+impl Options {
+    /// The value of `backend,key` from [`Self::backend_config`], the last one winning (as
+    /// repeated `--backend-config` flags do).
+    pub fn backend_setting(&self, backend: &str, key: &str) -> Option<&str> {
+        self.backend_config
+            .iter()
+            .rev()
+            .find(|(b, k, _)| b == backend && k == key)
+            .map(|(_, _, v)| v.as_str())
+    }
+
+    /// The poll interval: [`Self::repository_poll_secs`] or the default, at least 1 s.
+    pub fn poll_interval(&self) -> Duration {
+        Duration::from_secs(
+            self.repository_poll_secs
+                .unwrap_or(DEFAULT_REPOSITORY_POLL_SECS)
+                .max(1),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_backend_setting_wins() {
+        let setting = |v: &str| ("onnxruntime".into(), "k".into(), v.to_string());
+        let options = Options {
+            backend_config: vec![setting("1"), setting("2")],
+            ..Options::default()
+        };
+        assert_eq!(options.backend_setting("onnxruntime", "k"), Some("2"));
+        assert_eq!(options.backend_setting("onnxruntime", "other"), None);
+        assert_eq!(options.poll_interval(), Duration::from_secs(15));
+    }
+}

@@ -1,0 +1,153 @@
+//! [`serve`]: HTTP, gRPC and metrics on listeners the caller bound, until a shutdown
+//! future resolves; then no new connections, and in-flight requests drain within the
+//! exit timeout. The caller binds, so it chooses addresses, backlog and port 0, and
+//! reports bind failures in its own words.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use nereid_core::Result;
+use nereid_grpc::GrpcOptions;
+use nereid_http::HttpOptions;
+use nereid_net::Limits;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::Nereid;
+
+/// The listeners to serve on; `None` leaves that frontend off (`--allow-http=false`...).
+#[derive(Debug, Default)]
+pub struct Listeners {
+    /// KServe v2 HTTP/REST and Triton's HTTP extensions.
+    pub http: Option<TcpListener>,
+    /// KServe v2 gRPC (`inference.GRPCInferenceService`) and the health service.
+    pub grpc: Option<TcpListener>,
+    /// Prometheus text at `GET /metrics`.
+    pub metrics: Option<TcpListener>,
+}
+
+/// Extra Prometheus text the embedding process appends to every scrape (the binary
+/// adds its dropped-log-lines counter); called once per scrape.
+pub type MetricsAppendix = Arc<dyn Fn(&mut String) + Send + Sync>;
+
+/// The frontends' settings: what the HTTP, gRPC and metrics ports need beyond their
+/// listener. Defaults are tritonserver's.
+#[derive(Clone)]
+pub struct FrontendOptions {
+    /// The HTTP frontend: input size, connection limits, restricted APIs, header
+    /// forwarding.
+    pub http: HttpOptions,
+    /// The gRPC frontend: input size, limits, keep-alive, restrictions, forwarding.
+    pub grpc: GrpcOptions,
+    /// Connection cap and timeouts of the metrics port.
+    pub metrics_limits: Limits,
+    /// Appended to the metrics text after the server's own metrics.
+    pub metrics_appendix: Option<MetricsAppendix>,
+}
+
+impl Default for FrontendOptions {
+    fn default() -> Self {
+        Self {
+            http: HttpOptions {
+                max_input_size: nereid_http::DEFAULT_MAX_INPUT_SIZE,
+                limits: Limits::default(),
+                restrictions: Arc::default(),
+                header_forward: None,
+            },
+            grpc: GrpcOptions::default(),
+            metrics_limits: Limits::default(),
+            metrics_appendix: None,
+        }
+    }
+}
+
+/// Serves every listener given until `shutdown` resolves, logging each as tritonserver
+/// does ("Started HTTPService at ..."); then marks the server as stopping (readiness
+/// false, streams end), stops accepting and waits up to the exit timeout for in-flight
+/// requests. Models keep running: [`Nereid::shutdown`] stops them. Fails only when a
+/// listener's address cannot be read.
+pub async fn serve(
+    nereid: &Nereid,
+    listeners: Listeners,
+    frontends: FrontendOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
+    let server = nereid.server();
+    let stop = watch::Sender::new(false);
+    let mut tasks: Vec<JoinHandle<()>> = Vec::new();
+    if let Some(listener) = listeners.grpc {
+        started("GRPCInferenceService", &listener)?;
+        let (server, signal) = (server.clone(), stopped(&stop));
+        let options = frontends.grpc;
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = nereid_grpc::serve_with(server, listener, signal, options).await {
+                tracing::error!("gRPC server failed: {e}");
+            }
+        }));
+    }
+    if let Some(listener) = listeners.http {
+        started("HTTPService", &listener)?;
+        tasks.push(tokio::spawn(nereid_http::serve(
+            server.clone(),
+            listener,
+            frontends.http,
+            stopped(&stop),
+        )));
+    }
+    if let Some(listener) = listeners.metrics {
+        started("Metrics Service", &listener)?;
+        tasks.push(tokio::spawn(crate::metrics::serve(
+            server.clone(),
+            listener,
+            frontends.metrics_limits,
+            frontends.metrics_appendix,
+            stopped(&stop),
+        )));
+    }
+    tracing::info!(
+        elapsed_ms = nereid.uptime().as_millis() as u64,
+        "server started"
+    );
+    shutdown.await;
+    tracing::info!("shutting down: no new connections, draining in-flight requests");
+    server.begin_shutdown();
+    stop.send_replace(true);
+    let timeout = nereid.exit_timeout();
+    if tokio::time::timeout(timeout, join_all(tasks))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "exit timeout of {}s expired with requests still in flight",
+            timeout.as_secs()
+        );
+        nereid.abandon();
+    }
+    Ok(())
+}
+
+/// Logs tritonserver's start line for a frontend, with the address really bound (port 0
+/// becomes the chosen port; tests read it from the log).
+fn started(what: &str, listener: &TcpListener) -> Result<()> {
+    let address = listener
+        .local_addr()
+        .map_err(|e| nereid_core::Error::internal(format!("failed to start {what}: {e}")))?;
+    tracing::info!("Started {what} at {address}");
+    Ok(())
+}
+
+/// A future that resolves once `stop` is set, for one frontend.
+fn stopped(stop: &watch::Sender<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut receiver = stop.subscribe();
+    async move {
+        // An error means the sender is gone, which also means stopping.
+        let _ = receiver.wait_for(|stop| *stop).await;
+    }
+}
+
+async fn join_all(tasks: Vec<JoinHandle<()>>) {
+    for task in tasks {
+        let _ = task.await;
+    }
+}
