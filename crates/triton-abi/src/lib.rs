@@ -16,4 +16,5 @@
 
 pub mod error;
 pub mod ffi;
+pub mod inprocess;
 pub mod types;

@@ -1,0 +1,193 @@
+//! Builds and stops the Nereid server behind a `TRITONSERVER_Server`: the one place that
+//! turns server options into a running core, on a tokio runtime the server object owns
+//! (C callers have no runtime of their own).
+//!
+//! Until the `nereid-embed` crate is available here this module assembles the server
+//! from the core's pieces the way the `nereid` binary does.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nereid_backend_onnx::{find_library, OnnxBackend, OrtRuntime, StatefulBackend};
+use nereid_core::cache::{CacheSettings, ResponseCache};
+use nereid_core::config::NormalizeOptions;
+use nereid_core::repository::{BackendRegistry, LoadSettings, StorageLimits};
+use nereid_core::server::ServerIdentity;
+use nereid_core::{Error, ModelRepository, RepositoryOptions, Result, Server};
+
+use super::options::TRITONSERVER_ServerOptions;
+
+/// A running server and the runtime its tasks run on.
+pub struct Engine {
+    /// Owns every task of the server; dropped last.
+    runtime: tokio::runtime::Runtime,
+    server: Arc<Server>,
+}
+
+impl Engine {
+    /// Starts a server as `options` describe: backends, response cache, repository and
+    /// start-up models, with Triton's start-up errors.
+    pub fn start(options: &TRITONSERVER_ServerOptions) -> Result<Self> {
+        if options.repositories.is_empty() {
+            return Err(Error::invalid_arg("--model-repository must be specified"));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .thread_name("nereid")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::internal(format!("failed to start the runtime: {e}")))?;
+        let backends = backends(&options.backend_config)?;
+        let cache = response_cache(options)?;
+        let repository = Arc::new(ModelRepository::new(
+            RepositoryOptions {
+                roots: options.repositories.clone(),
+                control_mode: options.control_mode,
+                startup_models: options.startup_models.clone(),
+                settings: LoadSettings {
+                    strict_model_config: options.strict_model_config,
+                    normalize: NormalizeOptions { gpu_count: 0 },
+                    cache: cache.clone(),
+                },
+                storage: StorageLimits::default(),
+            },
+            backends,
+        ));
+        let failures = runtime.block_on(async {
+            if let Some(cache) = &cache {
+                cache.start();
+            }
+            repository.load_startup_models().await
+        })?;
+        if options.exit_on_error && !failures.is_empty() {
+            repository.stop_all();
+            return Err(Error::internal("failed to load all models"));
+        }
+        let server = Arc::new(Server::new(
+            ServerIdentity {
+                name: options.server_id.clone(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            },
+            repository,
+            options.strict_readiness,
+        ));
+        Ok(Self { runtime, server })
+    }
+
+    /// The core facade.
+    pub fn server(&self) -> &Arc<Server> {
+        &self.server
+    }
+
+    /// Runs `future` to completion on the server's runtime, for the synchronous calls.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    /// Runs `future` in the background on the server's runtime.
+    pub fn spawn(&self, future: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.runtime.spawn(future);
+    }
+
+    /// Runs `work` (which may block) on the runtime's blocking threads.
+    pub fn spawn_blocking(&self, work: impl FnOnce() + Send + 'static) {
+        self.runtime.spawn_blocking(work);
+    }
+
+    /// A handle on the runtime, for tasks that start more work.
+    pub fn handle(&self) -> tokio::runtime::Handle {
+        self.runtime.handle().clone()
+    }
+
+    /// Admits `request` now (inside the runtime, which the core's queues need) and
+    /// returns its answer to come.
+    pub fn submit(
+        &self,
+        request: nereid_core::request::InferRequest,
+    ) -> nereid_core::request::Answer {
+        let _inside = self.runtime.enter();
+        self.server.submit(request)
+    }
+
+    /// Stops the server: readiness turns false, then the models stop, waiting at most
+    /// `timeout` for them.
+    pub fn stop(&self, timeout: Duration) {
+        self.server.begin_shutdown();
+        let repository = self.server.repository().clone();
+        let stop = self.runtime.spawn_blocking(move || repository.stop_all());
+        let _ = self.runtime.block_on(tokio::time::timeout(timeout, stop));
+    }
+}
+
+/// The built-in backends, with the ONNX Runtime library found as the binary finds it.
+fn backends(config: &[(String, String, String)]) -> Result<BackendRegistry> {
+    let setting = |key: &str| {
+        config
+            .iter()
+            .rev()
+            .find(|(backend, k, _)| backend == "onnxruntime" && k == key)
+            .map(|(_, _, v)| v.as_str())
+    };
+    let default_max_batch_size = match setting("default-max-batch-size") {
+        Some(v) => v.parse().map_err(|_| {
+            Error::invalid_arg(format!(
+                "backend config onnxruntime,default-max-batch-size={v}: not an integer"
+            ))
+        })?,
+        None => 4,
+    };
+    let mut registry = BackendRegistry::new();
+    if let Some(path) = find_library(setting("library-path").map(PathBuf::from).as_deref()) {
+        let runtime = OrtRuntime::new(path);
+        registry.insert(
+            "onnxruntime",
+            Arc::new(OnnxBackend::new(runtime.clone(), default_max_batch_size)),
+        );
+        registry.insert("stateful", Arc::new(StatefulBackend::new(runtime)));
+    }
+    Ok(registry)
+}
+
+/// The response cache the options ask for: `SetCacheConfig` or the deprecated
+/// `SetResponseCacheByteSize`.
+fn response_cache(options: &TRITONSERVER_ServerOptions) -> Result<Option<Arc<ResponseCache>>> {
+    let settings = match (&options.cache, options.response_cache_byte_size) {
+        (Some((name, json)), _) => Some(cache_settings(name, json)?),
+        (None, Some(size)) if size > 0 => Some(CacheSettings::Local {
+            size: usize::try_from(size)
+                .map_err(|_| Error::invalid_arg("response cache size is too large"))?,
+        }),
+        _ => None,
+    };
+    settings
+        .map(|s| ResponseCache::new(s).map(Arc::new))
+        .transpose()
+}
+
+/// The settings of cache `name` from its JSON configuration (string or number values).
+fn cache_settings(name: &str, json: &str) -> Result<CacheSettings> {
+    let config: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(json).map_err(|e| {
+            Error::invalid_arg(format!(
+                "failed to parse the cache config for '{name}': {e}"
+            ))
+        })?;
+    match name {
+        "local" => {
+            let size = match config.get("size") {
+                Some(serde_json::Value::String(s)) => s.parse::<usize>().ok(),
+                Some(serde_json::Value::Number(n)) => {
+                    n.as_u64().and_then(|n| usize::try_from(n).ok())
+                }
+                _ => None,
+            };
+            let size = size.ok_or_else(|| {
+                Error::invalid_arg("local cache config requires a 'size' in bytes")
+            })?;
+            Ok(CacheSettings::Local { size })
+        }
+        other => Err(Error::unsupported(format!(
+            "cache '{other}' is not supported by Nereid's in-process server"
+        ))),
+    }
+}
