@@ -115,7 +115,10 @@ impl Engine {
         self.server.begin_shutdown();
         let repository = self.server.repository().clone();
         let stop = self.runtime.spawn_blocking(move || repository.stop_all());
-        let _ = self.runtime.block_on(tokio::time::timeout(timeout, stop));
+        // The timer must be created inside the runtime.
+        let _ = self
+            .runtime
+            .block_on(async { tokio::time::timeout(timeout, stop).await });
     }
 }
 
