@@ -116,7 +116,9 @@ fn core_request(
     let inputs = request
         .inputs
         .iter()
-        .map(|i| i.to_core(spec))
+        // SAFETY: input buffers stay valid until the request is released (Triton's
+        // contract), and submission happens before that.
+        .map(|i| unsafe { i.to_core(spec) })
         .collect::<nereid_core::Result<_>>()?;
     Ok(InferRequest {
         model_name: request.model_name.clone(),

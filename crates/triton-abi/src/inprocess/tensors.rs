@@ -1,6 +1,7 @@
-//! The tensors of a `TRITONSERVER_InferenceRequest`: inputs with their data (copied out
-//! of the caller's memory when appended, so the caller may reuse it at once) and the
-//! requested outputs.
+//! The tensors of a `TRITONSERVER_InferenceRequest`: inputs with references to their data
+//! in the caller's memory, and the requested outputs. As in Triton, the data is the
+//! caller's until the request is released: it is read (copied) when the request is
+//! submitted, so a program may change a buffer in place and submit the request again.
 
 use std::ffi::{c_char, c_void};
 
@@ -21,14 +22,29 @@ pub struct Input {
     /// Element type and shape; `None` for a raw input, whose type and shape the model
     /// configuration gives.
     pub(crate) declared: Option<(DataType, Vec<i64>)>,
-    /// The appended data, concatenated.
-    pub(crate) data: BytesMut,
+    /// The appended chunks of the caller's memory, in order.
+    pub(crate) chunks: Vec<Chunk>,
+}
+
+/// A chunk of an input's data in the caller's host memory.
+pub(crate) struct Chunk {
+    base: *const u8,
+    len: usize,
 }
 
 impl Input {
     /// The core's tensor for this input of a request to `spec`.
-    pub(crate) fn to_core(&self, spec: &ModelSpec) -> nereid_core::Result<InputTensor> {
-        let data: Bytes = self.data.clone().freeze();
+    ///
+    /// # Safety
+    /// Every chunk must still be readable: the caller keeps input buffers alive until the
+    /// request is released, as Triton's API requires.
+    pub(crate) unsafe fn to_core(&self, spec: &ModelSpec) -> nereid_core::Result<InputTensor> {
+        let mut data = BytesMut::with_capacity(self.chunks.iter().map(|c| c.len).sum());
+        for chunk in &self.chunks {
+            // SAFETY: a non-null chunk of `len` readable bytes (see above).
+            data.extend_from_slice(unsafe { std::slice::from_raw_parts(chunk.base, chunk.len) });
+        }
+        let data: Bytes = data.freeze();
         match &self.declared {
             Some((datatype, shape)) => Ok(InputTensor {
                 name: self.name.clone(),
@@ -69,7 +85,7 @@ fn add_input(
     request.inputs.push(Input {
         name: name.to_string(),
         declared,
-        data: BytesMut::new(),
+        chunks: Vec::new(),
     });
     Ok(())
 }
@@ -146,8 +162,8 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestRemoveAllInputs(
     })
 }
 
-/// Appends `byte_size` bytes at `base` to input `name`. Host memory (CPU, CPU_PINNED) is
-/// copied; GPU memory is refused, since this build has no CUDA.
+/// Appends the `byte_size` bytes at `base` to input `name`. Host memory (CPU,
+/// CPU_PINNED) is read at submission; GPU memory is refused, since this build has no CUDA.
 fn append(
     request: *mut TRITONSERVER_InferenceRequest,
     name: *const c_char,
@@ -177,9 +193,10 @@ fn append(
         if base.is_null() {
             return Err(invalid_arg("base must not be null"));
         }
-        // SAFETY: the caller passes `byte_size` readable bytes at `base` (non-null).
-        let bytes = unsafe { std::slice::from_raw_parts(base.cast::<u8>(), byte_size) };
-        input.data.extend_from_slice(bytes);
+        input.chunks.push(Chunk {
+            base: base.cast(),
+            len: byte_size,
+        });
         Ok(())
     })
 }
@@ -226,7 +243,7 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestRemoveAllInputData(
 ) -> ErrorPtr {
     with_request(inference_request, |r| {
         let name = text(name, "name")?;
-        input_mut(r, name)?.data.clear();
+        input_mut(r, name)?.chunks.clear();
         Ok(())
     })
 }
