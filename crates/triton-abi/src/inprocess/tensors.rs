@@ -292,3 +292,21 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs(
         Ok(())
     })
 }
+
+/// `TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes`: not supported yet
+/// in this build (the buffer-attributes object lives in another module of the crate).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes(
+    inference_request: *mut TRITONSERVER_InferenceRequest,
+    name: *const c_char,
+    base: *const c_void,
+    buffer_attributes: *mut c_void,
+) -> ErrorPtr {
+    let _ = (base, buffer_attributes);
+    with_request(inference_request, |r| {
+        input_mut(r, text(name, "name")?)?;
+        Err(unsupported(
+            "TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes is not supported by Nereid",
+        ))
+    })
+}
