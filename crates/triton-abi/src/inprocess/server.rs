@@ -13,7 +13,9 @@ use super::json;
 use super::message::TRITONSERVER_Message;
 use super::options::TRITONSERVER_ServerOptions;
 use super::parameter::{self, TRITONSERVER_Parameter, Value};
-use crate::error::{from_core, invalid_arg, unsupported, ErrorPtr};
+use crate::error::{
+    from_core, invalid_arg, new_error, unsupported, ErrorPtr, TRITONSERVER_Error_Code,
+};
 use crate::ffi;
 
 /// The object behind `TRITONSERVER_Server*`.
@@ -26,6 +28,40 @@ pub struct TRITONSERVER_Server {
 }
 
 impl TRITONSERVER_Server {
+    /// Triton's answer once the server is stopping: health calls fail with "Server
+    /// exiting" (and write false), model calls with "Server not ready".
+    fn exiting(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Refuses model and repository calls after a stop, as Triton does.
+    fn require_ready(&self) -> Result<(), ErrorPtr> {
+        if self.exiting() {
+            return Err(new_error(
+                TRITONSERVER_Error_Code::Unavailable,
+                "Server not ready",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A health answer: `value` unless the server is stopping.
+    fn health(
+        &self,
+        out: *mut bool,
+        value: impl FnOnce() -> bool,
+        what: &str,
+    ) -> Result<(), ErrorPtr> {
+        if self.exiting() {
+            put(out, false, what)?;
+            return Err(new_error(
+                TRITONSERVER_Error_Code::Unavailable,
+                "Server exiting",
+            ));
+        }
+        put(out, value(), what)
+    }
+
     fn stop(&self) {
         if !self.stopped.swap(true, Ordering::SeqCst) {
             let secs = self.exit_timeout_secs.load(Ordering::SeqCst);
@@ -60,6 +96,7 @@ fn with_model(
     with_server(server, |s| {
         // SAFETY: a NUL-terminated name or null (checked).
         let name = unsafe { ffi::text(model_name, "model_name") }?;
+        s.require_ready()?;
         body(s, name)
     })
 }
@@ -194,7 +231,9 @@ pub unsafe extern "C" fn TRITONSERVER_ServerIsLive(
     server: *mut TRITONSERVER_Server,
     live: *mut bool,
 ) -> ErrorPtr {
-    with_server(server, |s| put(live, s.engine.server().is_live(), "live"))
+    with_server(server, |s| {
+        s.health(live, || s.engine.server().is_live(), "live")
+    })
 }
 
 /// `TRITONSERVER_ServerIsReady`: readiness (strict readiness counts every model).
@@ -204,7 +243,7 @@ pub unsafe extern "C" fn TRITONSERVER_ServerIsReady(
     ready: *mut bool,
 ) -> ErrorPtr {
     with_server(server, |s| {
-        put(ready, s.engine.server().is_ready(), "ready")
+        s.health(ready, || s.engine.server().is_ready(), "ready")
     })
 }
 
@@ -381,6 +420,7 @@ pub unsafe extern "C" fn TRITONSERVER_ServerModelIndex(
     model_index: *mut *mut TRITONSERVER_Message,
 ) -> ErrorPtr {
     with_server(server, |s| {
+        s.require_ready()?;
         let ready_only = flags & INDEX_FLAG_READY != 0;
         let value = s
             .engine

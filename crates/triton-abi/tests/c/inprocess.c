@@ -509,8 +509,11 @@ int main(int argc, char** argv) {
   CHECK(order_ok, "every response came before its request's release");
   ok(TRITONSERVER_ResponseAllocatorDelete(allocator), "allocator delete");
   ok(TRITONSERVER_ServerStop(server), "stop");
-  ok(TRITONSERVER_ServerIsReady(server, &ready), "ready after stop");
+  fails(TRITONSERVER_ServerIsReady(server, &ready), 4 /* UNAVAILABLE */, "Server exiting",
+        "ready after stop");
   CHECK(!ready, "not ready after stop");
+  fails(TRITONSERVER_ServerModelIsReady(server, "add_sub", -1, &ready), 4, "Server not ready",
+        "model ready after stop");
   ok(TRITONSERVER_ServerDelete(server), "server delete");
   if (failures != 0) {
     fprintf(stderr, "inprocess: %d failure(s)\n", failures);

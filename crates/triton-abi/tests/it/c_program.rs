@@ -49,7 +49,10 @@ fn c_program_drives_the_in_process_server() {
         String::from_utf8_lossy(&compiled.stderr)
     );
     let repository = fixture::repository();
+    // Cargo's LD_LIBRARY_PATH may name target/release, whose copy of the library is only
+    // refreshed by `cargo build`: the program must load the one built for this test.
     let run = Command::new(&exe)
+        .env_remove("LD_LIBRARY_PATH")
         .arg(repository.path())
         .current_dir(fixture::workspace_root())
         .output()
