@@ -89,11 +89,6 @@ impl Engine {
         self.runtime.spawn(future);
     }
 
-    /// Runs `work` (which may block) on the runtime's blocking threads.
-    pub fn spawn_blocking(&self, work: impl FnOnce() + Send + 'static) {
-        self.runtime.spawn_blocking(work);
-    }
-
     /// A handle on the runtime, for tasks that start more work.
     pub fn handle(&self) -> tokio::runtime::Handle {
         self.runtime.handle().clone()

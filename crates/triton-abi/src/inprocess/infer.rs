@@ -4,7 +4,6 @@
 //! order: a backend sends its response before it releases the request.
 
 use std::ffi::{c_void, CString};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use nereid_core::model::ModelSpec;
@@ -14,8 +13,8 @@ use nereid_core::{Error, ErrorKind};
 
 use super::allocator::TRITONSERVER_ResponseAllocator;
 use super::request::{
-    Correlation, ReleaseFn, ResponseTarget, TRITONSERVER_InferenceRequest, FLAG_SEQUENCE_END,
-    FLAG_SEQUENCE_START,
+    Cancel, Correlation, ReleaseFn, ResponseTarget, TRITONSERVER_InferenceRequest,
+    FLAG_SEQUENCE_END, FLAG_SEQUENCE_START,
 };
 use super::response::{Allocation, Placed, TRITONSERVER_InferenceResponse};
 use super::server::TRITONSERVER_Server;
@@ -64,17 +63,18 @@ pub unsafe extern "C" fn TRITONSERVER_ServerInferAsync(
             id: request.id.clone(),
             spec,
         };
-        if request.cancelled.load(Ordering::SeqCst) {
-            let cancelled = Error::new(ErrorKind::Cancelled, "inference request cancelled");
-            server
-                .engine
-                .spawn_blocking(move || delivery.deliver(Err(cancelled)));
-            return Ok(());
-        }
+        let cancel = Arc::new(Cancel::default());
+        request.cancel = Some(cancel.clone());
         let answer = server.engine.submit(core);
         let engine = server.engine.handle();
         server.engine.spawn(async move {
-            let result = answer.await;
+            let result = tokio::select! {
+                result = answer => result,
+                () = cancel.cancelled() => Err(Error::new(
+                    ErrorKind::Cancelled,
+                    "inference request cancelled",
+                )),
+            };
             // The caller's functions may block: run them off the runtime's workers.
             let _ = engine
                 .spawn_blocking(move || delivery.deliver(result))

@@ -6,6 +6,8 @@ use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use tokio::sync::Notify;
+
 use nereid_core::request::ParamValue;
 
 use super::allocator::TRITONSERVER_ResponseAllocator;
@@ -57,6 +59,42 @@ pub struct ResponseTarget {
     pub userp: *mut c_void,
 }
 
+/// A submission's cancellation: `Cancel` sets the flag and wakes the task that waits for
+/// the answer, which then answers CANCELLED instead.
+#[derive(Default)]
+pub struct Cancel {
+    cancelled: AtomicBool,
+    wake: Notify,
+}
+
+impl Cancel {
+    /// Marks the submission cancelled.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+
+    /// Whether `cancel` was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the submission is cancelled.
+    pub async fn cancelled(&self) {
+        while !self.is_cancelled() {
+            self.wake.notified().await;
+        }
+    }
+}
+
+/// Triton's error for cancellation calls before the request was ever submitted.
+fn not_submitted(what: &str) -> ErrorPtr {
+    new_error(
+        TRITONSERVER_Error_Code::Internal,
+        format!("It is not possible to {what} before calling TRITONSERVER_InferAsync."),
+    )
+}
+
 /// The object behind `TRITONSERVER_InferenceRequest*`.
 pub struct TRITONSERVER_InferenceRequest {
     /// Target model.
@@ -76,8 +114,9 @@ pub struct TRITONSERVER_InferenceRequest {
     pub(crate) parameters: Vec<(String, ParamValue)>,
     pub(crate) release: Option<(ReleaseFn, *mut c_void)>,
     pub(crate) response: Option<ResponseTarget>,
-    /// Set by `Cancel`; shared with the request's task once submitted.
-    pub(crate) cancelled: Arc<AtomicBool>,
+    /// The cancellation of the latest submission (`None` before the first): shared with
+    /// the task waiting for its answer.
+    pub(crate) cancel: Option<Arc<Cancel>>,
 }
 
 impl TRITONSERVER_InferenceRequest {
@@ -150,7 +189,7 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestNew(
             parameters: Vec::new(),
             release: None,
             response: None,
-            cancelled: Arc::default(),
+            cancel: None,
         }));
         // SAFETY: checked for null above; the caller owns the new request.
         unsafe { inference_request.write(created) };
@@ -438,29 +477,35 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestSetResponseCallback(
     })
 }
 
-/// `TRITONSERVER_InferenceRequestCancel`: marks the request cancelled; one not yet
-/// answered is answered with a CANCELLED error.
+/// `TRITONSERVER_InferenceRequestCancel`: cancels the submitted request; one not yet
+/// answered is answered with a CANCELLED error (an error before the first submission, as
+/// in Triton).
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_InferenceRequestCancel(
     inference_request: *mut TRITONSERVER_InferenceRequest,
 ) -> ErrorPtr {
     with_request(inference_request, |r| {
-        r.cancelled.store(true, Ordering::SeqCst);
+        let cancel = r
+            .cancel
+            .as_ref()
+            .ok_or_else(|| not_submitted("cancel an inference request"))?;
+        cancel.cancel();
         Ok(())
     })
 }
 
-/// `TRITONSERVER_InferenceRequestIsCancelled`: whether `Cancel` was called.
+/// `TRITONSERVER_InferenceRequestIsCancelled`: whether the latest submission was
+/// cancelled (an error before the first submission, as in Triton).
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_InferenceRequestIsCancelled(
     inference_request: *mut TRITONSERVER_InferenceRequest,
     is_cancelled: *mut bool,
 ) -> ErrorPtr {
     with_request(inference_request, |r| {
-        put(
-            is_cancelled,
-            r.cancelled.load(Ordering::SeqCst),
-            "is_cancelled",
-        )
+        let cancel = r
+            .cancel
+            .as_ref()
+            .ok_or_else(|| not_submitted("query cancellation status"))?;
+        put(is_cancelled, cancel.is_cancelled(), "is_cancelled")
     })
 }

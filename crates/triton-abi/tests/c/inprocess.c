@@ -109,6 +109,8 @@ extern Error* TRITONSERVER_InferenceResponseOutput(Response*, uint32_t, const ch
                                                    const int64_t**, uint64_t*,
                                                    const void**, size_t*, int*,
                                                    int64_t*, void**);
+extern Error* TRITONSERVER_InferenceRequestCancel(Request*);
+extern Error* TRITONSERVER_InferenceRequestIsCancelled(Request*, bool*);
 extern Error* TRITONSERVER_InferenceTraceNew(void**, int, uint64_t, void*, void*, void*);
 
 enum { INVALID_ARG = 3, UNSUPPORTED = 5, NOT_FOUND = 2 };
@@ -452,7 +454,16 @@ int main(int argc, char** argv) {
   const float in0[4] = {1, 2, 3, 4}, in1[4] = {10, 20, 30, 40};
   Request* request = add_sub_request(server, "add_sub", allocator, in0, in1);
   ok(TRITONSERVER_InferenceRequestSetId(request, "first"), "id");
+  bool cancelled = true;
+  fails(TRITONSERVER_InferenceRequestCancel(request), 1 /* INTERNAL */,
+        "It is not possible to cancel an inference request before calling "
+        "TRITONSERVER_InferAsync.",
+        "cancel before submission");
+  fails(TRITONSERVER_InferenceRequestIsCancelled(request, &cancelled), 1,
+        "It is not possible to query cancellation status", "is cancelled before submission");
   Response* response = infer(server, request);
+  ok(TRITONSERVER_InferenceRequestIsCancelled(request, &cancelled), "is cancelled");
+  CHECK(!cancelled, "not cancelled");
   check_sum_diff(response, in0, in1);
   const char* id;
   ok(TRITONSERVER_InferenceResponseId(response, &id), "response id");
