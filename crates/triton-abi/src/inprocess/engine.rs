@@ -20,8 +20,8 @@ use super::options::TRITONSERVER_ServerOptions;
 
 /// A running server and the runtime its tasks run on.
 pub struct Engine {
-    /// Owns every task of the server; dropped last.
-    runtime: tokio::runtime::Runtime,
+    /// Owns every task of the server; `None` only while [`Drop`] shuts it down.
+    runtime: Option<tokio::runtime::Runtime>,
     server: Arc<Server>,
 }
 
@@ -53,12 +53,14 @@ impl Engine {
             },
             backends,
         ));
-        let failures = runtime.block_on(async {
+        let inside = runtime.enter();
+        let failures = futures::executor::block_on(async {
             if let Some(cache) = &cache {
                 cache.start();
             }
             repository.load_startup_models().await
         })?;
+        drop(inside);
         if options.exit_on_error && !failures.is_empty() {
             repository.stop_all();
             return Err(Error::internal("failed to load all models"));
@@ -71,7 +73,10 @@ impl Engine {
             repository,
             options.strict_readiness,
         ));
-        Ok(Self { runtime, server })
+        Ok(Self {
+            runtime: Some(runtime),
+            server,
+        })
     }
 
     /// The core facade.
@@ -79,19 +84,28 @@ impl Engine {
         &self.server
     }
 
-    /// Runs `future` to completion on the server's runtime, for the synchronous calls.
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives until the engine is dropped")
+    }
+
+    /// Runs `future` to completion for the synchronous calls, on the calling thread but
+    /// inside the server's runtime, so that it also works from a response or release
+    /// callback (which run on the runtime's threads, where tokio's own `block_on` panics).
     pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
-        self.runtime.block_on(future)
+        let _inside = self.runtime().enter();
+        futures::executor::block_on(future)
     }
 
     /// Runs `future` in the background on the server's runtime.
     pub fn spawn(&self, future: impl std::future::Future<Output = ()> + Send + 'static) {
-        self.runtime.spawn(future);
+        self.runtime().spawn(future);
     }
 
     /// A handle on the runtime, for tasks that start more work.
     pub fn handle(&self) -> tokio::runtime::Handle {
-        self.runtime.handle().clone()
+        self.runtime().handle().clone()
     }
 
     /// Admits `request` now (inside the runtime, which the core's queues need) and
@@ -100,7 +114,7 @@ impl Engine {
         &self,
         request: nereid_core::request::InferRequest,
     ) -> nereid_core::request::Answer {
-        let _inside = self.runtime.enter();
+        let _inside = self.runtime().enter();
         self.server.submit(request)
     }
 
@@ -109,11 +123,23 @@ impl Engine {
     pub fn stop(&self, timeout: Duration) {
         self.server.begin_shutdown();
         let repository = self.server.repository().clone();
-        let stop = self.runtime.spawn_blocking(move || repository.stop_all());
+        let stop = self.runtime().spawn_blocking(move || repository.stop_all());
         // The timer must be created inside the runtime.
-        let _ = self
-            .runtime
-            .block_on(async { tokio::time::timeout(timeout, stop).await });
+        let _ = self.block_on(async { tokio::time::timeout(timeout, stop).await });
+    }
+}
+
+impl Drop for Engine {
+    /// Shuts the runtime down without waiting when dropped on one of its own threads (a
+    /// server deleted from a callback), else waits briefly for its tasks.
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                runtime.shutdown_background();
+            } else {
+                runtime.shutdown_timeout(Duration::from_secs(5));
+            }
+        }
     }
 }
 
