@@ -6,7 +6,7 @@
 //! from the core's pieces the way the `nereid` binary does.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use nereid_backend_onnx::{find_library, OnnxBackend, OrtRuntime, StatefulBackend};
@@ -63,7 +63,13 @@ impl Engine {
         drop(inside);
         if options.exit_on_error && !failures.is_empty() {
             repository.stop_all();
-            return Err(Error::internal("failed to load all models"));
+            // Triton logs each failure and returns only the summary; an in-process caller
+            // has no log to read, so the reasons follow it.
+            let reasons: Vec<&str> = failures.iter().map(Error::message).collect();
+            return Err(Error::internal(format!(
+                "failed to load all models: {}",
+                reasons.join("; ")
+            )));
         }
         let server = Arc::new(Server::new(
             ServerIdentity {
@@ -162,7 +168,7 @@ fn backends(config: &[(String, String, String)]) -> Result<BackendRegistry> {
     };
     let mut registry = BackendRegistry::new();
     if let Some(path) = find_library(setting("library-path").map(PathBuf::from).as_deref()) {
-        let runtime = OrtRuntime::new(path);
+        let runtime = ort_runtime(path);
         registry.insert(
             "onnxruntime",
             Arc::new(OnnxBackend::new(runtime.clone(), default_max_batch_size)),
@@ -170,6 +176,14 @@ fn backends(config: &[(String, String, String)]) -> Result<BackendRegistry> {
         registry.insert("stateful", Arc::new(StatefulBackend::new(runtime)));
     }
     Ok(registry)
+}
+
+/// The process's ONNX Runtime: ORT allows one environment per process, so every server
+/// a program creates (one after another, or side by side) shares the first one's. A later
+/// server asking for another library gets the one already loaded.
+fn ort_runtime(path: PathBuf) -> Arc<OrtRuntime> {
+    static RUNTIME: OnceLock<Arc<OrtRuntime>> = OnceLock::new();
+    RUNTIME.get_or_init(|| OrtRuntime::new(path)).clone()
 }
 
 /// The response cache the options ask for: `SetCacheConfig` or the deprecated

@@ -315,3 +315,118 @@ fn server_new_without_a_repository_is_refused() {
         ok(TRITONSERVER_ServerOptionsDelete(options));
     }
 }
+
+/// What the re-entrant release callback needs.
+struct Reentry {
+    server: *mut TRITONSERVER_Server,
+    done: mpsc::Sender<String>,
+}
+
+unsafe extern "C" fn index_on_release(
+    _request: *mut TRITONSERVER_InferenceRequest,
+    _flags: u32,
+    userp: *mut c_void,
+) {
+    // SAFETY: `userp` is the test's `Reentry`; the server outlives the request.
+    let reentry = unsafe { &*userp.cast::<Reentry>() };
+    let mut message = null_mut();
+    let (mut base, mut size) = (null(), 0usize);
+    // SAFETY: a live server and valid out-parameters.
+    let json = unsafe {
+        ok(
+            tritonserver::inprocess::server::TRITONSERVER_ServerModelIndex(
+                reentry.server,
+                1,
+                &mut message,
+            ),
+        );
+        ok(
+            tritonserver::inprocess::message::TRITONSERVER_MessageSerializeToJson(
+                message, &mut base, &mut size,
+            ),
+        );
+        let json = String::from_utf8_lossy(std::slice::from_raw_parts(base.cast::<u8>(), size))
+            .into_owned();
+        ok(tritonserver::inprocess::message::TRITONSERVER_MessageDelete(message));
+        json
+    };
+    let _ = reentry.done.send(json);
+}
+
+unsafe extern "C" fn drop_response(
+    response: *mut TRITONSERVER_InferenceResponse,
+    _flags: u32,
+    _userp: *mut c_void,
+) {
+    // SAFETY: the response handed to this callback, owned by it.
+    ok(unsafe { TRITONSERVER_InferenceResponseDelete(response) });
+}
+
+#[test]
+fn a_callback_may_call_back_into_the_server() {
+    if !fixture::onnx_runtime_available() {
+        return;
+    }
+    let repository = fixture::repository();
+    let server = start(repository.path());
+    let (done, finished) = mpsc::channel();
+    let reentry = Box::into_raw(Box::new(Reentry { server, done }));
+    let mut memory = Memory::Host;
+    let mut allocator = null_mut();
+    let mut request = null_mut();
+    let data = [0.5f32; 4];
+    let shape = [1i64, 4];
+    // SAFETY: valid pointers throughout; `data` outlives the submission.
+    unsafe {
+        ok(TRITONSERVER_ResponseAllocatorNew(
+            &mut allocator,
+            Some(alloc),
+            Some(release),
+            None,
+        ));
+        ok(TRITONSERVER_InferenceRequestNew(
+            &mut request,
+            server,
+            c"add_sub".as_ptr(),
+            -1,
+        ));
+        for name in [c"INPUT0", c"INPUT1"] {
+            ok(TRITONSERVER_InferenceRequestAddInput(
+                request,
+                name.as_ptr(),
+                11,
+                shape.as_ptr(),
+                2,
+            ));
+            ok(TRITONSERVER_InferenceRequestAppendInputData(
+                request,
+                name.as_ptr(),
+                data.as_ptr().cast(),
+                16,
+                0,
+                0,
+            ));
+        }
+        ok(TRITONSERVER_InferenceRequestSetReleaseCallback(
+            request,
+            Some(index_on_release),
+            reentry.cast(),
+        ));
+        ok(TRITONSERVER_InferenceRequestSetResponseCallback(
+            request,
+            allocator,
+            (&mut memory as *mut Memory).cast(),
+            Some(drop_response),
+            null_mut(),
+        ));
+        ok(TRITONSERVER_ServerInferAsync(server, request, null_mut()));
+        let json = finished
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the release callback ran");
+        assert!(json.contains("\"name\":\"add_sub\""), "{json}");
+        ok(TRITONSERVER_InferenceRequestDelete(request));
+        ok(TRITONSERVER_ResponseAllocatorDelete(allocator));
+        ok(TRITONSERVER_ServerDelete(server));
+        drop(Box::from_raw(reentry));
+    }
+}
