@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::*;
-use crate::cache::CacheSettings;
+use crate::cache::local::LocalCache;
 use crate::error::ErrorKind;
 use crate::testing::{self, int32s, Outputs, TestBackend};
 
@@ -167,8 +167,9 @@ async fn a_requested_output_the_backend_did_not_produce_is_an_internal_error() {
 
 #[tokio::test]
 async fn a_cache_hit_skips_the_model_and_still_selects_outputs() {
-    let cache =
-        Arc::new(ResponseCache::new(CacheSettings::Local { size: 1 << 20 }).expect("cache"));
+    let cache = Arc::new(ResponseCache::new(Arc::new(
+        LocalCache::new(1 << 20).expect("cache"),
+    )));
     let (m, backend) = model(Some(cache));
     assert!(m.uses_cache());
     let first = m
@@ -228,8 +229,9 @@ fn reshaped(cache: Option<Arc<ResponseCache>>) -> Arc<LoadedModel> {
 
 #[tokio::test]
 async fn reshape_gives_the_backend_its_shape_and_the_client_dims() {
-    let cache =
-        Arc::new(ResponseCache::new(CacheSettings::Local { size: 1 << 20 }).expect("cache"));
+    let cache = Arc::new(ResponseCache::new(Arc::new(
+        LocalCache::new(1 << 20).expect("cache"),
+    )));
     for cache in [None, Some(cache)] {
         let m = reshaped(cache);
         let values: Vec<i32> = (0..8).collect();

@@ -2,7 +2,6 @@
 //! `--flag=value` syntax, parsed into a typed [`Config`]. Every problem stops start-up with
 //! a message naming the flag.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{ArgAction, Parser};
-use nereid_core::cache::CacheSettings;
+use nereid_core::cache::CacheConfig;
 use nereid_core::header_forward::HeaderForward;
 use nereid_core::repository::StorageLimits;
 use nereid_core::restricted::Restrictions;
@@ -393,7 +392,7 @@ impl Config {
     /// The response cache's settings from `--cache-config` (or the deprecated
     /// `--response-cache-byte-size`), with tritonserver's messages for malformed flags.
     /// Called once logging is up, since it warns.
-    pub fn cache_settings(&self) -> anyhow::Result<Option<CacheSettings>> {
+    pub fn cache_config(&self) -> anyhow::Result<Option<CacheConfig>> {
         if self.cli.cache_directory.is_some() {
             tracing::warn!("--cache-directory is ignored: nereid's caches are built in");
         }
@@ -407,53 +406,9 @@ impl Config {
                 "--cuda-virtual-address-size has no effect: implicit state is kept in host memory"
             );
         }
-        cache_settings(&self.cli.cache_config, self.cli.response_cache_byte_size)
+        CacheConfig::from_flags(&self.cli.cache_config, self.cli.response_cache_byte_size)
+            .map_err(|e| anyhow::anyhow!("{}", e.message()))
     }
-}
-
-fn cache_settings(
-    flags: &[String],
-    deprecated_size: Option<u64>,
-) -> anyhow::Result<Option<CacheSettings>> {
-    let flags = match (flags.is_empty(), deprecated_size) {
-        (false, Some(_)) => bail!(
-            "Incompatible flags --response-cache-byte-size and --cache-config both provided. Please provide one or the other."
-        ),
-        (true, Some(size)) => {
-            tracing::warn!(
-                "--response-cache-byte-size is deprecated; use --cache-config local,size={size}"
-            );
-            vec![format!("local,size={size}")]
-        }
-        (true, None) => return Ok(None),
-        (false, None) => flags.to_vec(),
-    };
-    let mut name: Option<String> = None;
-    let mut values = BTreeMap::new();
-    for flag in &flags {
-        let (cache, setting) = flag.split_once(',').with_context(|| {
-            format!("No cache specified. --cache-config option format is <cache name>,<setting>=<value>. Got {flag}")
-        })?;
-        let (key, value) = setting
-            .split_once('=')
-            .filter(|(k, v)| !cache.is_empty() && !k.is_empty() && !v.is_empty())
-            .with_context(|| {
-                format!(
-                    "--cache-config option format is '<cache name>,<setting>=<value>'. Got {flag}"
-                )
-            })?;
-        if name.as_deref().is_some_and(|n| n != cache) {
-            bail!("found multiple cache configurations, but only a single cache is currently supported");
-        }
-        name = Some(cache.to_string());
-        values.insert(key.to_string(), value.to_string());
-    }
-    let Some(name) = name else {
-        return Ok(None);
-    };
-    let settings = CacheSettings::parse(&name, &values, |k| std::env::var(k).ok())
-        .map_err(|e| anyhow::anyhow!("creating server: {e}"))?;
-    Ok(Some(settings))
 }
 
 /// tritonserver's `<int>:<unsigned>` pair option (`--cuda-virtual-address-size`), with its

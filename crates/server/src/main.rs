@@ -16,7 +16,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use nereid_backend_onnx::{find_library, OnnxBackend, OrtRuntime, StatefulBackend};
-use nereid_core::cache::{CacheSettings, ResponseCache};
+use nereid_cache_redis::RedisStore;
+use nereid_core::cache::local::LocalCache;
+use nereid_core::cache::{CacheStore, ResponseCache};
 use nereid_core::config::NormalizeOptions;
 use nereid_core::repository::{BackendRegistry, LoadSettings};
 use nereid_core::server::ServerIdentity;
@@ -101,17 +103,20 @@ async fn bind(
 
 /// The response cache `--cache-config` asks for; a Redis cache starts connecting now.
 fn response_cache(config: &Config) -> anyhow::Result<Option<Arc<ResponseCache>>> {
-    let Some(settings) = config.cache_settings()? else {
+    let Some(cache) = config.cache_config()? else {
         return Ok(None);
     };
-    let description = match &settings {
-        CacheSettings::Local { size } => format!("local, {size} bytes"),
-        CacheSettings::Redis(redis) => format!("redis at {}", redis.address()),
+    let store: nereid_core::Result<Arc<dyn CacheStore>> = match cache.name.as_str() {
+        "local" => LocalCache::from_config(&cache).map(|c| Arc::new(c) as _),
+        "redis" => RedisStore::from_config(&cache).map(|c| Arc::new(c) as _),
+        other => anyhow::bail!(
+            "creating server: unknown cache '{other}': nereid has the 'local' and 'redis' caches"
+        ),
     };
-    let cache =
-        ResponseCache::new(settings).map_err(|e| anyhow::anyhow!("creating server: {e}"))?;
+    let store = store.map_err(|e| anyhow::anyhow!("creating server: {e}"))?;
+    let cache = ResponseCache::new(store);
     cache.start();
-    tracing::info!("response cache enabled: {description}");
+    tracing::info!("response cache enabled: {}", cache.describe());
     Ok(Some(Arc::new(cache)))
 }
 

@@ -2,25 +2,26 @@
 //! model. One cache per server (`--cache-config`), used by the models whose config says
 //! `response_cache { enable: true }`.
 //!
+//! - [`store`]: the trait every store implements; [`local`] is the in-process LRU cache
+//!   with a byte budget; Redis and TRITONCACHE libraries live in their own crates.
 //! - [`key`]: what makes two requests identical (model, version, every input's name,
 //!   datatype, shape and bytes), compared in full.
-//! - [`local`]: the in-process LRU cache with a byte budget.
-//! - [`redis`]: a Redis server shared by several processes.
 //! - [`flight`]: identical concurrent misses execute once.
-//! - [`settings`], [`codec`], [`stats`]: configuration, the wire encoding for Redis, and
-//!   the cache-wide counters behind the `nv_cache_*` metrics.
+//! - [`config`], [`codec`], [`stats`]: the cache's name and settings, the byte encoding
+//!   for stores outside the process, and the cache-wide counters behind the `nv_cache_*`
+//!   metrics.
 //!
 //! Only successful responses are stored, always with every output of the model, so a
 //! request for any subset of the outputs can be served from the entry. Which outputs a
 //! request gets, and in which format, is applied per request afterwards.
 
 pub mod codec;
+pub mod config;
 pub mod flight;
 pub mod key;
 pub mod local;
-pub mod redis;
-pub mod settings;
 pub mod stats;
+pub mod store;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -28,25 +29,19 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::request::OutputTensor;
+pub use config::CacheConfig;
 use flight::{Flights, Role};
 use key::CacheKey;
-use local::LocalCache;
-use redis::RedisCache;
-pub use settings::{CacheSettings, RedisSettings};
-use stats::{CacheCounters, CacheSnapshot};
+use stats::CacheSnapshot;
+pub use store::CacheStore;
 
 /// Every output of one successful execution, shared between the cache and responses.
 pub type CachedOutputs = Arc<Vec<OutputTensor>>;
 
-enum Store {
-    Local(LocalCache),
-    Redis(RedisCache),
-}
-
-/// The server's response cache.
+/// The server's response cache: a [`CacheStore`] plus what holds over every store (only
+/// successes stored, identical concurrent misses computed once, outcomes for statistics).
 pub struct ResponseCache {
-    store: Store,
-    counters: Arc<CacheCounters>,
+    store: Arc<dyn CacheStore>,
     flights: Arc<Flights>,
 }
 
@@ -68,48 +63,28 @@ pub enum Outcome {
 }
 
 impl ResponseCache {
-    /// Creates the cache `settings` describe. A Redis cache connects in the background.
-    pub fn new(settings: CacheSettings) -> Result<Self> {
-        let counters = Arc::new(CacheCounters::default());
-        let store = match settings {
-            CacheSettings::Local { size } => Store::Local(LocalCache::new(size, counters.clone())?),
-            CacheSettings::Redis(redis) => Store::Redis(RedisCache::new(redis, counters.clone())?),
-        };
-        Ok(Self {
+    /// A response cache over `store`.
+    pub fn new(store: Arc<dyn CacheStore>) -> Self {
+        Self {
             store,
-            counters,
             flights: Arc::default(),
-        })
+        }
     }
 
-    /// Starts background work (the Redis connection); call inside the runtime.
+    /// Starts the store's background work (a Redis connection); call inside the runtime.
     pub fn start(&self) {
-        if let Store::Redis(redis) = &self.store {
-            redis.connect_in_background();
-        }
+        self.store.start();
     }
 
-    /// The cache-wide counters, for the local cache (the redis cache exports no metrics,
-    /// as in Triton).
+    /// The cache-wide counters, for stores that keep them (the local cache; Triton's redis
+    /// cache exports no metrics either).
     pub fn snapshot(&self) -> Option<CacheSnapshot> {
-        match &self.store {
-            Store::Local(local) => Some(self.counters.snapshot(local.size())),
-            Store::Redis(_) => None,
-        }
+        self.store.snapshot()
     }
 
-    async fn lookup(&self, key: &CacheKey) -> Option<CachedOutputs> {
-        match &self.store {
-            Store::Local(local) => local.lookup(key),
-            Store::Redis(redis) => redis.lookup(key).await,
-        }
-    }
-
-    async fn insert(&self, key: &CacheKey, outputs: &CachedOutputs) -> Result<()> {
-        match &self.store {
-            Store::Local(local) => local.insert(key, outputs.clone()),
-            Store::Redis(redis) => redis.insert(key, outputs).await,
-        }
+    /// What the store is, for the start-up log line.
+    pub fn describe(&self) -> String {
+        self.store.describe()
     }
 
     /// The outputs for `key`: from the cache, from an identical request being computed
@@ -124,7 +99,7 @@ impl ResponseCache {
         Fut: Future<Output = Result<CachedOutputs>>,
     {
         let started = Instant::now();
-        if let Some(outputs) = self.lookup(&key).await {
+        if let Some(outputs) = self.store.lookup(&key).await {
             let lookup = started.elapsed();
             return (Ok(outputs), Outcome::Hit { lookup });
         }
@@ -142,7 +117,7 @@ impl ResponseCache {
             return (result, Outcome::Uncached);
         };
         let inserting = Instant::now();
-        let stored = self.insert(&key, outputs).await;
+        let stored = self.store.insert(&key, outputs).await;
         if let Some(leader) = leader {
             leader.finish(outputs);
         }

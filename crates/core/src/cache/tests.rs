@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::testing;
 
 fn cache(size: usize) -> ResponseCache {
-    ResponseCache::new(CacheSettings::Local { size }).expect("local cache")
+    ResponseCache::new(Arc::new(local::LocalCache::new(size).expect("local cache")))
 }
 
 fn key(value: i32) -> CacheKey {

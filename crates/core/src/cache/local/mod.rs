@@ -3,13 +3,16 @@
 //! plus their bookkeeping never exceed.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
 
+use futures::future::BoxFuture;
+
+use super::config::CacheConfig;
 use super::key::CacheKey;
-use super::stats::CacheCounters;
+use super::stats::{CacheCounters, CacheSnapshot};
+use super::store::CacheStore;
 use super::CachedOutputs;
 use crate::error::{Error, Result};
 
@@ -81,21 +84,36 @@ pub struct LocalCache {
     size: usize,
     hasher: KeyHasher,
     state: Mutex<State>,
-    counters: Arc<CacheCounters>,
+    counters: CacheCounters,
 }
+
+/// The settings Triton's local cache reads.
+const KEYS: &[&str] = &["size"];
 
 impl LocalCache {
     /// A cache of `size` bytes.
-    pub fn new(size: usize, counters: Arc<CacheCounters>) -> Result<Self> {
-        Self::with_hasher(size, counters, CacheKey::hash64)
+    pub fn new(size: usize) -> Result<Self> {
+        Self::with_hasher(size, CacheKey::hash64)
+    }
+
+    /// The cache `--cache-config local,size=N` asks for, with Triton's message when the
+    /// size is missing or not a number.
+    pub fn from_config(config: &CacheConfig) -> Result<Self> {
+        config.warn_unknown(KEYS);
+        let size = config
+            .number::<usize>("size", "LocalCache")
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                Error::invalid_arg(
+                    "Failed to initialize LocalCache: config didn't contain a valid 'size' field.",
+                )
+            })?;
+        Self::new(size)
     }
 
     /// A cache whose buckets come from `hasher` (tests force collisions with it).
-    pub fn with_hasher(
-        size: usize,
-        counters: Arc<CacheCounters>,
-        hasher: KeyHasher,
-    ) -> Result<Self> {
+    pub fn with_hasher(size: usize, hasher: KeyHasher) -> Result<Self> {
         if size < MIN_SIZE {
             return Err(Error::invalid_arg(format!(
                 "Failed to initialize LocalCache: size {size} is too small; it must be at least {MIN_SIZE} bytes"
@@ -105,7 +123,7 @@ impl LocalCache {
             size,
             hasher,
             state: Mutex::new(State::default()),
-            counters,
+            counters: CacheCounters::default(),
         })
     }
 
@@ -182,6 +200,32 @@ impl LocalCache {
     /// The byte budget.
     pub fn size(&self) -> usize {
         self.size
+    }
+}
+
+impl CacheStore for LocalCache {
+    fn lookup<'a>(&'a self, key: &'a CacheKey) -> BoxFuture<'a, Option<CachedOutputs>> {
+        Box::pin(std::future::ready(LocalCache::lookup(self, key)))
+    }
+
+    fn insert<'a>(
+        &'a self,
+        key: &'a CacheKey,
+        outputs: &'a CachedOutputs,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(std::future::ready(LocalCache::insert(
+            self,
+            key,
+            outputs.clone(),
+        )))
+    }
+
+    fn snapshot(&self) -> Option<CacheSnapshot> {
+        Some(self.counters.snapshot(self.size))
+    }
+
+    fn describe(&self) -> String {
+        format!("local, {} bytes", self.size)
     }
 }
 

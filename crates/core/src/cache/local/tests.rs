@@ -30,7 +30,7 @@ fn outputs(fill: u8, len: usize) -> CachedOutputs {
 }
 
 fn cache(size: usize, hasher: KeyHasher) -> LocalCache {
-    LocalCache::with_hasher(size, Arc::default(), hasher).expect("cache")
+    LocalCache::with_hasher(size, hasher).expect("cache")
 }
 
 #[test]
@@ -81,7 +81,7 @@ fn too_large_entries_and_too_small_caches_are_refused() {
         e.message()
     );
     assert!(cache.lookup(&k).is_none());
-    assert!(LocalCache::new(100, Arc::default()).is_err());
+    assert!(LocalCache::new(100).is_err());
 }
 
 #[test]

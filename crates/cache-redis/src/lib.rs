@@ -14,15 +14,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
+use nereid_core::cache::key::CacheKey;
+use nereid_core::cache::{codec, CacheConfig, CacheStore, CachedOutputs};
+use nereid_core::{Error, Result};
 use parking_lot::{Mutex, RwLock};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::codec;
-use super::key::CacheKey;
-use super::settings::RedisSettings;
-use super::stats::CacheCounters;
-use super::CachedOutputs;
-use crate::error::{Error, Result};
+pub mod settings;
+
+pub use settings::RedisSettings;
 
 /// How long a background connection attempt may take when `connect_timeout` is 0.
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -31,7 +32,7 @@ const LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The Redis cache.
 #[derive(Clone)]
-pub struct RedisCache {
+pub struct RedisStore {
     inner: Arc<Inner>,
 }
 
@@ -43,7 +44,6 @@ struct Inner {
     connecting: AtomicBool,
     next: AtomicUsize,
     errors: ErrorLog,
-    counters: Arc<CacheCounters>,
 }
 
 /// Logs the first error, then at most one line per interval with the count in between.
@@ -68,10 +68,18 @@ impl ErrorLog {
     }
 }
 
-impl RedisCache {
+impl RedisStore {
+    /// The cache `--cache-config redis,...` asks for (credentials may also come from the
+    /// environment, as in Triton).
+    pub fn from_config(config: &CacheConfig) -> Result<Self> {
+        Self::new(RedisSettings::from_config(config, |k| {
+            std::env::var(k).ok()
+        })?)
+    }
+
     /// A cache for the server in `settings`. Connects in the background; an unreachable
     /// server is not an error here (it is logged, and the cache works once it answers).
-    pub fn new(settings: RedisSettings, counters: Arc<CacheCounters>) -> Result<Self> {
+    pub fn new(settings: RedisSettings) -> Result<Self> {
         let client = redis::Client::open(settings.url().as_str())
             .map_err(|e| Error::invalid_arg(format!("Failed to initialize RedisCache: {e}")))?;
         Ok(Self {
@@ -82,7 +90,6 @@ impl RedisCache {
                 connecting: AtomicBool::new(false),
                 next: AtomicUsize::new(0),
                 errors: ErrorLog::default(),
-                counters,
             }),
         })
     }
@@ -119,7 +126,6 @@ impl RedisCache {
 
     /// The outputs stored under `key`; `None` on a miss or when Redis cannot be reached.
     pub async fn lookup(&self, key: &CacheKey) -> Option<CachedOutputs> {
-        let started = Instant::now();
         let mut connection = self.connection()?;
         let mut command = redis::cmd("HMGET");
         command.arg(Self::key_name(key)).arg("k").arg("v");
@@ -142,15 +148,11 @@ impl RedisCache {
                 None
             }
         };
-        self.inner
-            .counters
-            .lookup(found.is_some(), started.elapsed());
         found
     }
 
     /// Stores `outputs` under `key`; errors are logged, never returned to the request.
     pub async fn insert(&self, key: &CacheKey, outputs: &CachedOutputs) -> Result<()> {
-        let started = Instant::now();
         let Some(mut connection) = self.connection() else {
             return Err(Error::unavailable("redis cache is not connected"));
         };
@@ -163,10 +165,7 @@ impl RedisCache {
             .arg(codec::encode_outputs(outputs));
         let query = command.query_async::<()>(&mut connection);
         match tokio::time::timeout(self.inner.settings.wait_timeout, query).await {
-            Ok(Ok(())) => {
-                self.inner.counters.inserted(0, started.elapsed());
-                Ok(())
-            }
+            Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => {
                 self.failed("insert failed", &e);
                 Err(Error::unavailable(format!("redis insert failed: {e}")))
@@ -176,6 +175,28 @@ impl RedisCache {
                 Err(Error::unavailable("redis insert timed out"))
             }
         }
+    }
+}
+
+impl CacheStore for RedisStore {
+    fn lookup<'a>(&'a self, key: &'a CacheKey) -> BoxFuture<'a, Option<CachedOutputs>> {
+        Box::pin(RedisStore::lookup(self, key))
+    }
+
+    fn insert<'a>(
+        &'a self,
+        key: &'a CacheKey,
+        outputs: &'a CachedOutputs,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(RedisStore::insert(self, key, outputs))
+    }
+
+    fn start(&self) {
+        self.connect_in_background();
+    }
+
+    fn describe(&self) -> String {
+        format!("redis at {}", self.inner.settings.address())
     }
 }
 

@@ -1,0 +1,40 @@
+//! The one trait every place that keeps cached responses implements: the in-process LRU
+//! ([`super::local`]), a Redis server (crate `nereid-cache-redis`) and TRITONCACHE
+//! libraries (crate `nereid-triton-abi`). What Nereid promises beyond Triton — full-key
+//! comparison, every output stored, no cached errors, one execution for identical
+//! concurrent misses — holds over each of them: the last two live in
+//! [`super::ResponseCache`], the first in each store.
+
+use futures::future::BoxFuture;
+
+use super::key::CacheKey;
+use super::stats::CacheSnapshot;
+use super::CachedOutputs;
+use crate::error::Result;
+
+/// A place to keep the outputs of successful executions.
+pub trait CacheStore: Send + Sync {
+    /// The outputs stored under `key`, or `None`. The store compares the whole key, not
+    /// only a hash of it, so colliding requests never get each other's answers. A store
+    /// that cannot be reached answers `None` (the request is computed instead).
+    fn lookup<'a>(&'a self, key: &'a CacheKey) -> BoxFuture<'a, Option<CachedOutputs>>;
+
+    /// Stores `outputs` (always every output of a successful execution) under `key`. An
+    /// error means the response was not stored; the request still succeeds.
+    fn insert<'a>(
+        &'a self,
+        key: &'a CacheKey,
+        outputs: &'a CachedOutputs,
+    ) -> BoxFuture<'a, Result<()>>;
+
+    /// Starts background work (connecting to a server); called once inside the runtime.
+    fn start(&self) {}
+
+    /// The cache-wide counters behind the `nv_cache_*` metrics, for stores that keep them.
+    fn snapshot(&self) -> Option<CacheSnapshot> {
+        None
+    }
+
+    /// What the store is, for the start-up log line ("local, 1048576 bytes").
+    fn describe(&self) -> String;
+}
