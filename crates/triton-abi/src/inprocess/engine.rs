@@ -10,7 +10,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use nereid_backend_onnx::{find_library, OnnxBackend, OrtRuntime, StatefulBackend};
-use nereid_core::cache::{CacheSettings, ResponseCache};
+use nereid_cache_redis::RedisStore;
+use nereid_core::cache::local::LocalCache;
+use nereid_core::cache::{CacheConfig, CacheStore, ResponseCache};
 use nereid_core::config::NormalizeOptions;
 use nereid_core::repository::{BackendRegistry, LoadSettings, StorageLimits};
 use nereid_core::server::ServerIdentity;
@@ -187,45 +189,23 @@ fn ort_runtime(path: PathBuf) -> Arc<OrtRuntime> {
 }
 
 /// The response cache the options ask for: `SetCacheConfig` or the deprecated
-/// `SetResponseCacheByteSize`.
+/// `SetResponseCacheByteSize` (a local cache of that size; 0 leaves the cache off).
 fn response_cache(options: &TRITONSERVER_ServerOptions) -> Result<Option<Arc<ResponseCache>>> {
-    let settings = match (&options.cache, options.response_cache_byte_size) {
-        (Some((name, json)), _) => Some(cache_settings(name, json)?),
-        (None, Some(size)) if size > 0 => Some(CacheSettings::Local {
-            size: usize::try_from(size)
-                .map_err(|_| Error::invalid_arg("response cache size is too large"))?,
-        }),
-        _ => None,
-    };
-    settings
-        .map(|s| ResponseCache::new(s).map(Arc::new))
-        .transpose()
-}
-
-/// The settings of cache `name` from its JSON configuration (string or number values).
-fn cache_settings(name: &str, json: &str) -> Result<CacheSettings> {
-    let config: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(json).map_err(|e| {
-            Error::invalid_arg(format!(
-                "failed to parse the cache config for '{name}': {e}"
-            ))
-        })?;
-    match name {
-        "local" => {
-            let size = match config.get("size") {
-                Some(serde_json::Value::String(s)) => s.parse::<usize>().ok(),
-                Some(serde_json::Value::Number(n)) => {
-                    n.as_u64().and_then(|n| usize::try_from(n).ok())
-                }
-                _ => None,
-            };
-            let size = size.ok_or_else(|| {
-                Error::invalid_arg("local cache config requires a 'size' in bytes")
-            })?;
-            Ok(CacheSettings::Local { size })
+    let config = match (&options.cache, options.response_cache_byte_size) {
+        (Some((name, json)), _) => CacheConfig::from_json(name, json)?,
+        (None, Some(size)) if size > 0 => {
+            CacheConfig::from_json("local", &format!("{{\"size\":\"{size}\"}}"))?
         }
-        other => Err(Error::unsupported(format!(
-            "cache '{other}' is not supported by Nereid's in-process server"
-        ))),
-    }
+        _ => return Ok(None),
+    };
+    let store: Arc<dyn CacheStore> = match config.name.as_str() {
+        "local" => Arc::new(LocalCache::from_config(&config)?),
+        "redis" => Arc::new(RedisStore::from_config(&config)?),
+        other => {
+            return Err(Error::unsupported(format!(
+                "cache '{other}' is not supported by Nereid's in-process server: it has the 'local' and 'redis' caches"
+            )))
+        }
+    };
+    Ok(Some(Arc::new(ResponseCache::new(store))))
 }
