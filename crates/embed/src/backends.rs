@@ -2,7 +2,7 @@
 //! is found, configured from `--backend-config`, plus the caller's own backends.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use nereid_backend_onnx::{find_library, OnnxBackend, OrtRuntime, StatefulBackend};
 use nereid_core::repository::BackendRegistry;
@@ -32,7 +32,7 @@ pub fn registry(options: &Options) -> Result<BackendRegistry> {
         };
     match find_library(explicit.as_deref()) {
         Some(library_path) => {
-            let runtime = OrtRuntime::new(library_path);
+            let runtime = ort_runtime(library_path);
             let onnx = OnnxBackend::new(runtime.clone(), default_max_batch_size);
             registry.insert("onnxruntime", Arc::new(onnx));
             registry.insert("stateful", Arc::new(StatefulBackend::new(runtime)));
@@ -48,4 +48,13 @@ pub fn registry(options: &Options) -> Result<BackendRegistry> {
             .map(|(name, backend)| (*name, backend.clone())),
     );
     Ok(registry)
+}
+
+/// The process's ONNX Runtime: ORT allows one environment per process, so every server a
+/// program starts (one after another, or side by side, as an in-process C program may)
+/// shares the first one's; a later server asking for another library gets the one
+/// already loaded.
+fn ort_runtime(path: PathBuf) -> Arc<OrtRuntime> {
+    static RUNTIME: OnceLock<Arc<OrtRuntime>> = OnceLock::new();
+    RUNTIME.get_or_init(|| OrtRuntime::new(path)).clone()
 }

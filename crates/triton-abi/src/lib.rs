@@ -19,6 +19,7 @@ pub mod cache;
 pub mod error;
 pub mod exports;
 pub mod ffi;
+pub mod inprocess;
 pub mod log;
 pub mod metrics;
 pub mod types;

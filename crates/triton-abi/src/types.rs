@@ -123,3 +123,20 @@ pub extern "C" fn TRITONSERVER_MemoryTypeString(memtype: u32) -> *const c_char {
         _ => c"<invalid>".as_ptr(),
     }
 }
+
+/// Static name of a `TRITONSERVER_InstanceGroupKind` (AUTO=0, CPU=1, GPU=2, MODEL=3).
+pub fn instance_group_kind_name(kind: u32) -> *const c_char {
+    match kind {
+        0 => c"AUTO".as_ptr(),
+        1 => c"CPU".as_ptr(),
+        2 => c"GPU".as_ptr(),
+        3 => c"MODEL".as_ptr(),
+        _ => c"<invalid>".as_ptr(),
+    }
+}
+
+/// `TRITONSERVER_InstanceGroupKindString`: "AUTO", "CPU", "GPU", "MODEL" or "<invalid>".
+#[no_mangle]
+pub extern "C" fn TRITONSERVER_InstanceGroupKindString(kind: u32) -> *const c_char {
+    instance_group_kind_name(kind)
+}

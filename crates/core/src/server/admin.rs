@@ -64,6 +64,12 @@ impl Server {
         self.repository.load(name, request).await
     }
 
+    /// Re-scans the repositories and applies what changed (POLL mode; the binary's poll
+    /// task and `TRITONSERVER_ServerPollModelRepository`).
+    pub async fn poll_repository(&self) -> Result<()> {
+        self.repository.poll().await
+    }
+
     /// Unloads a model, and with `unload_dependents` an ensemble's composing models that
     /// nothing else needs.
     pub async fn unload_model(&self, name: &str, unload_dependents: bool) -> Result<()> {

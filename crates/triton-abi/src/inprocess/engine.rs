@@ -1,0 +1,141 @@
+//! Builds and stops the Nereid server behind a `TRITONSERVER_Server`: the one place that
+//! turns server options into a running server (through `nereid_embed`, as the binary
+//! does), on a tokio runtime the server object owns (C callers have no runtime of their
+//! own).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nereid_core::cache::{CacheConfig, CacheStore};
+use nereid_core::{Error, Result, Server};
+use nereid_embed::{Nereid, Options};
+
+use super::options::TRITONSERVER_ServerOptions;
+
+/// A running server and the runtime its tasks run on.
+pub struct Engine {
+    /// Owns every task of the server; `None` only while [`Drop`] shuts it down.
+    runtime: Option<tokio::runtime::Runtime>,
+    /// Kept for the server's lifetime: dropping it ends the poll task.
+    _nereid: Nereid,
+    server: Arc<Server>,
+}
+
+impl Engine {
+    /// Starts a server as `options` describe: backends, response cache, repository and
+    /// start-up models, with Triton's start-up errors.
+    pub fn start(options: &TRITONSERVER_ServerOptions) -> Result<Self> {
+        if options.repositories.is_empty() {
+            return Err(Error::invalid_arg("--model-repository must be specified"));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .thread_name("nereid")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::internal(format!("failed to start the runtime: {e}")))?;
+        let inside = runtime.enter();
+        let started = cache_store(options).and_then(|cache| {
+            futures::executor::block_on(Nereid::start(Options {
+                model_repositories: options.repositories.clone(),
+                control_mode: options.control_mode,
+                startup_models: options.startup_models.clone(),
+                strict_model_config: options.strict_model_config,
+                strict_readiness: options.strict_readiness,
+                exit_on_error: options.exit_on_error,
+                id: options.server_id.clone(),
+                backend_config: options.backend_config.clone(),
+                cache,
+                // In-process, POLL mode polls when the program calls
+                // TRITONSERVER_ServerPollModelRepository, as in Triton.
+                repository_poll_secs: None,
+                exit_timeout: Duration::from_secs(options.exit_timeout_secs.into()),
+                ..Options::default()
+            }))
+        });
+        drop(inside);
+        let nereid = started?;
+        let server = nereid.server().clone();
+        Ok(Self {
+            runtime: Some(runtime),
+            _nereid: nereid,
+            server,
+        })
+    }
+
+    /// The core facade.
+    pub fn server(&self) -> &Arc<Server> {
+        &self.server
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives until the engine is dropped")
+    }
+
+    /// Runs `future` to completion for the synchronous calls, on the calling thread but
+    /// inside the server's runtime, so that it also works from a response or release
+    /// callback (which run on the runtime's threads, where tokio's own `block_on` panics).
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        let _inside = self.runtime().enter();
+        futures::executor::block_on(future)
+    }
+
+    /// Runs `future` in the background on the server's runtime.
+    pub fn spawn(&self, future: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.runtime().spawn(future);
+    }
+
+    /// A handle on the runtime, for tasks that start more work.
+    pub fn handle(&self) -> tokio::runtime::Handle {
+        self.runtime().handle().clone()
+    }
+
+    /// Admits `request` now (inside the runtime, which the core's queues need) and
+    /// returns its answer to come.
+    pub fn submit(
+        &self,
+        request: nereid_core::request::InferRequest,
+    ) -> nereid_core::request::Answer {
+        let _inside = self.runtime().enter();
+        self.server.submit(request)
+    }
+
+    /// Stops the server: readiness turns false, then the models stop, waiting at most
+    /// `timeout` for them.
+    pub fn stop(&self, timeout: Duration) {
+        self.server.begin_shutdown();
+        let repository = self.server.repository().clone();
+        let stop = self.runtime().spawn_blocking(move || repository.stop_all());
+        // The timer must be created inside the runtime.
+        let _ = self.block_on(async { tokio::time::timeout(timeout, stop).await });
+    }
+}
+
+impl Drop for Engine {
+    /// Shuts the runtime down without waiting when dropped on one of its own threads (a
+    /// server deleted from a callback), else waits briefly for its tasks.
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                runtime.shutdown_background();
+            } else {
+                runtime.shutdown_timeout(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// The response cache store the options ask for: `SetCacheConfig` (a built-in or a
+/// TRITONCACHE library from the cache directory) or the deprecated
+/// `SetResponseCacheByteSize` (a local cache of that size; 0 leaves the cache off).
+fn cache_store(options: &TRITONSERVER_ServerOptions) -> Result<Option<Arc<dyn CacheStore>>> {
+    let config = match (&options.cache, options.response_cache_byte_size) {
+        (Some((name, json)), _) => CacheConfig::from_json(name, json)?,
+        (None, Some(size)) if size > 0 => {
+            CacheConfig::from_json("local", &format!("{{\"size\":\"{size}\"}}"))?
+        }
+        _ => return Ok(None),
+    };
+    crate::cache::open_store(&config, Some(&options.cache_directory)).map(Some)
+}

@@ -1,0 +1,408 @@
+//! `TRITONSERVER_ServerOptions`: what a program sets before `TRITONSERVER_ServerNew`.
+//! Settings Nereid uses are stored; settings that only tune Triton's own machinery (GPU
+//! pools, thread counts, logging sinks, metrics) are accepted and ignored exactly where
+//! Triton accepts them, so programs written for Triton configure Nereid unchanged.
+
+use std::ffi::c_char;
+use std::path::PathBuf;
+
+use nereid_core::repository::ControlMode;
+
+use crate::error::{invalid_arg, ErrorPtr};
+use crate::ffi;
+
+/// The options object behind `TRITONSERVER_ServerOptions*`, with Triton's defaults
+/// (`TritonServerOptions` in core `src/tritonserver.cc`).
+pub struct TRITONSERVER_ServerOptions {
+    /// `SetServerId`: the name in server metadata.
+    pub(crate) server_id: String,
+    /// `SetModelRepositoryPath`, in the order given.
+    pub(crate) repositories: Vec<PathBuf>,
+    /// `SetModelControlMode` (Triton's default is POLL).
+    pub(crate) control_mode: ControlMode,
+    /// `SetStartupModel`.
+    pub(crate) startup_models: Vec<String>,
+    /// `SetStrictModelConfig` (Triton's C API default is strict).
+    pub(crate) strict_model_config: bool,
+    /// `SetStrictReadiness`.
+    pub(crate) strict_readiness: bool,
+    /// `SetExitOnError`.
+    pub(crate) exit_on_error: bool,
+    /// `SetExitTimeout`, seconds.
+    pub(crate) exit_timeout_secs: u32,
+    /// `SetBackendConfig`: backend, setting, value.
+    pub(crate) backend_config: Vec<(String, String, String)>,
+    /// `SetCacheConfig`: cache name and its JSON configuration (the last one set wins).
+    pub(crate) cache: Option<(String, String)>,
+    /// `SetCacheDirectory`.
+    pub(crate) cache_directory: PathBuf,
+    /// `SetResponseCacheByteSize` (deprecated; a local cache of that size).
+    pub(crate) response_cache_byte_size: Option<u64>,
+}
+
+impl Default for TRITONSERVER_ServerOptions {
+    fn default() -> Self {
+        Self {
+            server_id: "triton".to_string(),
+            repositories: Vec::new(),
+            control_mode: ControlMode::Poll,
+            startup_models: Vec::new(),
+            strict_model_config: true,
+            strict_readiness: true,
+            exit_on_error: true,
+            exit_timeout_secs: 30,
+            backend_config: Vec::new(),
+            cache: None,
+            cache_directory: PathBuf::from("/opt/tritonserver/caches"),
+            response_cache_byte_size: None,
+        }
+    }
+}
+
+/// Runs `body` on the options behind `options` (checked for null).
+fn with_options(
+    options: *mut TRITONSERVER_ServerOptions,
+    body: impl FnOnce(&mut TRITONSERVER_ServerOptions) -> Result<(), ErrorPtr>,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: a live options object from `TRITONSERVER_ServerOptionsNew`, or null.
+        let options = unsafe { ffi::reference_mut(options, "options") }?;
+        body(options)
+    })
+}
+
+/// The text of a string argument, as an owned `String`.
+fn owned(value: *const c_char, what: &str) -> Result<String, ErrorPtr> {
+    // SAFETY: the caller passes a NUL-terminated string or null (checked).
+    unsafe { ffi::text(value, what) }.map(str::to_owned)
+}
+
+/// `TRITONSERVER_ServerOptionsNew`: options with Triton's defaults.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsNew(
+    options: *mut *mut TRITONSERVER_ServerOptions,
+) -> ErrorPtr {
+    ffi::status(|| {
+        if options.is_null() {
+            return Err(invalid_arg("options must not be null"));
+        }
+        let created = Box::into_raw(Box::default());
+        // SAFETY: checked for null above; the caller owns the new object.
+        unsafe { options.write(created) };
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsDelete`: frees the options (null is ignored).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsDelete(
+    options: *mut TRITONSERVER_ServerOptions,
+) -> ErrorPtr {
+    if !options.is_null() {
+        // SAFETY: created by `TRITONSERVER_ServerOptionsNew` and owned by the caller.
+        drop(unsafe { Box::from_raw(options) });
+    }
+    std::ptr::null_mut()
+}
+
+/// `TRITONSERVER_ServerOptionsSetServerId`: the server's name in its metadata.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetServerId(
+    options: *mut TRITONSERVER_ServerOptions,
+    server_id: *const c_char,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.server_id = owned(server_id, "server_id")?;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetModelRepositoryPath`: adds a model repository (call it
+/// once per repository).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetModelRepositoryPath(
+    options: *mut TRITONSERVER_ServerOptions,
+    model_repository_path: *const c_char,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        let path = PathBuf::from(owned(model_repository_path, "model_repository_path")?);
+        if !o.repositories.contains(&path) {
+            o.repositories.push(path);
+        }
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetModelControlMode`: NONE=0, POLL=1, EXPLICIT=2.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetModelControlMode(
+    options: *mut TRITONSERVER_ServerOptions,
+    mode: u32,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.control_mode = match mode {
+            0 => ControlMode::None,
+            1 => ControlMode::Poll,
+            2 => ControlMode::Explicit,
+            _ => return Err(invalid_arg(format!("unknown control mode '{mode}'"))),
+        };
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetStartupModel`: a model to load at start-up in EXPLICIT
+/// mode (`*` for all).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetStartupModel(
+    options: *mut TRITONSERVER_ServerOptions,
+    model_name: *const c_char,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.startup_models.push(owned(model_name, "model_name")?);
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetStrictModelConfig`: never auto-complete configurations.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetStrictModelConfig(
+    options: *mut TRITONSERVER_ServerOptions,
+    strict: bool,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.strict_model_config = strict;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetStrictReadiness`: ready only while every model is.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetStrictReadiness(
+    options: *mut TRITONSERVER_ServerOptions,
+    strict: bool,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.strict_readiness = strict;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetExitOnError`: fail `ServerNew` when a model fails to load.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetExitOnError(
+    options: *mut TRITONSERVER_ServerOptions,
+    exit: bool,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.exit_on_error = exit;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetExitTimeout`: seconds `ServerStop` waits for requests.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetExitTimeout(
+    options: *mut TRITONSERVER_ServerOptions,
+    timeout: u32,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.exit_timeout_secs = timeout;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetBackendConfig`: a `--backend-config` setting.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetBackendConfig(
+    options: *mut TRITONSERVER_ServerOptions,
+    backend_name: *const c_char,
+    setting: *const c_char,
+    value: *const c_char,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.backend_config.push((
+            owned(backend_name, "backend_name")?,
+            owned(setting, "setting")?,
+            owned(value, "value")?,
+        ));
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetCacheConfig`: the response cache called `cache_name`
+/// with its JSON configuration (checked when the server starts, as Triton does).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetCacheConfig(
+    options: *mut TRITONSERVER_ServerOptions,
+    cache_name: *const c_char,
+    config_json: *const c_char,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.cache = Some((
+            owned(cache_name, "cache_name")?,
+            owned(config_json, "config_json")?,
+        ));
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetCacheDirectory`: where cache plugins are looked up.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetCacheDirectory(
+    options: *mut TRITONSERVER_ServerOptions,
+    cache_dir: *const c_char,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.cache_directory = PathBuf::from(owned(cache_dir, "cache_dir")?);
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetResponseCacheByteSize`: deprecated; a local cache of
+/// `size` bytes (0 leaves the cache off).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetResponseCacheByteSize(
+    options: *mut TRITONSERVER_ServerOptions,
+    size: u64,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.response_cache_byte_size = Some(size);
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit`: checked as Triton checks it, then
+/// ignored (Nereid runs on CPU).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(
+    options: *mut TRITONSERVER_ServerOptions,
+    kind: u32,
+    device_id: i32,
+    fraction: f64,
+) -> ErrorPtr {
+    with_options(options, |_| {
+        if device_id < 0 {
+            return Err(invalid_arg(format!(
+                "expects device ID >= 0, got {device_id}"
+            )));
+        }
+        if !(0.0..=1.0).contains(&fraction) {
+            return Err(invalid_arg(format!(
+                "expects limit fraction to be in range [0.0, 1.0], got {fraction:.6}"
+            )));
+        }
+        // TRITONSERVER_INSTANCEGROUPKIND_GPU
+        if kind != 2 {
+            // SAFETY: a static string for any value.
+            let name =
+                unsafe { std::ffi::CStr::from_ptr(crate::types::instance_group_kind_name(kind)) };
+            return Err(invalid_arg(format!(
+                "given device kind is not supported, got: {}",
+                name.to_string_lossy()
+            )));
+        }
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetModelControlMode`'s sibling for rate limiting: OFF=0 and
+/// EXEC_COUNT=1 are accepted (Nereid does not rate-limit), anything else is refused.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetRateLimiterMode(
+    options: *mut TRITONSERVER_ServerOptions,
+    mode: u32,
+) -> ErrorPtr {
+    with_options(options, |_| match mode {
+        0 | 1 => Ok(()),
+        _ => Err(invalid_arg(format!("unknown rate limit mode '{mode}'"))),
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetHostPolicy`: Triton's setting names are checked, the
+/// policy itself ignored.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetHostPolicy(
+    options: *mut TRITONSERVER_ServerOptions,
+    policy_name: *const c_char,
+    setting: *const c_char,
+    value: *const c_char,
+) -> ErrorPtr {
+    with_options(options, |_| {
+        owned(policy_name, "policy_name")?;
+        owned(value, "value")?;
+        let setting = owned(setting, "setting")?;
+        if setting != "numa-node" && setting != "cpu-cores" {
+            return Err(crate::error::unsupported(format!(
+                "Unsupported host policy setting '{setting}' is specified, supported settings are 'numa-node', 'cpu-cores'"
+            )));
+        }
+        Ok(())
+    })
+}
+
+/// Defines option setters that Triton accepts but that tune machinery Nereid does not
+/// have: the options pointer is checked, the values are ignored.
+macro_rules! ignored_options {
+    ($($(#[$meta:meta])* $name:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        $(#[$meta])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            options: *mut TRITONSERVER_ServerOptions,
+            $($arg: $ty),*
+        ) -> ErrorPtr {
+            $(let _ = $arg;)*
+            with_options(options, |_| Ok(()))
+        }
+    )*};
+}
+
+ignored_options! {
+    /// `TRITONSERVER_ServerOptionsSetModelConfigName`: ignored (configs are `config.pbtxt`).
+    TRITONSERVER_ServerOptionsSetModelConfigName(name: *const c_char);
+    /// `TRITONSERVER_ServerOptionsAddRateLimiterResource`: ignored (no rate limiter).
+    TRITONSERVER_ServerOptionsAddRateLimiterResource(name: *const c_char, count: usize, device: i32);
+    /// `TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize`: ignored (no pinned pool).
+    TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize(size: u64);
+    /// `TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize`: ignored (no CUDA).
+    TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(gpu_device: i32, size: u64);
+    /// `TRITONSERVER_ServerOptionsSetCudaVirtualAddressSize`: ignored (no CUDA).
+    TRITONSERVER_ServerOptionsSetCudaVirtualAddressSize(gpu_device: i32, size: usize);
+    /// `TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability`: ignored (no CUDA).
+    TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability(cc: f64);
+    /// `TRITONSERVER_ServerOptionsSetBufferManagerThreadCount`: ignored.
+    TRITONSERVER_ServerOptionsSetBufferManagerThreadCount(count: u32);
+    /// `TRITONSERVER_ServerOptionsSetModelLoadThreadCount`: ignored (loads are async tasks).
+    TRITONSERVER_ServerOptionsSetModelLoadThreadCount(count: u32);
+    /// `TRITONSERVER_ServerOptionsSetModelLoadRetryCount`: ignored.
+    TRITONSERVER_ServerOptionsSetModelLoadRetryCount(count: u32);
+    /// `TRITONSERVER_ServerOptionsSetModelNamespacing`: ignored.
+    TRITONSERVER_ServerOptionsSetModelNamespacing(enable: bool);
+    /// `TRITONSERVER_ServerOptionsSetEnablePeerAccess`: ignored (no GPUs).
+    TRITONSERVER_ServerOptionsSetEnablePeerAccess(enable: bool);
+    /// `TRITONSERVER_ServerOptionsSetLogFile`: ignored (the host program owns logging).
+    TRITONSERVER_ServerOptionsSetLogFile(file: *const c_char);
+    /// `TRITONSERVER_ServerOptionsSetLogInfo`: ignored (the host program owns logging).
+    TRITONSERVER_ServerOptionsSetLogInfo(log: bool);
+    /// `TRITONSERVER_ServerOptionsSetLogWarn`: ignored (the host program owns logging).
+    TRITONSERVER_ServerOptionsSetLogWarn(log: bool);
+    /// `TRITONSERVER_ServerOptionsSetLogError`: ignored (the host program owns logging).
+    TRITONSERVER_ServerOptionsSetLogError(log: bool);
+    /// `TRITONSERVER_ServerOptionsSetLogFormat`: ignored (the host program owns logging).
+    TRITONSERVER_ServerOptionsSetLogFormat(format: u32);
+    /// `TRITONSERVER_ServerOptionsSetLogVerbose`: ignored (the host program owns logging).
+    TRITONSERVER_ServerOptionsSetLogVerbose(level: i32);
+    /// `TRITONSERVER_ServerOptionsSetMetrics`: ignored (no metrics port in-process).
+    TRITONSERVER_ServerOptionsSetMetrics(metrics: bool);
+    /// `TRITONSERVER_ServerOptionsSetGpuMetrics`: ignored (no GPUs).
+    TRITONSERVER_ServerOptionsSetGpuMetrics(metrics: bool);
+    /// `TRITONSERVER_ServerOptionsSetCpuMetrics`: ignored.
+    TRITONSERVER_ServerOptionsSetCpuMetrics(metrics: bool);
+    /// `TRITONSERVER_ServerOptionsSetMetricsInterval`: ignored.
+    TRITONSERVER_ServerOptionsSetMetricsInterval(interval_ms: u64);
+    /// `TRITONSERVER_ServerOptionsSetBackendDirectory`: ignored (backends are built in).
+    TRITONSERVER_ServerOptionsSetBackendDirectory(dir: *const c_char);
+    /// `TRITONSERVER_ServerOptionsSetRepoAgentDirectory`: ignored (no repository agents).
+    TRITONSERVER_ServerOptionsSetRepoAgentDirectory(dir: *const c_char);
+    /// `TRITONSERVER_ServerOptionsSetMetricsConfig`: ignored.
+    TRITONSERVER_ServerOptionsSetMetricsConfig(name: *const c_char, setting: *const c_char, value: *const c_char);
+}

@@ -1,0 +1,67 @@
+//! Compiles tests/c/inprocess.c (its own prototypes, no Triton header) against
+//! libtritonserver.so and runs it on the test repository.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::fixture;
+
+/// The directory holding libtritonserver.so: next to this test executable (`deps`), as
+/// cargo builds the cdylib with the library for its tests.
+fn library_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .find(|dir| dir.join("libtritonserver.so").is_file())
+        .map(PathBuf::from)
+}
+
+#[test]
+fn c_program_drives_the_in_process_server() {
+    if !fixture::onnx_runtime_available() {
+        return;
+    }
+    let Some(lib) = library_dir() else {
+        eprintln!("skipped: libtritonserver.so not found next to the test executable");
+        return;
+    };
+    if Command::new("cc").arg("--version").output().is_err() {
+        eprintln!("skipped: no C compiler (cc)");
+        return;
+    }
+    let out = tempfile::tempdir().expect("temporary directory");
+    let exe = out.path().join("inprocess");
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/c/inprocess.c");
+    let compiled = Command::new("cc")
+        .args(["-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&source)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-ltritonserver")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lpthread")
+        .output()
+        .expect("run cc");
+    assert!(
+        compiled.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&compiled.stderr)
+    );
+    let repository = fixture::repository();
+    // Cargo's LD_LIBRARY_PATH may name target/release, whose copy of the library is only
+    // refreshed by `cargo build`: the program must load the one built for this test.
+    let run = Command::new(&exe)
+        .env_remove("LD_LIBRARY_PATH")
+        .arg(repository.path())
+        .current_dir(fixture::workspace_root())
+        .output()
+        .expect("run the C program");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.success() && stdout.contains("inprocess: OK"),
+        "C program failed ({}):\n{stdout}\n{stderr}",
+        run.status
+    );
+}

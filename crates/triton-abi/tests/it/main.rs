@@ -1,0 +1,9 @@
+//! Integration tests of libtritonserver.so's in-process API: a C program compiled against
+//! the library, and the same calls made directly from Rust.
+
+// Calling a C ABI from Rust needs unsafe code; this crate is where it is allowed.
+#![allow(unsafe_code)]
+
+mod c_program;
+mod direct;
+mod fixture;
