@@ -20,6 +20,9 @@ fi
 
 echo "test: cargo test (release)" >&2
 cargo test --release --locked --workspace
+# The python tests relink Triton's own cache plugin against the libtritonserver.so beside
+# the nereid binary; `cargo test` built it (with the binary's features) into deps/.
+cp target/release/deps/libtritonserver.so target/release/libtritonserver.so
 
 echo "test: tritonclient conformance suite" >&2
 NEREID_BIN="$PWD/target/release/nereid" .venv/bin/python -m pytest -q tests/python
