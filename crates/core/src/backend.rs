@@ -12,6 +12,7 @@ use crate::batch::Batch;
 use crate::error::Result;
 use crate::model::{InstanceKind, ModelSpec};
 use crate::request::OutputTensor;
+use crate::response_stream::ResponseSender;
 use crate::sequence_flags::SequenceId;
 
 /// Identity of one model instance (one per `instance_group` count).
@@ -121,6 +122,28 @@ pub trait InstanceBackend: Send {
         batch: &Batch<'_>,
         timing: &mut ComputeTiming,
     ) -> Vec<Result<Vec<OutputTensor>>>;
+
+    /// Executes a batch of a decoupled model (`model_transaction_policy { decoupled:
+    /// true }`): each request's responses go to its sender, in batch order, any number
+    /// and from any thread, until one marked last. Senders may outlive the call (a
+    /// backend that answers later); returning frees the instance for its next batch.
+    /// Backends without decoupled support refuse each request.
+    fn execute_decoupled(
+        &mut self,
+        batch: &Batch<'_>,
+        senders: Vec<ResponseSender>,
+        _timing: &mut ComputeTiming,
+    ) {
+        let model = &batch.spec().name;
+        for sender in senders {
+            sender.send(
+                Err(crate::Error::unsupported(format!(
+                    "the backend of model '{model}' does not support the decoupled transaction policy"
+                ))),
+                true,
+            );
+        }
+    }
 
     /// For a backend that keeps each sequence's state itself: how many sequences this
     /// instance can hold. The sequence batcher then gives the instance no more slots

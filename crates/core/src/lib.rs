@@ -14,6 +14,7 @@
 //! - [`config`]: `config.pbtxt` parsing, Triton's defaults and validation.
 //! - [`classification`]: the classification extension (top-k strings, label files); the
 //!   facade applies it to responses and model specs hold the labels.
+//! - [`response_stream`]: the many-response answers of decoupled models.
 //! - [`request`], [`sequence_flags`], [`shm`], [`error`]: the vocabulary underneath.
 
 pub mod backend;
@@ -30,6 +31,7 @@ pub mod model;
 pub mod raw_input;
 pub mod repository;
 pub mod request;
+pub mod response_stream;
 pub mod restricted;
 pub mod scheduler;
 pub mod sequence_flags;
