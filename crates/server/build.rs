@@ -4,7 +4,7 @@
 //! references the functions so they are linked in at all.
 
 fn main() {
-    for prefix in ["TRITONCACHE_", "TRITONSERVER_"] {
+    for prefix in ["TRITONBACKEND_", "TRITONCACHE_", "TRITONSERVER_"] {
         println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol={prefix}*");
     }
 }

@@ -94,7 +94,7 @@ impl OnnxBackend {
 }
 
 impl Backend for OnnxBackend {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "onnxruntime"
     }
 

@@ -1,6 +1,7 @@
 //! The backend contract, after Triton's: a backend loads models, a loaded model creates
 //! instances, and an instance executes batches. Backends are chosen at build time (trait
-//! objects registered by the binary), not loaded as plugins.
+//! objects registered by the binary); a [`BackendLoader`] adds Triton's backend libraries
+//! behind the same traits, so every scheduler serves them unchanged.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -52,7 +53,7 @@ impl ComputeTiming {
 /// A backend (e.g. ONNX Runtime): one value per server, shared by all its models.
 pub trait Backend: Send + Sync {
     /// The `backend` name used in `config.pbtxt` (e.g. `onnxruntime`).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
 
     /// The model file looked for in a version directory when the config names none.
     fn default_model_filename(&self) -> &'static str;
@@ -80,6 +81,14 @@ pub trait Backend: Send + Sync {
 
     /// Loads one model version.
     fn load_model(&self, spec: Arc<ModelSpec>, model_file: &Path) -> Result<Box<dyn ModelBackend>>;
+}
+
+/// Loads the backends a registry has no native implementation for, by the name a model
+/// configuration gives (Triton's backend libraries).
+pub trait BackendLoader: Send + Sync {
+    /// Loads and initializes the backend called `name`; an error names the backend and
+    /// fails the loads of the models that use it.
+    fn load(&self, name: &str) -> Result<Arc<dyn Backend>>;
 }
 
 /// A loaded model version; creates its instances.

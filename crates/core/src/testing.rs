@@ -200,7 +200,7 @@ impl TestBackend {
 }
 
 impl Backend for TestBackend {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         BACKEND_NAME
     }
 

@@ -44,9 +44,12 @@ pub fn registry(options: &Options) -> Result<BackendRegistry> {
     registry.extend(
         options
             .extra_backends
-            .iter()
-            .map(|(name, backend)| (*name, backend.clone())),
+            .native()
+            .map(|(name, backend)| (name.clone(), backend.clone())),
     );
+    if let Some(loader) = &options.backend_loader {
+        registry.set_loader(loader.clone());
+    }
     Ok(registry)
 }
 

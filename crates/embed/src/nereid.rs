@@ -60,14 +60,6 @@ impl Nereid {
             },
             registry,
         ));
-        let failures = repository.load_startup_models().await?;
-        if options.exit_on_error && !failures.is_empty() {
-            repository.stop_all();
-            return Err(Error::internal(format!(
-                "failed to load all models ({} failed; start with --exit-on-error=false to serve the others)",
-                failures.len()
-            )));
-        }
         let server = Arc::new(
             Server::new(
                 ServerIdentity {
@@ -79,6 +71,17 @@ impl Nereid {
             )
             .with_shm_limits(options.shm_limits),
         );
+        for hook in &options.on_server {
+            hook(&server);
+        }
+        let failures = repository.load_startup_models().await?;
+        if options.exit_on_error && !failures.is_empty() {
+            repository.stop_all();
+            return Err(Error::internal(format!(
+                "failed to load all models ({} failed; start with --exit-on-error=false to serve the others)",
+                failures.len()
+            )));
+        }
         let poll = (options.control_mode == ControlMode::Poll)
             .then(|| tokio::spawn(poll(repository, options.poll_interval())));
         Ok(Nereid {

@@ -6,10 +6,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nereid_core::backend::BackendLoader;
 use nereid_core::cache::CacheStore;
 use nereid_core::repository::{BackendRegistry, StorageLimits};
 use nereid_core::shm::ShmLimits;
 use nereid_core::ControlMode;
+use nereid_core::Server;
 
 /// How to start a [`crate::Nereid`]. Public fields with tritonserver's defaults, so a
 /// caller names only what it changes (`Options { model_repositories, ..Default::default() }`).
@@ -40,6 +42,12 @@ pub struct Options {
     /// Backends beyond the built-in ONNX Runtime ones, by name (an embedding program's
     /// own Rust backends, the tests' backend). One named like a built-in replaces it.
     pub extra_backends: BackendRegistry,
+    /// Loads the backends named by models that no native backend serves (Triton's
+    /// backend libraries from `--backend-directory`); `None`: such models fail to load.
+    pub backend_loader: Option<Arc<dyn BackendLoader>>,
+    /// Called with the server once it exists, before any model loads: hosted backends
+    /// call back into it (BLS requests, model readiness).
+    pub on_server: Vec<ServerHook>,
     /// The response cache's store for models that enable it (`--cache-config`); `None`
     /// turns caching off. The caller picks and configures the store (local, redis, a
     /// TRITONCACHE library); start-up wraps it in the `ResponseCache` and starts it.
@@ -58,6 +66,9 @@ pub struct Options {
     pub storage_limits: StorageLimits,
 }
 
+/// See [`Options::on_server`].
+pub type ServerHook = Arc<dyn Fn(&Arc<Server>) + Send + Sync>;
+
 /// tritonserver's default poll interval, in seconds.
 pub const DEFAULT_REPOSITORY_POLL_SECS: u64 = 15;
 
@@ -74,6 +85,8 @@ impl Default for Options {
             id: "triton".to_string(),
             backend_config: Vec::new(),
             extra_backends: BackendRegistry::new(),
+            backend_loader: None,
+            on_server: Vec::new(),
             cache: None,
             repository_poll_secs: None,
             exit_timeout: Duration::from_secs(30),

@@ -138,10 +138,11 @@ pub struct Cli {
     /// `redis` replaces the built-in cache of that name.
     #[arg(long)]
     pub cache_directory: Option<String>,
-    /// Accepted because Triton's scripts pass it; it has no effect until backend libraries
-    /// can be hosted (Nereid's backends are built in).
-    #[arg(long)]
-    pub backend_directory: Option<String>,
+    /// Where Triton backend libraries are: a model whose backend is not built in is
+    /// served by `<dir>/<backend>/libtriton_<backend>.so` (default
+    /// /opt/tritonserver/backends).
+    #[arg(long, default_value = tritonserver::backend::DEFAULT_BACKEND_DIRECTORY)]
+    pub backend_directory: std::path::PathBuf,
     /// `<GPU device id>:<byte size>` (repeatable): the CUDA virtual address size for
     /// growable implicit state. Checked like tritonserver and accepted without effect,
     /// since implicit state lives in host memory here.
@@ -387,11 +388,6 @@ impl Config {
     /// `--response-cache-byte-size`), with tritonserver's messages for malformed flags.
     /// Called once logging is up, since it warns.
     pub fn cache_config(&self) -> anyhow::Result<Option<CacheConfig>> {
-        if let Some(dir) = &self.cli.backend_directory {
-            tracing::info!(
-                "--backend-directory {dir} has no effect: nereid's backends are built in"
-            );
-        }
         if !self.cli.cuda_virtual_address_size.is_empty() {
             tracing::info!(
                 "--cuda-virtual-address-size has no effect: implicit state is kept in host memory"

@@ -16,6 +16,7 @@ use clap::Parser;
 use nereid_core::cache::CacheStore;
 use nereid_embed::{FrontendOptions, Listeners, Nereid, Options};
 use tokio::net::TcpListener;
+use tritonserver::backend::{HostedBackends, HostedSettings};
 
 use crate::cli::{Cli, Config};
 
@@ -87,19 +88,28 @@ fn cache_store(config: &Config) -> anyhow::Result<Option<Arc<dyn CacheStore>>> {
 /// What [`Nereid::start`] needs, from the flags.
 fn options(config: &Config, cache: Option<Arc<dyn CacheStore>>) -> Options {
     let cli = &config.cli;
+    let backend_config: Vec<_> = config
+        .backend_settings
+        .iter()
+        .map(|s| (s.backend.clone(), s.key.clone(), s.value.clone()))
+        .collect();
+    let strict_model_config = cli.strict_model_config || cli.disable_auto_complete_config;
+    let hosted = HostedBackends::new(HostedSettings {
+        directory: cli.backend_directory.clone(),
+        config: backend_config.clone(),
+        strict_model_config,
+    });
     Options {
         model_repositories: cli.model_repository.clone(),
         control_mode: config.control_mode,
         startup_models: cli.load_model.clone(),
-        strict_model_config: cli.strict_model_config || cli.disable_auto_complete_config,
+        strict_model_config,
         strict_readiness: cli.strict_readiness,
         exit_on_error: cli.exit_on_error,
         id: cli.id.clone(),
-        backend_config: config
-            .backend_settings
-            .iter()
-            .map(|s| (s.backend.clone(), s.key.clone(), s.value.clone()))
-            .collect(),
+        backend_config,
+        backend_loader: Some(hosted.clone()),
+        on_server: vec![hosted.server_hook()],
         cache,
         repository_poll_secs: Some(cli.repository_poll_secs),
         exit_timeout: Duration::from_secs(cli.exit_timeout_secs),

@@ -145,6 +145,31 @@ pub unsafe fn take(error: ErrorPtr) -> Option<Error> {
     ))
 }
 
+/// A C callee's error (or success) as a core result: plugins and backends hand the
+/// ownership of the errors they return to their caller.
+pub fn callee_result(error: ErrorPtr) -> Result<(), Error> {
+    // SAFETY: an error a library returns comes from this process's
+    // `TRITONSERVER_ErrorNew`, and its ownership passes to the caller.
+    match unsafe { take(error) } {
+        None => Ok(()),
+        Some(e) => Err(e),
+    }
+}
+
+/// Reads an error a C caller still owns (one a backend passes to `ResponseSend` and
+/// deletes itself afterwards) as a core error; null is `None`.
+///
+/// # Safety
+/// `error` must be null or a live error this library created.
+pub unsafe fn peek(error: ErrorPtr) -> Option<Error> {
+    // SAFETY: null or a live error, by the caller's contract.
+    let error = unsafe { error.as_ref() }?;
+    Some(Error::new(
+        error.code.into(),
+        error.message.to_string_lossy().into_owned(),
+    ))
+}
+
 /// `TRITONSERVER_ErrorNew`: a new error with `code` and a copy of `msg`. An unknown code
 /// becomes `TRITONSERVER_ERROR_UNKNOWN`; a null message an empty one.
 #[no_mangle]

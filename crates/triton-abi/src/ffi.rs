@@ -64,3 +64,35 @@ pub fn status(body: impl FnOnce() -> Result<(), ErrorPtr>) -> ErrorPtr {
         Err(_) => crate::error::internal("internal error: a Nereid ABI call panicked"),
     }
 }
+
+/// Runs an ABI function body on the object behind a handle, checked for null, through
+/// [`status`].
+///
+/// # Safety
+/// A non-null `handle` must point to a live `T` for the duration of the call.
+pub unsafe fn with<T>(
+    handle: *const T,
+    what: &str,
+    body: impl FnOnce(&T) -> Result<(), ErrorPtr>,
+) -> ErrorPtr {
+    status(|| {
+        // SAFETY: live or null by the caller's contract; null is checked.
+        let object = unsafe { reference(handle, what) }?;
+        body(object)
+    })
+}
+
+/// Writes an out-parameter of an ABI call, checked for null. The C contract of every
+/// exported function makes its out-parameters valid for a write or null.
+pub fn put<T>(out: *mut T, value: T, what: &str) -> Result<(), ErrorPtr> {
+    // SAFETY: an out-parameter from a C caller, valid or null (checked by `write`).
+    unsafe { write(out, value, what) }
+}
+
+/// Writes an optional out-parameter: skipped when null, as Triton's getters allow.
+pub fn put_optional<T>(out: *mut T, value: T) {
+    if !out.is_null() {
+        // SAFETY: non-null, and valid for a write by the C caller's contract.
+        unsafe { out.write(value) };
+    }
+}

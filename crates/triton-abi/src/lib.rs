@@ -14,8 +14,10 @@
 // headers document for each (valid pointers or null), checked here as far as C allows.
 #![allow(clippy::missing_safety_doc)]
 
+pub mod backend;
 pub mod buffer_attributes;
 pub mod cache;
+pub mod dl;
 pub mod error;
 pub mod exports;
 pub mod ffi;

@@ -48,7 +48,7 @@ impl StatefulBackend {
 }
 
 impl Backend for StatefulBackend {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "stateful"
     }
 

@@ -136,6 +136,9 @@ pub struct ModelSpec {
     /// The outputs' classification labels (`label_filename`), read by the loader, which
     /// knows the model directory; empty until then.
     pub labels: crate::classification::Labels,
+    /// The normalized configuration the spec was built from, for backends that read it
+    /// whole (Triton backend libraries get it as JSON).
+    pub config: std::sync::Arc<ModelConfig>,
 }
 
 impl TensorSpec {
@@ -263,6 +266,7 @@ impl ModelSpec {
                 .and_then(|o| o.graph.as_ref())
                 .map_or(0, |g| g.level),
             labels: crate::classification::Labels::default(),
+            config: std::sync::Arc::new(config.clone()),
             name: config.name,
         })
     }

@@ -1,10 +1,10 @@
 //! Loading one model: configuration (file, override or auto-completed), backend choice,
 //! version selection, then per version: spec, backend model, instances, scheduler.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::registry::BackendRegistry;
 use super::scan::{list_versions, read_config};
 use super::version_policy::select_versions;
 use crate::backend::{Backend, InstanceConfig};
@@ -20,9 +20,6 @@ use crate::scheduler::{
     DEFAULT_QUEUE_CAPACITY,
 };
 use crate::stats::ModelStats;
-
-/// Backends by the name used in `config.pbtxt`.
-pub type BackendRegistry = HashMap<&'static str, Arc<dyn Backend>>;
 
 /// Settings that apply to every load.
 #[derive(Clone)]
@@ -164,7 +161,7 @@ fn resolve_backend(
         config.backend = "onnxruntime".into();
     }
     if config.backend.is_empty() && config.platform.is_empty() {
-        if let Some(b) = backends.values().find(|b| {
+        if let Some((_, b)) = backends.native().find(|(_, b)| {
             b.detected_by_file() && newest_version_dir.join(b.default_model_filename()).exists()
         }) {
             config.backend = b.name().to_string();
@@ -176,12 +173,7 @@ fn resolve_backend(
             config.platform
         )));
     }
-    backends.get(config.backend.as_str()).cloned().ok_or_else(|| {
-        Error::invalid_arg(format!(
-            "unable to find backend library for backend '{}', try specifying runtime on the model configuration.",
-            config.backend
-        ))
-    })
+    backends.get(&config.backend)
 }
 
 /// The cache a model uses: the server's, when the model enables it and can be cached.

@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use super::loader::{load_model, BackendRegistry, LoadSettings, VersionOutcomes};
+use super::loader::{load_model, LoadSettings, VersionOutcomes};
 use super::overrides::{check_files, write_model_dir, LoadRequest};
 use super::record::{unload_set, ModelRecord, ModelState, Origin, VersionRecord};
+use super::registry::BackendRegistry;
 use super::scan::{is_ensemble_dir, list_models, read_config, signature, ModelDirs, Signature};
 use super::storage::{Storage, StorageLimits};
 use crate::config::{config_from_json, is_ensemble, ModelConfig};

@@ -8,12 +8,14 @@ mod loader;
 mod manager;
 mod overrides;
 mod record;
+mod registry;
 mod scan;
 mod storage;
 mod version_policy;
 
-pub use loader::{BackendRegistry, LoadSettings};
+pub use loader::LoadSettings;
 pub use manager::{ControlMode, IndexEntry, ModelRepository, RepositoryOptions};
 pub use overrides::{LoadRequest, FILE_PREFIX};
 pub use record::ModelState;
+pub use registry::BackendRegistry;
 pub use storage::StorageLimits;

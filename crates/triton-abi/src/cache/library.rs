@@ -7,12 +7,13 @@
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 
-use libloading::os::unix::{Library, Symbol, RTLD_LOCAL, RTLD_NOW};
+use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use nereid_core::{Error, ErrorKind, Result};
 
 use super::allocator::TRITONCACHE_Allocator;
 use super::entry::{Buffer, TRITONCACHE_CacheEntry};
-use crate::error::{take, ErrorPtr};
+use crate::dl::{dlerror_text, entry_point};
+use crate::error::{callee_result as result, ErrorPtr};
 
 type InitializeFn = unsafe extern "C" fn(*mut *mut c_void, *const c_char) -> ErrorPtr;
 type FinalizeFn = unsafe extern "C" fn(*mut c_void) -> ErrorPtr;
@@ -40,40 +41,6 @@ pub struct CacheLibrary {
 unsafe impl Send for CacheLibrary {}
 // SAFETY: as for Send.
 unsafe impl Sync for CacheLibrary {}
-
-/// The loader's own words for a failed `dlopen` or `dlsym` (`dlerror()`, which names the
-/// library), rather than libloading's summary.
-fn dlerror_text(error: &libloading::Error) -> String {
-    std::error::Error::source(error).map_or_else(|| error.to_string(), |e| e.to_string())
-}
-
-/// Resolves a required entry point, with Triton's message when it is missing.
-///
-/// # Safety
-/// `T` must be the entry point's C signature.
-unsafe fn entry_point<T: Copy>(library: &Library, name: &str) -> Result<T> {
-    // SAFETY: the caller names the right signature for `name`.
-    let symbol: std::result::Result<Symbol<T>, _> = unsafe { library.get(name.as_bytes()) };
-    symbol.map(|s| *s).map_err(|e| {
-        Error::new(
-            ErrorKind::NotFound,
-            format!(
-                "unable to find required entrypoint '{name}' in shared library: {}",
-                dlerror_text(&e)
-            ),
-        )
-    })
-}
-
-/// A plugin's error (or success) as a core result.
-fn result(error: ErrorPtr) -> Result<()> {
-    // SAFETY: an error a plugin returned comes from this process's
-    // `TRITONSERVER_ErrorNew`, and the plugin hands its ownership to the caller.
-    match unsafe { take(error) } {
-        None => Ok(()),
-        Some(e) => Err(e),
-    }
-}
 
 impl CacheLibrary {
     /// Loads cache `name`'s library at `path` and initializes a cache with `config`

@@ -14,11 +14,14 @@ use super::options::TRITONSERVER_ServerOptions;
 
 /// A running server and the runtime its tasks run on.
 pub struct Engine {
-    /// Owns every task of the server; `None` only while [`Drop`] shuts it down.
+    /// Owns every task of a server started here; `None` for a server attached from
+    /// outside, and while [`Drop`] shuts it down.
     runtime: Option<tokio::runtime::Runtime>,
-    /// Kept for the server's lifetime: dropping it ends the poll task.
-    _nereid: Nereid,
+    /// Kept for the server's lifetime: dropping it ends the poll task (`None` when
+    /// attached).
+    _nereid: Option<Nereid>,
     server: Arc<Server>,
+    handle: tokio::runtime::Handle,
 }
 
 impl Engine {
@@ -34,8 +37,15 @@ impl Engine {
             .build()
             .map_err(|e| Error::internal(format!("failed to start the runtime: {e}")))?;
         let inside = runtime.enter();
+        let hosted = crate::backend::HostedBackends::new(crate::backend::HostedSettings {
+            directory: options.backend_directory.clone(),
+            config: options.backend_config.clone(),
+            strict_model_config: options.strict_model_config,
+        });
         let started = cache_store(options).and_then(|cache| {
             futures::executor::block_on(Nereid::start(Options {
+                backend_loader: Some(hosted.clone()),
+                on_server: vec![hosted.server_hook()],
                 model_repositories: options.repositories.clone(),
                 control_mode: options.control_mode,
                 startup_models: options.startup_models.clone(),
@@ -56,10 +66,22 @@ impl Engine {
         let nereid = started?;
         let server = nereid.server().clone();
         Ok(Self {
+            handle: runtime.handle().clone(),
             runtime: Some(runtime),
-            _nereid: nereid,
+            _nereid: Some(nereid),
             server,
         })
+    }
+
+    /// An engine on a server that runs elsewhere (the nereid binary's, for the backends
+    /// it hosts): calls go to `server` on the runtime behind `handle`; it owns neither.
+    pub fn attach(server: Arc<Server>, handle: tokio::runtime::Handle) -> Self {
+        Self {
+            runtime: None,
+            _nereid: None,
+            server,
+            handle,
+        }
     }
 
     /// The core facade.
@@ -67,28 +89,22 @@ impl Engine {
         &self.server
     }
 
-    fn runtime(&self) -> &tokio::runtime::Runtime {
-        self.runtime
-            .as_ref()
-            .expect("the runtime lives until the engine is dropped")
-    }
-
     /// Runs `future` to completion for the synchronous calls, on the calling thread but
     /// inside the server's runtime, so that it also works from a response or release
     /// callback (which run on the runtime's threads, where tokio's own `block_on` panics).
     pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
-        let _inside = self.runtime().enter();
+        let _inside = self.handle.enter();
         futures::executor::block_on(future)
     }
 
     /// Runs `future` in the background on the server's runtime.
     pub fn spawn(&self, future: impl std::future::Future<Output = ()> + Send + 'static) {
-        self.runtime().spawn(future);
+        self.handle.spawn(future);
     }
 
     /// A handle on the runtime, for tasks that start more work.
     pub fn handle(&self) -> tokio::runtime::Handle {
-        self.runtime().handle().clone()
+        self.handle.clone()
     }
 
     /// Admits `request` now (inside the runtime, which the core's queues need) and
@@ -97,7 +113,7 @@ impl Engine {
         &self,
         request: nereid_core::request::InferRequest,
     ) -> nereid_core::request::Answer {
-        let _inside = self.runtime().enter();
+        let _inside = self.handle.enter();
         self.server.submit(request)
     }
 
@@ -106,7 +122,7 @@ impl Engine {
     pub fn stop(&self, timeout: Duration) {
         self.server.begin_shutdown();
         let repository = self.server.repository().clone();
-        let stop = self.runtime().spawn_blocking(move || repository.stop_all());
+        let stop = self.handle.spawn_blocking(move || repository.stop_all());
         // The timer must be created inside the runtime.
         let _ = self.block_on(async { tokio::time::timeout(timeout, stop).await });
     }

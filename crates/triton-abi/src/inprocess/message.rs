@@ -20,6 +20,11 @@ impl TRITONSERVER_Message {
         }
     }
 
+    /// The serialized JSON, as the caller gave it or as it was built.
+    pub fn json(&self) -> &[u8] {
+        &self.json
+    }
+
     /// Hands a new message to C through `out`.
     ///
     /// # Safety

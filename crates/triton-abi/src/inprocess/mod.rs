@@ -4,7 +4,7 @@
 //! is one call on the same core facade the HTTP and gRPC frontends use.
 
 pub mod allocator;
-mod engine;
+pub mod engine;
 pub mod infer;
 pub mod message;
 pub mod metrics;

@@ -38,6 +38,8 @@ pub struct TRITONSERVER_ServerOptions {
     pub(crate) cache_directory: PathBuf,
     /// `SetResponseCacheByteSize` (deprecated; a local cache of that size).
     pub(crate) response_cache_byte_size: Option<u64>,
+    /// `SetBackendDirectory`: where Triton backend libraries are looked up.
+    pub(crate) backend_directory: PathBuf,
 }
 
 impl Default for TRITONSERVER_ServerOptions {
@@ -55,6 +57,7 @@ impl Default for TRITONSERVER_ServerOptions {
             cache: None,
             cache_directory: PathBuf::from("/opt/tritonserver/caches"),
             response_cache_byte_size: None,
+            backend_directory: PathBuf::from(crate::backend::DEFAULT_BACKEND_DIRECTORY),
         }
     }
 }
@@ -258,6 +261,19 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetCacheDirectory(
     })
 }
 
+/// `TRITONSERVER_ServerOptionsSetBackendDirectory`: where backend libraries are looked
+/// up (`<dir>/<backend>/libtriton_<backend>.so`).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetBackendDirectory(
+    options: *mut TRITONSERVER_ServerOptions,
+    backend_dir: *const c_char,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.backend_directory = PathBuf::from(owned(backend_dir, "backend_dir")?);
+        Ok(())
+    })
+}
+
 /// `TRITONSERVER_ServerOptionsSetResponseCacheByteSize`: deprecated; a local cache of
 /// `size` bytes (0 leaves the cache off).
 #[no_mangle]
@@ -399,8 +415,6 @@ ignored_options! {
     TRITONSERVER_ServerOptionsSetCpuMetrics(metrics: bool);
     /// `TRITONSERVER_ServerOptionsSetMetricsInterval`: ignored.
     TRITONSERVER_ServerOptionsSetMetricsInterval(interval_ms: u64);
-    /// `TRITONSERVER_ServerOptionsSetBackendDirectory`: ignored (backends are built in).
-    TRITONSERVER_ServerOptionsSetBackendDirectory(dir: *const c_char);
     /// `TRITONSERVER_ServerOptionsSetRepoAgentDirectory`: ignored (no repository agents).
     TRITONSERVER_ServerOptionsSetRepoAgentDirectory(dir: *const c_char);
     /// `TRITONSERVER_ServerOptionsSetMetricsConfig`: ignored.

@@ -15,7 +15,7 @@ use super::parameter::{self, TRITONSERVER_Parameter, Value};
 use crate::error::{
     from_core, invalid_arg, new_error, unsupported, ErrorPtr, TRITONSERVER_Error_Code,
 };
-use crate::ffi;
+use crate::ffi::{self, put};
 
 /// The object behind `TRITONSERVER_Server*`.
 pub struct TRITONSERVER_Server {
@@ -27,6 +27,16 @@ pub struct TRITONSERVER_Server {
 }
 
 impl TRITONSERVER_Server {
+    /// The handle hosted backends get for a server started elsewhere (the binary's):
+    /// their BLS requests and readiness checks go through it like a C program's.
+    pub(crate) fn attached(engine: Engine) -> Self {
+        Self {
+            engine,
+            exit_timeout_secs: AtomicU32::new(30),
+            stopped: AtomicBool::new(false),
+        }
+    }
+
     /// Triton's answer once the server is stopping: health calls fail with "Server
     /// exiting" (and write false), model calls with "Server not ready".
     fn exiting(&self) -> bool {
@@ -98,12 +108,6 @@ fn with_model(
         s.require_ready()?;
         body(s, name)
     })
-}
-
-/// Writes `value` through `out` (checked for null).
-fn put<T>(out: *mut T, value: T, what: &str) -> Result<(), ErrorPtr> {
-    // SAFETY: an out-parameter from the caller, checked for null by `write`.
-    unsafe { ffi::write(out, value, what) }
 }
 
 /// `TRITONSERVER_ServerNew`: starts a server with `options` and loads its models.

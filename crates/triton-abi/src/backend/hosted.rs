@@ -1,0 +1,366 @@
+//! `TRITONBACKEND_Backend`: one loaded backend library, initialized once and shared by
+//! every model that names it, with its configuration, artifacts directory, state and
+//! attributes; and [`HostedBackend`], the core backend that loads models through it.
+
+use std::ffi::{c_char, c_void, CString};
+use std::path::Path;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use nereid_core::backend::{Backend, ModelBackend};
+use nereid_core::config::ModelConfig;
+use nereid_core::model::ModelSpec;
+use nereid_core::{Error, Result};
+
+use super::library::BackendLibrary;
+use super::memory::TRITONBACKEND_MemoryManager;
+use super::model::{HostedModel, PendingModels};
+use super::{HostedSettings, ServerSlot, API_VERSION};
+use crate::error::{callee_result, invalid_arg, ErrorPtr};
+use crate::ffi::{self, put};
+use crate::inprocess::message::TRITONSERVER_Message;
+
+/// `TRITONBACKEND_ARTIFACT_FILESYSTEM`: artifacts are files in a local directory.
+pub const ARTIFACT_FILESYSTEM: u32 = 0;
+
+/// The object behind `TRITONBACKEND_Backend*`.
+pub struct TRITONBACKEND_Backend {
+    name: CString,
+    /// The backend's directory, where its library and artifacts are.
+    directory: CString,
+    /// `{"cmdline": {...}}`: the global and the backend's own `--backend-config`.
+    config: TRITONSERVER_Message,
+    state: AtomicPtr<c_void>,
+    execution_policy: AtomicU32,
+    memory_manager: TRITONBACKEND_MemoryManager,
+    pub(crate) library: BackendLibrary,
+    pub(crate) server: Arc<ServerSlot>,
+    /// Whether models may auto-complete their configuration.
+    pub(crate) auto_complete: bool,
+}
+
+impl TRITONBACKEND_Backend {
+    /// The name models use for this backend.
+    pub fn name(&self) -> &str {
+        self.name.to_str().unwrap_or_default()
+    }
+}
+
+/// What `TRITONBACKEND_GetBackendAttribute` fills in. Nereid records it; instance
+/// groups are normalized by the core before a backend is asked.
+#[derive(Debug, Default)]
+pub struct TRITONBACKEND_BackendAttribute {
+    preferred_groups: Vec<(u32, u64)>,
+    parallel_instance_loading: bool,
+}
+
+/// A backend library, initialized; finalized on drop (after its last model).
+pub struct BackendHandle {
+    backend: Box<TRITONBACKEND_Backend>,
+    /// Models initialized for auto-completion, waiting for their load.
+    pub(crate) pending: PendingModels,
+}
+
+// SAFETY: the backend object is only read after initialization (state and policy are
+// atomics); a backend library must accept calls from any thread, as under Triton.
+unsafe impl Send for BackendHandle {}
+// SAFETY: as for Send.
+unsafe impl Sync for BackendHandle {}
+
+impl BackendHandle {
+    /// The backend object's pointer, for the library's calls.
+    pub(crate) fn pointer(&self) -> *mut TRITONBACKEND_Backend {
+        std::ptr::from_ref::<TRITONBACKEND_Backend>(&self.backend).cast_mut()
+    }
+
+    /// The backend object.
+    pub(crate) fn object(&self) -> &TRITONBACKEND_Backend {
+        &self.backend
+    }
+}
+
+impl Drop for BackendHandle {
+    fn drop(&mut self) {
+        if let Some(finalize) = self.backend.library.finalize {
+            // SAFETY: the library's own entry point, called once with its backend object.
+            let error = unsafe { finalize(self.pointer()) };
+            if let Err(e) = callee_result(error) {
+                tracing::error!("failed finalizing backend '{}': {e}", self.backend.name());
+            }
+        }
+    }
+}
+
+/// A Triton backend library as a core backend.
+pub struct HostedBackend {
+    handle: Arc<BackendHandle>,
+}
+
+impl HostedBackend {
+    /// Loads `<directory>/<name>/libtriton_<name>.so`, initializes it with its
+    /// configuration and reads its attributes, as Triton does on a backend's first use.
+    pub(crate) fn load(
+        name: &str,
+        settings: &HostedSettings,
+        server: Arc<ServerSlot>,
+    ) -> Result<Self> {
+        let directory = settings.directory.join(name);
+        let path = directory.join(format!("libtriton_{name}.so"));
+        if !path.is_file() {
+            return Err(Error::invalid_arg(format!(
+                "unable to find backend library for backend '{name}', try specifying runtime on the model configuration. (looked for {})",
+                path.display()
+            )));
+        }
+        let library = BackendLibrary::open(name, &path)?;
+        let backend = Box::new(TRITONBACKEND_Backend {
+            name: c_string(name)?,
+            directory: c_string(&directory.to_string_lossy())?,
+            config: TRITONSERVER_Message::from_value(&backend_config(name, settings)),
+            state: AtomicPtr::new(std::ptr::null_mut()),
+            execution_policy: AtomicU32::new(0),
+            memory_manager: TRITONBACKEND_MemoryManager::default(),
+            library,
+            server,
+            auto_complete: !settings.strict_model_config,
+        });
+        let initialize = backend.library.initialize;
+        let attributes = backend.library.attributes;
+        // Finalized on drop only once initialized: build the handle after initialize.
+        let pointer = std::ptr::from_ref::<TRITONBACKEND_Backend>(&backend).cast_mut();
+        if let Some(initialize) = initialize {
+            // SAFETY: the library's entry point with its backend object, which lives in
+            // the box for as long as the library is loaded.
+            callee_result(unsafe { initialize(pointer) })
+                .map_err(|e| e.prefixed(&format!("failed to initialize backend '{name}': ")))?;
+        }
+        let handle = Arc::new(BackendHandle {
+            backend,
+            pending: PendingModels::default(),
+        });
+        if let Some(attributes) = attributes {
+            let mut found = TRITONBACKEND_BackendAttribute::default();
+            // SAFETY: the library's entry point with its backend and an attribute object
+            // that lives for the call.
+            callee_result(unsafe { attributes(handle.pointer(), &mut found) })
+                .map_err(|e| e.prefixed(&format!("backend '{name}' attributes: ")))?;
+            tracing::debug!(backend = name, ?found, "backend attributes");
+        }
+        tracing::info!("loaded backend '{name}' from {}", path.display());
+        Ok(Self { handle })
+    }
+}
+
+/// The JSON Triton gives `TRITONBACKEND_BackendConfig`: the global settings (backend
+/// directory, auto-complete, compute capability, default max batch size) overridden by
+/// the backend's own `--backend-config` ones, as strings under `cmdline`.
+fn backend_config(name: &str, settings: &HostedSettings) -> serde_json::Value {
+    let mut cmdline = serde_json::Map::new();
+    let mut set = |k: &str, v: String| {
+        cmdline.insert(k.to_string(), serde_json::Value::String(v));
+    };
+    set(
+        "backend-directory",
+        settings.directory.to_string_lossy().into_owned(),
+    );
+    set(
+        "auto-complete-config",
+        (!settings.strict_model_config).to_string(),
+    );
+    set("min-compute-capability", "0.000000".to_string());
+    set("default-max-batch-size", "4".to_string());
+    for (backend, key, value) in &settings.config {
+        if backend.is_empty() || backend == name {
+            set(key, value.clone());
+        }
+    }
+    serde_json::json!({ "cmdline": cmdline })
+}
+
+fn c_string(text: &str) -> Result<CString> {
+    CString::new(text).map_err(|_| Error::invalid_arg(format!("'{text}' contains a NUL byte")))
+}
+
+impl Backend for HostedBackend {
+    fn name(&self) -> &str {
+        self.handle.object().name()
+    }
+
+    /// Backend libraries find their own files in the version directory.
+    fn default_model_filename(&self) -> &'static str {
+        ""
+    }
+
+    fn model_filename(&self, _config: &ModelConfig) -> String {
+        String::new()
+    }
+
+    /// Only used when a model names it.
+    fn detected_by_file(&self) -> bool {
+        false
+    }
+
+    /// Triton's backends auto-complete inside `TRITONBACKEND_ModelInitialize`: the
+    /// model is initialized now and kept for the load that follows.
+    fn autocomplete(&self, config: &mut ModelConfig, version_dir: &Path) -> Result<()> {
+        if !self.handle.object().auto_complete {
+            return Ok(());
+        }
+        HostedModel::autocomplete(&self.handle, config, version_dir)
+    }
+
+    fn load_model(
+        &self,
+        spec: Arc<ModelSpec>,
+        version_dir: &Path,
+    ) -> Result<Box<dyn ModelBackend>> {
+        Ok(Box::new(HostedModel::load(
+            &self.handle,
+            spec,
+            version_dir,
+        )?))
+    }
+}
+
+/// `TRITONBACKEND_ApiVersion`: the API version this server implements.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ApiVersion(major: *mut u32, minor: *mut u32) -> ErrorPtr {
+    ffi::status(|| {
+        put(major, API_VERSION.0, "major")?;
+        put(minor, API_VERSION.1, "minor")
+    })
+}
+
+/// `TRITONBACKEND_BackendName`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_BackendName(
+    backend: *mut TRITONBACKEND_Backend,
+    name: *mut *const c_char,
+) -> ErrorPtr {
+    with_backend(backend, |b| put(name, b.name.as_ptr(), "name"))
+}
+
+/// `TRITONBACKEND_BackendConfig`: the configuration message, owned by the backend object.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_BackendConfig(
+    backend: *mut TRITONBACKEND_Backend,
+    backend_config: *mut *const TRITONSERVER_Message,
+) -> ErrorPtr {
+    with_backend(backend, |b| {
+        put(backend_config, &raw const b.config, "backend_config")
+    })
+}
+
+/// `TRITONBACKEND_BackendExecutionPolicy`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_BackendExecutionPolicy(
+    backend: *mut TRITONBACKEND_Backend,
+    policy: *mut u32,
+) -> ErrorPtr {
+    with_backend(backend, |b| {
+        put(policy, b.execution_policy.load(Ordering::Relaxed), "policy")
+    })
+}
+
+/// `TRITONBACKEND_BackendSetExecutionPolicy`: recorded; every instance runs on its own
+/// thread, which satisfies both policies.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_BackendSetExecutionPolicy(
+    backend: *mut TRITONBACKEND_Backend,
+    policy: u32,
+) -> ErrorPtr {
+    with_backend(backend, |b| {
+        if policy > 1 {
+            return Err(invalid_arg(format!("unknown execution policy {policy}")));
+        }
+        b.execution_policy.store(policy, Ordering::Relaxed);
+        Ok(())
+    })
+}
+
+/// `TRITONBACKEND_BackendArtifacts`: the backend's directory.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_BackendArtifacts(
+    backend: *mut TRITONBACKEND_Backend,
+    artifact_type: *mut u32,
+    location: *mut *const c_char,
+) -> ErrorPtr {
+    with_backend(backend, |b| {
+        put(artifact_type, ARTIFACT_FILESYSTEM, "artifact_type")?;
+        put(location, b.directory.as_ptr(), "location")
+    })
+}
+
+/// `TRITONBACKEND_BackendMemoryManager`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_BackendMemoryManager(
+    backend: *mut TRITONBACKEND_Backend,
+    manager: *mut *mut TRITONBACKEND_MemoryManager,
+) -> ErrorPtr {
+    with_backend(backend, |b| {
+        put(manager, (&raw const b.memory_manager).cast_mut(), "manager")
+    })
+}
+
+/// `TRITONBACKEND_BackendState`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_BackendState(
+    backend: *mut TRITONBACKEND_Backend,
+    state: *mut *mut c_void,
+) -> ErrorPtr {
+    with_backend(backend, |b| {
+        put(state, b.state.load(Ordering::Acquire), "state")
+    })
+}
+
+/// `TRITONBACKEND_BackendSetState`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_BackendSetState(
+    backend: *mut TRITONBACKEND_Backend,
+    state: *mut c_void,
+) -> ErrorPtr {
+    with_backend(backend, |b| {
+        b.state.store(state, Ordering::Release);
+        Ok(())
+    })
+}
+
+/// `TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup`: recorded.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(
+    attributes: *mut TRITONBACKEND_BackendAttribute,
+    kind: u32,
+    count: u64,
+    _device_ids: *const u64,
+    _id_count: u64,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: the attribute object passed to `GetBackendAttribute`, or null (checked).
+        let attributes = unsafe { ffi::reference_mut(attributes, "backend_attributes") }?;
+        attributes.preferred_groups.push((kind, count));
+        Ok(())
+    })
+}
+
+/// `TRITONBACKEND_BackendAttributeSetParallelModelInstanceLoading`: recorded.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_BackendAttributeSetParallelModelInstanceLoading(
+    attributes: *mut TRITONBACKEND_BackendAttribute,
+    enabled: bool,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: the attribute object passed to `GetBackendAttribute`, or null (checked).
+        let attributes = unsafe { ffi::reference_mut(attributes, "backend_attributes") }?;
+        attributes.parallel_instance_loading = enabled;
+        Ok(())
+    })
+}
+
+/// Runs `body` on the object behind `backend` (checked for null).
+fn with_backend(
+    backend: *mut TRITONBACKEND_Backend,
+    body: impl FnOnce(&TRITONBACKEND_Backend) -> Result<(), ErrorPtr>,
+) -> ErrorPtr {
+    // SAFETY: a backend object handed out by this module, or null (checked).
+    unsafe { ffi::with(backend, "backend", body) }
+}

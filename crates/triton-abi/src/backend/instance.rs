@@ -1,0 +1,402 @@
+//! `TRITONBACKEND_ModelInstance`: one model instance as a backend library sees it, and
+//! [`HostedInstance`], the core instance that runs a batch through
+//! `TRITONBACKEND_ModelInstanceExecute`. A non-decoupled batch waits on its instance
+//! thread until every request has its final response; a decoupled one returns as soon as
+//! the backend does, its responses streaming from whatever thread sends them.
+
+use std::ffi::{c_char, c_void, CString};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use nereid_core::backend::{ComputeTiming, InstanceBackend, InstanceConfig};
+use nereid_core::batch::Batch;
+use nereid_core::model::{InstanceKind, ModelSpec};
+use nereid_core::request::OutputTensor;
+use nereid_core::response_stream::ResponseSender;
+use nereid_core::Result;
+use parking_lot::Mutex;
+
+use super::exchange::Exchange;
+use super::model::{ModelHandle, TRITONBACKEND_Model};
+use super::request::{c_text, TRITONBACKEND_Request};
+use crate::buffer_attributes::TRITONSERVER_BufferAttributes;
+use crate::error::{callee_result, invalid_arg, ErrorPtr};
+use crate::ffi::{self, put};
+use crate::inprocess::message::TRITONSERVER_Message;
+
+/// `TRITONSERVER_InstanceGroupKind` values.
+const KIND_CPU: u32 = 1;
+const KIND_GPU: u32 = 2;
+const KIND_MODEL: u32 = 3;
+
+/// Execution phases a backend reported: exec start, compute start, compute end, exec
+/// end (ns since the epoch, as Triton's backends take them).
+type Phases = [u64; 4];
+
+/// The object behind `TRITONBACKEND_ModelInstance*`.
+pub struct TRITONBACKEND_ModelInstance {
+    name: CString,
+    kind: u32,
+    device_id: i32,
+    /// `{"<host policy>": {}}`: the instance's host policy (Triton's default name).
+    host_policy: TRITONSERVER_Message,
+    state: AtomicPtr<c_void>,
+    model: Arc<ModelHandle>,
+    /// The phases of the current execution, from `ReportBatchStatistics` (or the first
+    /// `ReportStatistics`).
+    reported: Mutex<Option<Phases>>,
+}
+
+/// A hosted model instance, owned by its worker thread.
+pub struct HostedInstance {
+    instance: Box<TRITONBACKEND_ModelInstance>,
+    spec: Arc<ModelSpec>,
+    /// "model 'm' (backend 'b')", for errors.
+    origin: String,
+}
+
+// SAFETY: the instance object is used by its worker thread, and by backend threads
+// through the ABI only for its atomics and locks; a backend library must accept calls
+// for an instance from any thread, as under Triton.
+unsafe impl Send for HostedInstance {}
+
+impl HostedInstance {
+    /// Creates the instance object and runs `TRITONBACKEND_ModelInstanceInitialize`.
+    pub(crate) fn initialize(
+        model: &Arc<ModelHandle>,
+        spec: Arc<ModelSpec>,
+        config: &InstanceConfig,
+    ) -> Result<Self> {
+        let (kind, device_id, policy) = match config.kind {
+            InstanceKind::Cpu => (KIND_CPU, 0, "cpu".to_string()),
+            InstanceKind::Gpu(id) => (KIND_GPU, id, format!("gpu_{id}")),
+            InstanceKind::Model => (KIND_MODEL, 0, "model".to_string()),
+        };
+        let backend = model.object().backend.clone();
+        let origin = format!(
+            "model '{}' (backend '{}')",
+            spec.name,
+            backend.object().name()
+        );
+        let instance = Box::new(TRITONBACKEND_ModelInstance {
+            name: c_text(&config.name),
+            kind,
+            device_id,
+            host_policy: TRITONSERVER_Message::from_value(&serde_json::json!({ policy: {} })),
+            state: AtomicPtr::new(std::ptr::null_mut()),
+            model: model.clone(),
+            reported: Mutex::new(None),
+        });
+        let hosted = Self {
+            instance,
+            spec,
+            origin,
+        };
+        if let Some(initialize) = backend.object().library.instance_initialize {
+            // SAFETY: the library's entry point with an instance object that lives in
+            // its box until finalized.
+            let error = unsafe { initialize(hosted.pointer()) };
+            if let Err(e) = callee_result(error) {
+                // Not finalized: it never initialized.
+                std::mem::forget(hosted);
+                return Err(e.prefixed(&format!(
+                    "failed to initialize instance '{}' of model '{}' (backend '{}'): ",
+                    config.name,
+                    model.object().name(),
+                    backend.object().name()
+                )));
+            }
+        }
+        Ok(hosted)
+    }
+
+    fn pointer(&self) -> *mut TRITONBACKEND_ModelInstance {
+        std::ptr::from_ref::<TRITONBACKEND_ModelInstance>(&self.instance).cast_mut()
+    }
+
+    /// Hands the batch to the backend, each request answering through its exchange. When
+    /// execute fails the backend owns none of them: each is answered with the error here.
+    fn run(&mut self, batch: &Batch<'_>, exchanges: &[Arc<Exchange>]) {
+        *self.instance.reported.lock() = None;
+        let mut requests: Vec<*mut TRITONBACKEND_Request> = batch
+            .requests()
+            .iter()
+            .zip(exchanges)
+            .map(|(r, e)| Box::into_raw(TRITONBACKEND_Request::new(&self.spec, r, e.clone())))
+            .collect();
+        let execute = self
+            .instance
+            .model
+            .object()
+            .backend
+            .object()
+            .library
+            .execute;
+        // SAFETY: the library's entry point with its instance and requests it now owns.
+        let error =
+            unsafe { execute(self.pointer(), requests.as_mut_ptr(), requests.len() as u32) };
+        if let Err(e) = callee_result(error) {
+            let e = e.prefixed(&format!("{}: ", self.origin));
+            for (request, exchange) in requests.into_iter().zip(exchanges) {
+                exchange.deliver(Some(Err(e.clone())), true);
+                // SAFETY: a failed execute leaves the requests with their creator.
+                drop(unsafe { Box::from_raw(request) });
+            }
+        }
+    }
+
+    /// The compute phases of the last execution: as the backend reported them, else the
+    /// whole call as inference.
+    fn timing(&self, started: Instant, timing: &mut ComputeTiming) {
+        match *self.instance.reported.lock() {
+            Some([exec_start, compute_start, compute_end, exec_end]) => {
+                timing.input_ns = compute_start.saturating_sub(exec_start);
+                timing.infer_ns = compute_end.saturating_sub(compute_start);
+                timing.output_ns = exec_end.saturating_sub(compute_end);
+            }
+            None => {
+                timing.infer_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            }
+        }
+    }
+}
+
+impl InstanceBackend for HostedInstance {
+    fn execute(
+        &mut self,
+        batch: &Batch<'_>,
+        timing: &mut ComputeTiming,
+    ) -> Vec<Result<Vec<OutputTensor>>> {
+        let started = Instant::now();
+        let exchanges: Vec<Arc<Exchange>> = (0..batch.len())
+            .map(|_| Arc::new(Exchange::collecting(self.origin.clone())))
+            .collect();
+        self.run(batch, &exchanges);
+        let results = exchanges.iter().map(|e| e.wait()).collect();
+        self.timing(started, timing);
+        results
+    }
+
+    fn execute_decoupled(
+        &mut self,
+        batch: &Batch<'_>,
+        senders: Vec<ResponseSender>,
+        timing: &mut ComputeTiming,
+    ) {
+        let started = Instant::now();
+        let exchanges: Vec<Arc<Exchange>> = senders
+            .into_iter()
+            .map(|s| Arc::new(Exchange::streaming(s, self.origin.clone())))
+            .collect();
+        self.run(batch, &exchanges);
+        self.timing(started, timing);
+    }
+}
+
+impl Drop for HostedInstance {
+    fn drop(&mut self) {
+        let finalize = self
+            .instance
+            .model
+            .object()
+            .backend
+            .object()
+            .library
+            .instance_finalize;
+        if let Some(finalize) = finalize {
+            // SAFETY: the library's entry point, once, for an initialized instance.
+            if let Err(e) = callee_result(unsafe { finalize(self.pointer()) }) {
+                tracing::error!("failed finalizing instance of {}: {e}", self.origin);
+            }
+        }
+    }
+}
+
+/// Runs `body` on the instance behind `instance` (checked for null).
+fn with_instance(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    body: impl FnOnce(&TRITONBACKEND_ModelInstance) -> std::result::Result<(), ErrorPtr>,
+) -> ErrorPtr {
+    // SAFETY: an instance object handed out by this module, or null (checked).
+    unsafe { ffi::with(instance, "instance", body) }
+}
+
+/// `TRITONBACKEND_ModelInstanceName`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceName(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    name: *mut *const c_char,
+) -> ErrorPtr {
+    with_instance(instance, |i| put(name, i.name.as_ptr(), "name"))
+}
+
+/// `TRITONBACKEND_ModelInstanceKind`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceKind(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    kind: *mut u32,
+) -> ErrorPtr {
+    with_instance(instance, |i| put(kind, i.kind, "kind"))
+}
+
+/// `TRITONBACKEND_ModelInstanceDeviceId`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceDeviceId(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    device_id: *mut i32,
+) -> ErrorPtr {
+    with_instance(instance, |i| put(device_id, i.device_id, "device_id"))
+}
+
+/// `TRITONBACKEND_ModelInstanceHostPolicy`: owned by the instance.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceHostPolicy(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    host_policy: *mut *const TRITONSERVER_Message,
+) -> ErrorPtr {
+    with_instance(instance, |i| {
+        put(host_policy, &raw const i.host_policy, "host_policy")
+    })
+}
+
+/// `TRITONBACKEND_ModelInstanceIsPassive`: passive instances are never created.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceIsPassive(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    is_passive: *mut bool,
+) -> ErrorPtr {
+    with_instance(instance, |_| put(is_passive, false, "is_passive"))
+}
+
+/// `TRITONBACKEND_ModelInstanceProfileCount`: no optimization profiles.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceProfileCount(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    count: *mut u32,
+) -> ErrorPtr {
+    with_instance(instance, |_| put(count, 0, "count"))
+}
+
+/// `TRITONBACKEND_ModelInstanceProfileName`: every index is out of bounds.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceProfileName(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    index: u32,
+    _profile_name: *mut *const c_char,
+) -> ErrorPtr {
+    with_instance(instance, |_| {
+        Err(invalid_arg(format!(
+            "out of bounds index {index}: instance has 0 profiles"
+        )))
+    })
+}
+
+/// `TRITONBACKEND_ModelInstanceSecondaryDeviceCount`: none.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceSecondaryDeviceCount(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    count: *mut u32,
+) -> ErrorPtr {
+    with_instance(instance, |_| put(count, 0, "count"))
+}
+
+/// `TRITONBACKEND_ModelInstanceSecondaryDeviceProperties`: every index is out of bounds.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceSecondaryDeviceProperties(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    index: u32,
+    _kind: *mut *const c_char,
+    _id: *mut i64,
+) -> ErrorPtr {
+    with_instance(instance, |_| {
+        Err(invalid_arg(format!(
+            "out of bounds index {index}: instance has 0 secondary devices"
+        )))
+    })
+}
+
+/// `TRITONBACKEND_ModelInstanceModel`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceModel(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    model: *mut *mut TRITONBACKEND_Model,
+) -> ErrorPtr {
+    with_instance(instance, |i| put(model, i.model.pointer(), "model"))
+}
+
+/// `TRITONBACKEND_ModelInstanceState`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceState(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    state: *mut *mut c_void,
+) -> ErrorPtr {
+    with_instance(instance, |i| {
+        put(state, i.state.load(Ordering::Acquire), "state")
+    })
+}
+
+/// `TRITONBACKEND_ModelInstanceSetState`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceSetState(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    state: *mut c_void,
+) -> ErrorPtr {
+    with_instance(instance, |i| {
+        i.state.store(state, Ordering::Release);
+        Ok(())
+    })
+}
+
+/// `TRITONBACKEND_ModelInstanceReportMemoryUsage`: accepted; memory usage is not
+/// reported in Nereid's statistics.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceReportMemoryUsage(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    _usage: *mut *mut TRITONSERVER_BufferAttributes,
+    _usage_size: u32,
+) -> ErrorPtr {
+    with_instance(instance, |_| Ok(()))
+}
+
+/// `TRITONBACKEND_ModelInstanceReportStatistics`: one request's phases; used for the
+/// execution's compute times when no batch statistics are reported.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceReportStatistics(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    request: *mut TRITONBACKEND_Request,
+    _success: bool,
+    exec_start_ns: u64,
+    compute_start_ns: u64,
+    compute_end_ns: u64,
+    exec_end_ns: u64,
+) -> ErrorPtr {
+    with_instance(instance, |i| {
+        if request.is_null() {
+            return Err(invalid_arg("request must not be null"));
+        }
+        i.reported.lock().get_or_insert([
+            exec_start_ns,
+            compute_start_ns,
+            compute_end_ns,
+            exec_end_ns,
+        ]);
+        Ok(())
+    })
+}
+
+/// `TRITONBACKEND_ModelInstanceReportBatchStatistics`: the execution's compute phases.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceReportBatchStatistics(
+    instance: *mut TRITONBACKEND_ModelInstance,
+    _batch_size: u64,
+    exec_start_ns: u64,
+    compute_start_ns: u64,
+    compute_end_ns: u64,
+    exec_end_ns: u64,
+) -> ErrorPtr {
+    with_instance(instance, |i| {
+        *i.reported.lock() = Some([exec_start_ns, compute_start_ns, compute_end_ns, exec_end_ns]);
+        Ok(())
+    })
+}

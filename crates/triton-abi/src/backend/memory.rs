@@ -1,0 +1,79 @@
+//! `TRITONBACKEND_MemoryManager`: the allocator a backend borrows buffers from. Nereid
+//! has CPU memory only; GPU requests are refused with Triton's wording.
+
+use std::alloc::Layout;
+use std::ffi::c_void;
+
+use parking_lot::Mutex;
+
+use crate::error::{invalid_arg, unsupported, ErrorPtr};
+use crate::ffi::{self, put};
+use crate::types::memory_type;
+
+/// Buffers are aligned like Triton's CPU allocations (malloc's guarantee).
+const ALIGNMENT: usize = 16;
+
+/// The object behind `TRITONBACKEND_MemoryManager*`: the layouts of live allocations,
+/// so `Free` can release them.
+#[derive(Default)]
+pub struct TRITONBACKEND_MemoryManager {
+    live: Mutex<std::collections::HashMap<usize, Layout>>,
+}
+
+/// `TRITONBACKEND_MemoryManagerAllocate`: `byte_size` bytes of CPU memory.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_MemoryManagerAllocate(
+    manager: *mut TRITONBACKEND_MemoryManager,
+    buffer: *mut *mut c_void,
+    memory_type_requested: u32,
+    _memory_type_id: i64,
+    byte_size: u64,
+) -> ErrorPtr {
+    with_manager(manager, |m| {
+        if memory_type_requested == memory_type::GPU {
+            return Err(unsupported(
+                "GPU memory is not available: Nereid was built without CUDA support",
+            ));
+        }
+        let size = usize::try_from(byte_size.max(1))
+            .map_err(|_| invalid_arg(format!("allocation of {byte_size} bytes is too large")))?;
+        let layout = Layout::from_size_align(size, ALIGNMENT)
+            .map_err(|_| invalid_arg(format!("allocation of {byte_size} bytes is too large")))?;
+        // SAFETY: a non-zero size with a valid alignment.
+        let pointer = unsafe { std::alloc::alloc(layout) };
+        if pointer.is_null() {
+            return Err(unsupported(format!("failed to allocate {byte_size} bytes")));
+        }
+        m.live.lock().insert(pointer as usize, layout);
+        put(buffer, pointer.cast(), "buffer")
+    })
+}
+
+/// `TRITONBACKEND_MemoryManagerFree`: releases a buffer from `Allocate`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_MemoryManagerFree(
+    manager: *mut TRITONBACKEND_MemoryManager,
+    buffer: *mut c_void,
+    _memory_type: u32,
+    _memory_type_id: i64,
+) -> ErrorPtr {
+    with_manager(manager, |m| {
+        let layout = m
+            .live
+            .lock()
+            .remove(&(buffer as usize))
+            .ok_or_else(|| invalid_arg("buffer was not allocated by this memory manager"))?;
+        // SAFETY: allocated above with this layout and not freed since.
+        unsafe { std::alloc::dealloc(buffer.cast(), layout) };
+        Ok(())
+    })
+}
+
+/// Runs `body` on the object behind `manager` (checked for null).
+fn with_manager(
+    manager: *mut TRITONBACKEND_MemoryManager,
+    body: impl FnOnce(&TRITONBACKEND_MemoryManager) -> Result<(), ErrorPtr>,
+) -> ErrorPtr {
+    // SAFETY: the backend's memory manager, or null (checked).
+    unsafe { ffi::with(manager, "manager", body) }
+}

@@ -1,0 +1,391 @@
+//! `TRITONBACKEND_Model`: one model version as a backend library sees it (name, version,
+//! repository directory, configuration as JSON, state, the server handle for BLS), and
+//! [`HostedModel`], the core model backend that creates its instances.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CString};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::Arc;
+
+use nereid_core::backend::{InstanceBackend, InstanceConfig, ModelBackend};
+use nereid_core::config::{config_from_json, config_to_json, ModelConfig};
+use nereid_core::model::ModelSpec;
+use nereid_core::{Error, Result};
+use parking_lot::Mutex;
+
+use super::hosted::{BackendHandle, TRITONBACKEND_Backend, ARTIFACT_FILESYSTEM};
+use super::instance::HostedInstance;
+use crate::buffer_attributes::TRITONSERVER_BufferAttributes;
+use crate::error::{callee_result, invalid_arg, new_error, ErrorPtr, TRITONSERVER_Error_Code};
+use crate::ffi::{self, put};
+use crate::inprocess::message::TRITONSERVER_Message;
+use crate::inprocess::server::TRITONSERVER_Server;
+
+/// The object behind `TRITONBACKEND_Model*`.
+pub struct TRITONBACKEND_Model {
+    name: CString,
+    version: u64,
+    /// The model's directory (the parent of its version directories).
+    repository: CString,
+    /// The configuration `TRITONBACKEND_ModelConfig` serializes.
+    config: Mutex<serde_json::Value>,
+    /// Whether this initialization may auto-complete the configuration.
+    auto_complete: bool,
+    /// `ModelSetConfig` is only allowed while the model initializes.
+    initializing: AtomicBool,
+    /// The configuration a backend set, as JSON text, until the loader takes it.
+    completed: Mutex<Option<String>>,
+    state: AtomicPtr<c_void>,
+    pub(crate) backend: Arc<BackendHandle>,
+}
+
+impl TRITONBACKEND_Model {
+    /// The model's name.
+    pub(crate) fn name(&self) -> &str {
+        self.name.to_str().unwrap_or_default()
+    }
+}
+
+/// An initialized model; finalized on drop, after its last instance.
+pub struct ModelHandle {
+    model: Box<TRITONBACKEND_Model>,
+}
+
+// SAFETY: the model object's mutable parts are behind locks and atomics; a backend
+// library must accept calls for a model from any of its instances' threads, as under
+// Triton.
+unsafe impl Send for ModelHandle {}
+// SAFETY: as for Send.
+unsafe impl Sync for ModelHandle {}
+
+impl ModelHandle {
+    /// Creates the model object and runs `TRITONBACKEND_ModelInitialize`.
+    fn initialize(
+        backend: &Arc<BackendHandle>,
+        config: &ModelConfig,
+        name: &str,
+        version: i64,
+        model_dir: &Path,
+        auto_complete: bool,
+    ) -> Result<Arc<Self>> {
+        let text = |t: &str| {
+            CString::new(t).map_err(|_| Error::invalid_arg(format!("'{t}' contains a NUL byte")))
+        };
+        let model = Box::new(TRITONBACKEND_Model {
+            name: text(name)?,
+            version: u64::try_from(version).unwrap_or_default(),
+            repository: text(&model_dir.to_string_lossy())?,
+            config: Mutex::new(config_to_json(config)),
+            auto_complete,
+            initializing: AtomicBool::new(true),
+            completed: Mutex::new(None),
+            state: AtomicPtr::new(std::ptr::null_mut()),
+            backend: backend.clone(),
+        });
+        let pointer = std::ptr::from_ref::<TRITONBACKEND_Model>(&model).cast_mut();
+        if let Some(initialize) = backend.object().library.model_initialize {
+            // SAFETY: the library's entry point with a model object that lives in its box
+            // until finalized.
+            callee_result(unsafe { initialize(pointer) }).map_err(|e| {
+                e.prefixed(&format!(
+                    "failed to load model '{name}' (backend '{}'): ",
+                    backend.object().name()
+                ))
+            })?;
+        }
+        model.initializing.store(false, Ordering::Release);
+        Ok(Arc::new(Self { model }))
+    }
+
+    /// The model object's pointer, for the library's calls.
+    pub(crate) fn pointer(&self) -> *mut TRITONBACKEND_Model {
+        std::ptr::from_ref::<TRITONBACKEND_Model>(&self.model).cast_mut()
+    }
+
+    /// The model object.
+    pub(crate) fn object(&self) -> &TRITONBACKEND_Model {
+        &self.model
+    }
+}
+
+impl Drop for ModelHandle {
+    fn drop(&mut self) {
+        if let Some(finalize) = self.model.backend.object().library.model_finalize {
+            // SAFETY: the library's entry point, once, after every instance finalized
+            // (each holds this handle).
+            let error = unsafe { finalize(self.pointer()) };
+            if let Err(e) = callee_result(error) {
+                tracing::error!("failed finalizing model '{}': {e}", self.model.name());
+            }
+        }
+    }
+}
+
+/// Models initialized for auto-completion, by name and version, until their load takes
+/// them (Triton initializes a model once; so does Nereid).
+#[derive(Default)]
+pub struct PendingModels(Mutex<HashMap<(String, i64), Arc<ModelHandle>>>);
+
+/// A hosted model version, as the core sees it.
+pub struct HostedModel {
+    handle: Arc<ModelHandle>,
+    spec: Arc<ModelSpec>,
+}
+
+/// The version a version directory holds, and the model directory above it.
+fn version_of(version_dir: &Path) -> Result<(i64, &Path)> {
+    let dir = version_dir.components().as_path();
+    let version = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| {
+            Error::invalid_arg(format!("{} is not a version directory", dir.display()))
+        })?;
+    let model_dir = dir.parent().unwrap_or(dir);
+    Ok((version, model_dir))
+}
+
+impl HostedModel {
+    /// Initializes the model in `version_dir` allowing auto-completion, takes the
+    /// configuration the backend set (if any) into `config`, and keeps the model for
+    /// its load.
+    pub(crate) fn autocomplete(
+        backend: &Arc<BackendHandle>,
+        config: &mut ModelConfig,
+        version_dir: &Path,
+    ) -> Result<()> {
+        let (version, model_dir) = version_of(version_dir)?;
+        let name = if config.name.is_empty() {
+            model_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        } else {
+            config.name.clone()
+        };
+        let handle = ModelHandle::initialize(backend, config, &name, version, model_dir, true)?;
+        if let Some(json) = handle.model.completed.lock().take() {
+            let mut completed = config_from_json(&json).map_err(|e| {
+                e.prefixed(&format!(
+                    "model '{name}': the configuration its backend set: "
+                ))
+            })?;
+            if completed.name.is_empty() {
+                completed.name = name.clone();
+            }
+            *config = completed;
+        }
+        backend.pending.0.lock().insert((name, version), handle);
+        Ok(())
+    }
+
+    /// The model of `spec`: the one auto-completion initialized, now given the
+    /// normalized configuration, or one initialized now.
+    pub(crate) fn load(
+        backend: &Arc<BackendHandle>,
+        spec: Arc<ModelSpec>,
+        version_dir: &Path,
+    ) -> Result<Self> {
+        let (version, model_dir) = version_of(version_dir)?;
+        let pending = backend
+            .pending
+            .0
+            .lock()
+            .remove(&(spec.name.clone(), version));
+        let handle = match pending {
+            Some(handle) => {
+                *handle.model.config.lock() = config_to_json(&spec.config);
+                handle
+            }
+            None => ModelHandle::initialize(
+                backend,
+                &spec.config,
+                &spec.name,
+                version,
+                model_dir,
+                false,
+            )?,
+        };
+        Ok(Self { handle, spec })
+    }
+}
+
+impl ModelBackend for HostedModel {
+    fn create_instance(&self, instance: &InstanceConfig) -> Result<Box<dyn InstanceBackend>> {
+        Ok(Box::new(HostedInstance::initialize(
+            &self.handle,
+            self.spec.clone(),
+            instance,
+        )?))
+    }
+}
+
+/// Runs `body` on the model behind `model` (checked for null).
+pub(crate) fn with_model(
+    model: *mut TRITONBACKEND_Model,
+    body: impl FnOnce(&TRITONBACKEND_Model) -> std::result::Result<(), ErrorPtr>,
+) -> ErrorPtr {
+    // SAFETY: a model object handed out by this module, or null (checked).
+    unsafe { ffi::with(model, "model", body) }
+}
+
+/// `TRITONBACKEND_ModelName`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelName(
+    model: *mut TRITONBACKEND_Model,
+    name: *mut *const c_char,
+) -> ErrorPtr {
+    with_model(model, |m| put(name, m.name.as_ptr(), "name"))
+}
+
+/// `TRITONBACKEND_ModelVersion`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelVersion(
+    model: *mut TRITONBACKEND_Model,
+    version: *mut u64,
+) -> ErrorPtr {
+    with_model(model, |m| put(version, m.version, "version"))
+}
+
+/// `TRITONBACKEND_ModelRepository`: the model's directory on the local filesystem.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelRepository(
+    model: *mut TRITONBACKEND_Model,
+    artifact_type: *mut u32,
+    location: *mut *const c_char,
+) -> ErrorPtr {
+    with_model(model, |m| {
+        put(artifact_type, ARTIFACT_FILESYSTEM, "artifact_type")?;
+        put(location, m.repository.as_ptr(), "location")
+    })
+}
+
+/// `TRITONBACKEND_ModelConfig`: a new message the caller owns (version 1 only).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelConfig(
+    model: *mut TRITONBACKEND_Model,
+    config_version: u32,
+    model_config: *mut *mut TRITONSERVER_Message,
+) -> ErrorPtr {
+    with_model(model, |m| {
+        if config_version != 1 {
+            return Err(new_error(
+                TRITONSERVER_Error_Code::Unsupported,
+                format!("model configuration version {config_version} not supported, supported versions are: 1"),
+            ));
+        }
+        let config = m.config.lock().clone();
+        // SAFETY: an out-parameter from the caller, checked for null by `give`.
+        unsafe { TRITONSERVER_Message::give(model_config, &config) }
+    })
+}
+
+/// `TRITONBACKEND_ModelAutoCompleteConfig`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelAutoCompleteConfig(
+    model: *mut TRITONBACKEND_Model,
+    auto_complete_config: *mut bool,
+) -> ErrorPtr {
+    with_model(model, |m| {
+        put(
+            auto_complete_config,
+            m.auto_complete,
+            "auto_complete_config",
+        )
+    })
+}
+
+/// `TRITONBACKEND_ModelSetConfig`: only during `ModelInitialize`; the loader then
+/// normalizes what the backend completed. The caller keeps the message.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelSetConfig(
+    model: *mut TRITONBACKEND_Model,
+    config_version: u32,
+    model_config: *mut TRITONSERVER_Message,
+) -> ErrorPtr {
+    with_model(model, |m| {
+        if config_version != 1 {
+            return Err(new_error(
+                TRITONSERVER_Error_Code::Unsupported,
+                format!("model configuration version {config_version} not supported, supported versions are: 1"),
+            ));
+        }
+        if !m.initializing.load(Ordering::Acquire) {
+            return Err(new_error(
+                TRITONSERVER_Error_Code::Internal,
+                "TRITONBACKEND_ModelSetConfig can only be called during TRITONBACKEND_ModelInitialize",
+            ));
+        }
+        // SAFETY: a message from `TRITONSERVER_MessageNewFromSerializedJson`, or null.
+        let message = unsafe { ffi::reference(model_config, "model_config") }?;
+        let text = std::str::from_utf8(message.json())
+            .map_err(|_| invalid_arg("model configuration is not UTF-8"))?;
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| invalid_arg(format!("failed to parse the model configuration: {e}")))?;
+        *m.config.lock() = value;
+        *m.completed.lock() = Some(text.to_string());
+        Ok(())
+    })
+}
+
+/// `TRITONBACKEND_ModelServer`: the server, for BLS requests and repository calls.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelServer(
+    model: *mut TRITONBACKEND_Model,
+    server: *mut *mut TRITONSERVER_Server,
+) -> ErrorPtr {
+    with_model(model, |m| {
+        let pointer = m.backend.object().server.pointer();
+        if pointer.is_null() {
+            return Err(new_error(
+                TRITONSERVER_Error_Code::Unavailable,
+                "the server is not available to backends yet",
+            ));
+        }
+        put(server, pointer, "server")
+    })
+}
+
+/// `TRITONBACKEND_ModelBackend`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelBackend(
+    model: *mut TRITONBACKEND_Model,
+    backend: *mut *mut TRITONBACKEND_Backend,
+) -> ErrorPtr {
+    with_model(model, |m| put(backend, m.backend.pointer(), "backend"))
+}
+
+/// `TRITONBACKEND_ModelState`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelState(
+    model: *mut TRITONBACKEND_Model,
+    state: *mut *mut c_void,
+) -> ErrorPtr {
+    with_model(model, |m| {
+        put(state, m.state.load(Ordering::Acquire), "state")
+    })
+}
+
+/// `TRITONBACKEND_ModelSetState`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelSetState(
+    model: *mut TRITONBACKEND_Model,
+    state: *mut c_void,
+) -> ErrorPtr {
+    with_model(model, |m| {
+        m.state.store(state, Ordering::Release);
+        Ok(())
+    })
+}
+
+/// `TRITONBACKEND_ModelReportMemoryUsage`: accepted, as for instances.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ModelReportMemoryUsage(
+    model: *mut TRITONBACKEND_Model,
+    _usage: *mut *mut TRITONSERVER_BufferAttributes,
+    _usage_size: u32,
+) -> ErrorPtr {
+    with_model(model, |_| Ok(()))
+}

@@ -1,0 +1,538 @@
+//! `TRITONBACKEND_Response`, `TRITONBACKEND_ResponseFactory`, `TRITONBACKEND_Output` and
+//! `TRITONBACKEND_State`: how a backend answers. A response collects outputs whose
+//! buffers Nereid allocates (CPU) and goes to the request's exchange when sent; a factory
+//! creates responses and sends flags after the request was released (decoupled models).
+
+use std::ffi::{c_char, c_void, CString};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use nereid_core::request::OutputTensor;
+use parking_lot::Mutex;
+
+use super::exchange::Exchange;
+use super::request::{c_text, with_request, TRITONBACKEND_Request};
+use crate::buffer_attributes::TRITONSERVER_BufferAttributes;
+use crate::error::{invalid_arg, peek, ErrorPtr};
+use crate::ffi::{self, put};
+use crate::types::{datatype_from_raw, memory_type};
+
+/// `TRITONSERVER_RESPONSE_COMPLETE_FINAL`.
+const COMPLETE_FINAL: u32 = 1;
+
+/// The object behind `TRITONBACKEND_Output*` (and a state's tensor).
+pub struct TRITONBACKEND_Output {
+    name: CString,
+    datatype: u32,
+    shape: Vec<i64>,
+    buffer: Option<Vec<u8>>,
+    attributes: Option<Box<TRITONSERVER_BufferAttributes>>,
+}
+
+impl TRITONBACKEND_Output {
+    fn new(
+        name: *const c_char,
+        datatype: u32,
+        shape: *const i64,
+        dims: u32,
+    ) -> Result<Self, ErrorPtr> {
+        // SAFETY: a NUL-terminated name or null (checked).
+        let name = unsafe { ffi::text(name, "name") }?;
+        datatype_from_raw(datatype).ok_or_else(|| {
+            invalid_arg(format!(
+                "output '{name}' has an invalid data type {datatype}"
+            ))
+        })?;
+        let shape = if dims == 0 {
+            Vec::new()
+        } else if shape.is_null() {
+            return Err(invalid_arg("shape must not be null"));
+        } else {
+            // SAFETY: the caller passes `dims` readable dimensions at `shape` (non-null).
+            unsafe { std::slice::from_raw_parts(shape, dims as usize) }.to_vec()
+        };
+        Ok(Self {
+            name: c_text(name),
+            datatype,
+            shape,
+            buffer: None,
+            attributes: None,
+        })
+    }
+
+    /// Allocates the tensor's buffer (CPU, zeroed) once and hands it out.
+    fn allocate(
+        &mut self,
+        buffer: *mut *mut c_void,
+        byte_size: u64,
+        memory_type_out: *mut u32,
+        memory_type_id: *mut i64,
+    ) -> Result<(), ErrorPtr> {
+        if self.buffer.is_some() {
+            return Err(invalid_arg(format!(
+                "the buffer of output '{}' is already allocated",
+                self.name.to_string_lossy()
+            )));
+        }
+        let size = usize::try_from(byte_size)
+            .map_err(|_| invalid_arg(format!("buffer size {byte_size} is too large")))?;
+        let data = self.buffer.insert(vec![0u8; size]);
+        put(buffer, data.as_mut_ptr().cast(), "buffer")?;
+        put(memory_type_out, memory_type::CPU, "memory_type")?;
+        put(memory_type_id, 0, "memory_type_id")
+    }
+
+    /// The attributes of the allocated buffer.
+    fn attributes(&mut self) -> Result<*mut TRITONSERVER_BufferAttributes, ErrorPtr> {
+        let byte_size = self
+            .buffer
+            .as_ref()
+            .map(Vec::len)
+            .ok_or_else(|| invalid_arg("the output buffer is not allocated yet"))?;
+        let attributes = self
+            .attributes
+            .insert(Box::new(TRITONSERVER_BufferAttributes {
+                memory_type: memory_type::CPU,
+                memory_type_id: 0,
+                byte_size,
+                cuda_ipc_handle: std::ptr::null_mut(),
+            }));
+        Ok(std::ptr::from_mut::<TRITONSERVER_BufferAttributes>(
+            attributes,
+        ))
+    }
+
+    fn into_tensor(self) -> OutputTensor {
+        OutputTensor {
+            name: self.name.to_string_lossy().into_owned(),
+            datatype: datatype_from_raw(self.datatype).unwrap_or(nereid_core::DataType::Uint8),
+            shape: self.shape,
+            data: self.buffer.map(Bytes::from).unwrap_or_default(),
+        }
+    }
+}
+
+/// The object behind `TRITONBACKEND_Response*`.
+pub struct TRITONBACKEND_Response {
+    // Boxed so the pointers handed out stay put as outputs are added.
+    outputs: Vec<Box<TRITONBACKEND_Output>>,
+    exchange: Arc<Exchange>,
+}
+
+impl TRITONBACKEND_Response {
+    fn create(out: *mut *mut Self, exchange: &Arc<Exchange>) -> Result<(), ErrorPtr> {
+        if out.is_null() {
+            return Err(invalid_arg("response must not be null"));
+        }
+        exchange.acquire();
+        let response = Box::new(Self {
+            outputs: Vec::new(),
+            exchange: exchange.clone(),
+        });
+        put(out, Box::into_raw(response), "response")
+    }
+}
+
+impl Drop for TRITONBACKEND_Response {
+    fn drop(&mut self) {
+        self.exchange.release();
+    }
+}
+
+/// The object behind `TRITONBACKEND_ResponseFactory*`.
+pub struct TRITONBACKEND_ResponseFactory {
+    exchange: Arc<Exchange>,
+}
+
+impl Drop for TRITONBACKEND_ResponseFactory {
+    fn drop(&mut self) {
+        self.exchange.release();
+    }
+}
+
+/// The object behind `TRITONBACKEND_State*`: a sequence state tensor, which becomes an
+/// output of the request's response for the sequence batcher to keep.
+pub struct TRITONBACKEND_State {
+    tensor: Mutex<TRITONBACKEND_Output>,
+    exchange: Arc<Exchange>,
+}
+
+/// `TRITONBACKEND_ResponseFactoryNew`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ResponseFactoryNew(
+    factory: *mut *mut TRITONBACKEND_ResponseFactory,
+    request: *mut TRITONBACKEND_Request,
+) -> ErrorPtr {
+    with_request(request, |r| {
+        if factory.is_null() {
+            return Err(invalid_arg("factory must not be null"));
+        }
+        r.exchange.acquire();
+        let created = Box::new(TRITONBACKEND_ResponseFactory {
+            exchange: r.exchange.clone(),
+        });
+        put(factory, Box::into_raw(created), "factory")
+    })
+}
+
+/// `TRITONBACKEND_ResponseFactoryDelete`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ResponseFactoryDelete(
+    factory: *mut TRITONBACKEND_ResponseFactory,
+) -> ErrorPtr {
+    if !factory.is_null() {
+        // SAFETY: created by `ResponseFactoryNew` and owned by the backend.
+        drop(unsafe { Box::from_raw(factory) });
+    }
+    std::ptr::null_mut()
+}
+
+/// `TRITONBACKEND_ResponseFactorySendFlags`: a final flag without a response.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ResponseFactorySendFlags(
+    factory: *mut TRITONBACKEND_ResponseFactory,
+    send_flags: u32,
+) -> ErrorPtr {
+    with_factory(factory, |f| {
+        f.exchange.deliver(None, send_flags & COMPLETE_FINAL != 0);
+        Ok(())
+    })
+}
+
+/// `TRITONBACKEND_ResponseFactoryIsCancelled`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ResponseFactoryIsCancelled(
+    factory: *mut TRITONBACKEND_ResponseFactory,
+    is_cancelled: *mut bool,
+) -> ErrorPtr {
+    with_factory(factory, |f| {
+        put(is_cancelled, f.exchange.is_cancelled(), "is_cancelled")
+    })
+}
+
+/// `TRITONBACKEND_ResponseNew`: a response to `request`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ResponseNew(
+    response: *mut *mut TRITONBACKEND_Response,
+    request: *mut TRITONBACKEND_Request,
+) -> ErrorPtr {
+    with_request(request, |r| {
+        TRITONBACKEND_Response::create(response, &r.exchange)
+    })
+}
+
+/// `TRITONBACKEND_ResponseNewFromFactory`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ResponseNewFromFactory(
+    response: *mut *mut TRITONBACKEND_Response,
+    factory: *mut TRITONBACKEND_ResponseFactory,
+) -> ErrorPtr {
+    with_factory(factory, |f| {
+        TRITONBACKEND_Response::create(response, &f.exchange)
+    })
+}
+
+/// `TRITONBACKEND_ResponseDelete`: drops a response that will not be sent.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ResponseDelete(
+    response: *mut TRITONBACKEND_Response,
+) -> ErrorPtr {
+    if !response.is_null() {
+        // SAFETY: created by `ResponseNew*` and owned by the backend.
+        drop(unsafe { Box::from_raw(response) });
+    }
+    std::ptr::null_mut()
+}
+
+/// `TRITONBACKEND_ResponseOutput`: adds an output; its buffer comes from
+/// `TRITONBACKEND_OutputBuffer`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ResponseOutput(
+    response: *mut TRITONBACKEND_Response,
+    output: *mut *mut TRITONBACKEND_Output,
+    name: *const c_char,
+    datatype: u32,
+    shape: *const i64,
+    dims_count: u32,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: a live response owned by the backend, or null (checked).
+        let response = unsafe { ffi::reference_mut(response, "response") }?;
+        if output.is_null() {
+            return Err(invalid_arg("output must not be null"));
+        }
+        let created = TRITONBACKEND_Output::new(name, datatype, shape, dims_count)?;
+        if response.outputs.iter().any(|o| o.name == created.name) {
+            return Err(invalid_arg(format!(
+                "output '{}' already exists in the response",
+                created.name.to_string_lossy()
+            )));
+        }
+        response.outputs.push(Box::new(created));
+        let last = response
+            .outputs
+            .last_mut()
+            .map(|o| std::ptr::from_mut::<TRITONBACKEND_Output>(o))
+            .unwrap_or(std::ptr::null_mut());
+        put(output, last, "output")
+    })
+}
+
+/// `TRITONBACKEND_OutputBuffer`: a CPU buffer of `buffer_byte_size` bytes for the output,
+/// owned by its response.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_OutputBuffer(
+    output: *mut TRITONBACKEND_Output,
+    buffer: *mut *mut c_void,
+    buffer_byte_size: u64,
+    memory_type: *mut u32,
+    memory_type_id: *mut i64,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: an output of a live response, or null (checked).
+        let output = unsafe { ffi::reference_mut(output, "output") }?;
+        output.allocate(buffer, buffer_byte_size, memory_type, memory_type_id)
+    })
+}
+
+/// `TRITONBACKEND_OutputBufferAttributes`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_OutputBufferAttributes(
+    output: *mut TRITONBACKEND_Output,
+    buffer_attributes: *mut *mut TRITONSERVER_BufferAttributes,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: an output of a live response, or null (checked).
+        let output = unsafe { ffi::reference_mut(output, "output") }?;
+        let attributes = output.attributes()?;
+        put(buffer_attributes, attributes, "buffer_attributes")
+    })
+}
+
+/// `TRITONBACKEND_ResponseSend`: delivers the response (or `error`, which the backend
+/// keeps and deletes) and frees it; `TRITONSERVER_RESPONSE_COMPLETE_FINAL` ends the
+/// request's answers.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ResponseSend(
+    response: *mut TRITONBACKEND_Response,
+    send_flags: u32,
+    error: ErrorPtr,
+) -> ErrorPtr {
+    ffi::status(|| {
+        if response.is_null() {
+            return Err(invalid_arg("response must not be null"));
+        }
+        // SAFETY: created by `ResponseNew*`; sending passes its ownership back, once.
+        let mut response = unsafe { Box::from_raw(response) };
+        // SAFETY: null or a live error the backend still owns.
+        let result = match unsafe { peek(error) } {
+            Some(e) => Err(e),
+            None => Ok(std::mem::take(&mut response.outputs)
+                .into_iter()
+                .map(|o| o.into_tensor())
+                .collect()),
+        };
+        response
+            .exchange
+            .deliver(Some(result), send_flags & COMPLETE_FINAL != 0);
+        Ok(())
+    })
+}
+
+/// `TRITONBACKEND_ResponseSetStringParameter`: accepted; response parameters are not
+/// carried to clients yet.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ResponseSetStringParameter(
+    response: *mut TRITONBACKEND_Response,
+    name: *const c_char,
+    _value: *const c_char,
+) -> ErrorPtr {
+    response_parameter(response, name)
+}
+
+/// `TRITONBACKEND_ResponseSetIntParameter`: as the string variant.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ResponseSetIntParameter(
+    response: *mut TRITONBACKEND_Response,
+    name: *const c_char,
+    _value: i64,
+) -> ErrorPtr {
+    response_parameter(response, name)
+}
+
+/// `TRITONBACKEND_ResponseSetBoolParameter`: as the string variant.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ResponseSetBoolParameter(
+    response: *mut TRITONBACKEND_Response,
+    name: *const c_char,
+    _value: bool,
+) -> ErrorPtr {
+    response_parameter(response, name)
+}
+
+/// `TRITONBACKEND_ResponseSetDoubleParameter`: as the string variant.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_ResponseSetDoubleParameter(
+    response: *mut TRITONBACKEND_Response,
+    name: *const c_char,
+    _value: f64,
+) -> ErrorPtr {
+    response_parameter(response, name)
+}
+
+fn response_parameter(response: *mut TRITONBACKEND_Response, name: *const c_char) -> ErrorPtr {
+    with_response(response, |_| {
+        // SAFETY: a NUL-terminated name or null (checked).
+        unsafe { ffi::text(name, "name") }.map(|_| ())
+    })
+}
+
+/// The output at `index` of a response, for the two getters below.
+fn output_properties(
+    o: &TRITONBACKEND_Output,
+    name: *mut *const c_char,
+    datatype: *mut u32,
+    shape: *mut *const i64,
+    dim_count: *mut u64,
+) -> Result<(), ErrorPtr> {
+    ffi::put_optional(name, o.name.as_ptr());
+    put(datatype, o.datatype, "datatype")?;
+    put(shape, o.shape.as_ptr(), "shape")?;
+    put(dim_count, o.shape.len() as u64, "dim_count")
+}
+
+/// `TRITONBACKEND_InferenceResponseOutput`: an output added so far, by index.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_InferenceResponseOutput(
+    response: *mut TRITONBACKEND_Response,
+    index: u32,
+    name: *mut *const c_char,
+    datatype: *mut u32,
+    shape: *mut *const i64,
+    dim_count: *mut u64,
+) -> ErrorPtr {
+    with_response(response, |r| {
+        let o = r.outputs.get(index as usize).ok_or_else(|| {
+            invalid_arg(format!(
+                "out of bounds index {index}: response has {} outputs",
+                r.outputs.len()
+            ))
+        })?;
+        output_properties(o, name, datatype, shape, dim_count)
+    })
+}
+
+/// `TRITONBACKEND_InferenceResponseOutputByName`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_InferenceResponseOutputByName(
+    response: *mut TRITONBACKEND_Response,
+    name: *const c_char,
+    datatype: *mut u32,
+    shape: *mut *const i64,
+    dim_count: *mut u64,
+) -> ErrorPtr {
+    with_response(response, |r| {
+        // SAFETY: a NUL-terminated name or null (checked).
+        let wanted = unsafe { ffi::text(name, "name") }?;
+        let o = r
+            .outputs
+            .iter()
+            .find(|o| o.name.as_bytes() == wanted.as_bytes())
+            .ok_or_else(|| invalid_arg(format!("output name '{wanted}' not found")))?;
+        output_properties(o, std::ptr::null_mut(), datatype, shape, dim_count)
+    })
+}
+
+/// `TRITONBACKEND_StateNew`: a state tensor for the request's sequence.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_StateNew(
+    state: *mut *mut TRITONBACKEND_State,
+    request: *mut TRITONBACKEND_Request,
+    name: *const c_char,
+    datatype: u32,
+    shape: *const i64,
+    dims_count: u32,
+) -> ErrorPtr {
+    with_request(request, |r| {
+        if state.is_null() {
+            return Err(invalid_arg("state must not be null"));
+        }
+        let tensor = TRITONBACKEND_Output::new(name, datatype, shape, dims_count)?;
+        let created = Box::new(TRITONBACKEND_State {
+            tensor: Mutex::new(tensor),
+            exchange: r.exchange.clone(),
+        });
+        put(state, Box::into_raw(created), "state")
+    })
+}
+
+/// `TRITONBACKEND_StateBuffer`: the state tensor's CPU buffer.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_StateBuffer(
+    state: *mut TRITONBACKEND_State,
+    buffer: *mut *mut c_void,
+    buffer_byte_size: u64,
+    memory_type: *mut u32,
+    memory_type_id: *mut i64,
+) -> ErrorPtr {
+    with_state(state, |s| {
+        s.tensor
+            .lock()
+            .allocate(buffer, buffer_byte_size, memory_type, memory_type_id)
+    })
+}
+
+/// `TRITONBACKEND_StateBufferAttributes`.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_StateBufferAttributes(
+    state: *mut TRITONBACKEND_State,
+    buffer_attributes: *mut *mut TRITONSERVER_BufferAttributes,
+) -> ErrorPtr {
+    with_state(state, |s| {
+        let attributes = s.tensor.lock().attributes()?;
+        put(buffer_attributes, attributes, "buffer_attributes")
+    })
+}
+
+/// `TRITONBACKEND_StateUpdate`: hands the state to the sequence batcher (as an output
+/// of the request, which the batcher takes out) and frees the state object.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONBACKEND_StateUpdate(state: *mut TRITONBACKEND_State) -> ErrorPtr {
+    ffi::status(|| {
+        if state.is_null() {
+            return Err(invalid_arg("state must not be null"));
+        }
+        // SAFETY: created by `StateNew`; updating passes its ownership back, once.
+        let state = unsafe { Box::from_raw(state) };
+        let TRITONBACKEND_State { tensor, exchange } = *state;
+        exchange.add_state(tensor.into_inner().into_tensor());
+        Ok(())
+    })
+}
+
+/// Runs `body` on the object behind `factory` (checked for null).
+fn with_factory(
+    factory: *mut TRITONBACKEND_ResponseFactory,
+    body: impl FnOnce(&TRITONBACKEND_ResponseFactory) -> Result<(), ErrorPtr>,
+) -> ErrorPtr {
+    // SAFETY: a live response factory, or null (checked).
+    unsafe { ffi::with(factory, "factory", body) }
+}
+
+/// Runs `body` on the object behind `response` (checked for null).
+fn with_response(
+    response: *mut TRITONBACKEND_Response,
+    body: impl FnOnce(&TRITONBACKEND_Response) -> Result<(), ErrorPtr>,
+) -> ErrorPtr {
+    // SAFETY: a live response owned by the backend, or null (checked).
+    unsafe { ffi::with(response, "response", body) }
+}
+
+/// Runs `body` on the object behind `state` (checked for null).
+fn with_state(
+    state: *mut TRITONBACKEND_State,
+    body: impl FnOnce(&TRITONBACKEND_State) -> Result<(), ErrorPtr>,
+) -> ErrorPtr {
+    // SAFETY: a live state, or null (checked).
+    unsafe { ffi::with(state, "state", body) }
+}
