@@ -147,7 +147,7 @@ pub unsafe fn take(error: ErrorPtr) -> Option<Error> {
 
 /// A C callee's error (or success) as a core result: plugins and backends hand the
 /// ownership of the errors they return to their caller.
-pub fn callee_result(error: ErrorPtr) -> Result<(), Error> {
+pub(crate) fn callee_result(error: ErrorPtr) -> Result<(), Error> {
     // SAFETY: an error a library returns comes from this process's
     // `TRITONSERVER_ErrorNew`, and its ownership passes to the caller.
     match unsafe { take(error) } {

@@ -84,13 +84,13 @@ pub unsafe fn with<T>(
 
 /// Writes an out-parameter of an ABI call, checked for null. The C contract of every
 /// exported function makes its out-parameters valid for a write or null.
-pub fn put<T>(out: *mut T, value: T, what: &str) -> Result<(), ErrorPtr> {
+pub(crate) fn put<T>(out: *mut T, value: T, what: &str) -> Result<(), ErrorPtr> {
     // SAFETY: an out-parameter from a C caller, valid or null (checked by `write`).
     unsafe { write(out, value, what) }
 }
 
 /// Writes an optional out-parameter: skipped when null, as Triton's getters allow.
-pub fn put_optional<T>(out: *mut T, value: T) {
+pub(crate) fn put_optional<T>(out: *mut T, value: T) {
     if !out.is_null() {
         // SAFETY: non-null, and valid for a write by the C caller's contract.
         unsafe { out.write(value) };

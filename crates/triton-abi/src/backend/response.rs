@@ -115,6 +115,7 @@ impl TRITONBACKEND_Output {
 /// The object behind `TRITONBACKEND_Response*`.
 pub struct TRITONBACKEND_Response {
     // Boxed so the pointers handed out stay put as outputs are added.
+    #[allow(clippy::vec_box)]
     outputs: Vec<Box<TRITONBACKEND_Output>>,
     exchange: Arc<Exchange>,
 }
