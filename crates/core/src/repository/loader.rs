@@ -157,8 +157,16 @@ fn resolve_backend(
     name: &str,
     newest_version_dir: &Path,
 ) -> Result<Arc<dyn Backend>> {
-    if config.backend.is_empty() && config.platform == "onnxruntime_onnx" {
-        config.backend = "onnxruntime".into();
+    if config.backend.is_empty() {
+        // Triton's platform names and the backends that serve them.
+        let backend = match config.platform.as_str() {
+            "onnxruntime_onnx" => "onnxruntime",
+            "tensorrt_plan" => "tensorrt",
+            "pytorch_libtorch" => "pytorch",
+            "tensorflow_graphdef" | "tensorflow_savedmodel" => "tensorflow",
+            _ => "",
+        };
+        config.backend = backend.into();
     }
     if config.backend.is_empty() && config.platform.is_empty() {
         if let Some((_, b)) = backends.native().find(|(_, b)| {

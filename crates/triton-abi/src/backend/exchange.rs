@@ -167,3 +167,95 @@ impl Exchange {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn tensor(name: &str) -> OutputTensor {
+        OutputTensor {
+            name: name.into(),
+            datatype: nereid_core::DataType::Int32,
+            shape: vec![1],
+            data: bytes::Bytes::from_static(&[1, 0, 0, 0]),
+        }
+    }
+
+    #[test]
+    fn a_collecting_request_waits_for_the_final_flag_and_keeps_the_first_response() {
+        let exchange = Arc::new(Exchange::collecting("model 'm' (backend 'b')".into()));
+        exchange.acquire();
+        let sender = exchange.clone();
+        let thread = std::thread::spawn(move || {
+            sender.deliver(Some(Ok(vec![tensor("OUT")])), false);
+            sender.deliver(Some(Ok(vec![tensor("LATER")])), false);
+            sender.add_state(tensor("STATE"));
+            sender.deliver(None, true);
+        });
+        let outputs = exchange.wait().expect("a response");
+        thread.join().expect("sender thread");
+        let names: Vec<_> = outputs.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["OUT"]);
+        assert!(!exchange.deliver(Some(Ok(vec![])), true), "ended");
+    }
+
+    #[test]
+    fn releasing_every_object_without_a_final_flag_answers_with_an_error() {
+        let exchange = Exchange::collecting("model 'm' (backend 'b')".into());
+        exchange.acquire();
+        exchange.acquire();
+        exchange.release();
+        assert!(!exchange.is_finished(), "a factory is still alive");
+        exchange.release();
+        let error = exchange.wait().expect_err("no response");
+        assert_eq!(
+            error.message(),
+            "model 'm' (backend 'b') released a request without sending its final response"
+        );
+    }
+
+    #[test]
+    fn a_final_flag_without_a_response_is_an_error_for_a_non_decoupled_model() {
+        let exchange = Exchange::collecting("model 'm' (backend 'b')".into());
+        exchange.deliver(None, true);
+        let error = exchange.wait().expect_err("no response");
+        assert!(
+            error.message().contains("without sending a response"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_streaming_request_forwards_each_response_and_ends_at_the_final_flag() {
+        let shape: nereid_core::response_stream::ShapeResponse = Box::new(|outputs| {
+            Ok(nereid_core::request::InferResponse {
+                model_name: "m".into(),
+                model_version: 1,
+                id: String::new(),
+                parameters: vec![],
+                outputs,
+            })
+        });
+        let (sender, mut stream) = ResponseSender::channel(shape);
+        let exchange = Exchange::streaming(sender, "model 'm' (backend 'b')".into());
+        exchange.deliver(Some(Ok(vec![tensor("A")])), false);
+        exchange.deliver(Some(Err(Error::internal("boom"))), false);
+        exchange.deliver(None, true);
+        let first = stream.recv().await.expect("first");
+        assert!(!first.last);
+        assert_eq!(
+            first.result.expect("some").expect("ok").outputs[0].name,
+            "A"
+        );
+        let second = stream.recv().await.expect("second");
+        assert_eq!(
+            second.result.expect("some").expect_err("error").message(),
+            "boom"
+        );
+        let last = stream.recv().await.expect("final");
+        assert!(last.last && last.result.is_none());
+        assert!(!exchange.deliver(None, true));
+    }
+}

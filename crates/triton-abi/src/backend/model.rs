@@ -157,14 +157,14 @@ impl HostedModel {
         version_dir: &Path,
     ) -> Result<()> {
         let (version, model_dir) = version_of(version_dir)?;
-        let name = if config.name.is_empty() {
-            model_dir
+        if config.name.is_empty() {
+            // Triton names the model after its directory before the backend sees it.
+            config.name = model_dir
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        } else {
-            config.name.clone()
-        };
+                .unwrap_or_default();
+        }
+        let name = config.name.clone();
         let handle = ModelHandle::initialize(backend, config, &name, version, model_dir, true)?;
         if let Some(json) = handle.model.completed.lock().take() {
             let mut completed = config_from_json(&json).map_err(|e| {
