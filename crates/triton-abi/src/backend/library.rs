@@ -47,10 +47,12 @@ pub struct BackendLibrary {
 }
 
 impl BackendLibrary {
-    /// Loads the library at `path` for backend `name`. Its undefined `TRITON*` symbols
+    /// Loads the library at `path` for backend `name`, its Triton core-library
+    /// dependency provided first (see `soname`). Its undefined `TRITON*` symbols
     /// resolve to this process's (the nereid executable's exports, or the embedding
     /// program's libtritonserver.so), which come first in the global scope.
     pub fn open(name: &str, path: &Path) -> Result<Self> {
+        super::soname::provide_core_libraries(path)?;
         // SAFETY: loading a library runs its initializers; a backend library is code the
         // operator chose to run in this process, as with Triton.
         let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {

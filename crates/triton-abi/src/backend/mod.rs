@@ -6,6 +6,7 @@
 //! factory) are boxes owned here and handed out as opaque pointers; every call checks
 //! its pointers, and every failure is a `TRITONSERVER_Error`.
 
+mod elf;
 mod exchange;
 pub mod hosted;
 pub mod instance;
@@ -14,6 +15,7 @@ pub mod memory;
 pub mod model;
 pub mod request;
 pub mod response;
+mod soname;
 pub mod unsupported;
 
 use std::path::PathBuf;
