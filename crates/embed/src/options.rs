@@ -98,13 +98,17 @@ impl Default for Options {
 
 impl Options {
     /// The value of `backend,key` from [`Self::backend_config`], the last one winning (as
-    /// repeated `--backend-config` flags do).
+    /// repeated `--backend-config` flags do), else the global `key` (given without a
+    /// backend name), as in Triton.
     pub fn backend_setting(&self, backend: &str, key: &str) -> Option<&str> {
-        self.backend_config
-            .iter()
-            .rev()
-            .find(|(b, k, _)| b == backend && k == key)
-            .map(|(_, _, v)| v.as_str())
+        let find = |name: &str| {
+            self.backend_config
+                .iter()
+                .rev()
+                .find(|(b, k, _)| b == name && k == key)
+                .map(|(_, _, v)| v.as_str())
+        };
+        find(backend).or_else(|| find(""))
     }
 
     /// The poll interval: [`Self::repository_poll_secs`] or the default, at least 1 s.

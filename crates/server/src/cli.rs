@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::{ArgAction, Parser};
 use nereid_core::cache::CacheConfig;
 use nereid_core::header_forward::HeaderForward;
@@ -418,14 +418,23 @@ fn parse_gpu_size_pair(arg: &str) -> anyhow::Result<(i32, u64)> {
 }
 
 fn parse_backend_setting(s: &str) -> anyhow::Result<BackendSetting> {
-    let (backend, rest) = s.split_once(',').with_context(|| {
-        format!("--backend-config option format is '<backend name>,<setting>=<value>'. Got {s}")
-    })?;
-    let (key, value) = rest.split_once('=').with_context(|| {
-        format!("--backend-config option format is '<backend name>,<setting>=<value>'. Got {s}")
-    })?;
-    if backend.is_empty() || key.is_empty() {
-        bail!("--backend-config option format is '<backend name>,<setting>=<value>'. Got {s}");
+    let format_error = || {
+        anyhow::anyhow!(
+            "--backend-config option format is '<backend name>,<setting>=<value>'. Got {s}"
+        )
+    };
+    // As tritonserver: the backend is what precedes the first comma; no comma makes a
+    // setting every backend gets (an empty backend name here).
+    let (backend, rest) = match s.split_once(',') {
+        Some(("", _)) => bail!(
+            "No backend specified. --backend-config option format is <backend name>,<setting>=<value> or <setting>=<value>. Got {s}"
+        ),
+        Some((backend, rest)) => (backend, rest),
+        None => ("", s),
+    };
+    let (key, value) = rest.split_once('=').ok_or_else(format_error)?;
+    if key.is_empty() || value.is_empty() {
+        return Err(format_error());
     }
     Ok(BackendSetting {
         backend: backend.to_string(),
@@ -443,6 +452,41 @@ mod tests {
         let mut all = vec!["nereid", "--model-repository", "."];
         all.extend_from_slice(args);
         Config::from_cli(Cli::try_parse_from(all)?)
+    }
+
+    #[test]
+    fn backend_config_is_per_backend_or_global_with_tritons_messages() {
+        let c = parse(&[
+            "--backend-config=python,shm-default-byte-size=2097152",
+            "--backend-config=default-max-batch-size=8",
+        ])
+        .expect("valid");
+        let settings: Vec<_> = c
+            .backend_settings
+            .iter()
+            .map(|s| (s.backend.as_str(), s.key.as_str(), s.value.as_str()))
+            .collect();
+        assert_eq!(
+            settings,
+            [
+                ("python", "shm-default-byte-size", "2097152"),
+                ("", "default-max-batch-size", "8")
+            ]
+        );
+        let error = parse(&["--backend-config=,k=v"]).err().expect("no backend");
+        assert!(
+            error.to_string().starts_with("No backend specified."),
+            "{error}"
+        );
+        for bad in ["python,k", "python,=v", "python,k="] {
+            let error = parse(&[&format!("--backend-config={bad}")])
+                .err()
+                .expect(bad);
+            assert_eq!(
+                error.to_string(),
+                format!("--backend-config option format is '<backend name>,<setting>=<value>'. Got {bad}")
+            );
+        }
     }
 
     #[test]
