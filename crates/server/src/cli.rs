@@ -473,15 +473,17 @@ mod tests {
                 ("", "default-max-batch-size", "8")
             ]
         );
-        let error = parse(&["--backend-config=,k=v"]).err().expect("no backend");
+        let Err(error) = parse(&["--backend-config=,k=v"]) else {
+            panic!("a leading comma names no backend");
+        };
         assert!(
             error.to_string().starts_with("No backend specified."),
             "{error}"
         );
         for bad in ["python,k", "python,=v", "python,k="] {
-            let error = parse(&[&format!("--backend-config={bad}")])
-                .err()
-                .expect(bad);
+            let Err(error) = parse(&[&format!("--backend-config={bad}")]) else {
+                panic!("{bad} is malformed");
+            };
             assert_eq!(
                 error.to_string(),
                 format!("--backend-config option format is '<backend name>,<setting>=<value>'. Got {bad}")
