@@ -15,6 +15,7 @@ use crate::ensemble::{Ensemble, StepModel};
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::request::{select_outputs, Answer, InferRequest, InferResponse, OutputTensor};
+use crate::response_stream::{ResponseSender, ResponseStream};
 use crate::scheduler::{Job, Reply, Scheduler};
 use crate::stats::{FailureReason, ModelStats, ModelStatsSnapshot, RequestRecord, StepTimes};
 use crate::validate::validate_request;
@@ -165,7 +166,7 @@ impl LoadedModel {
             Runner::Scheduled(scheduler) => scheduler,
             Runner::Ensemble(ensemble) => return self.start_ensemble(ensemble, request, admitted),
         };
-        match self.enqueue(scheduler.as_ref(), request, admitted) {
+        match self.enqueue(scheduler.as_ref(), request, admitted, None) {
             Ok(answer) => {
                 let this = self.clone();
                 Box::pin(async move { this.answer(answer).await })
@@ -228,12 +229,51 @@ impl LoadedModel {
         }
     }
 
-    /// Queues one validated request; the receiver gets its answer.
+    /// Admits one request of a decoupled model now and returns the stream of its
+    /// answers: any number of responses, the last one (or a final flag alone) marked.
+    pub fn submit_stream(
+        self: Arc<Self>,
+        request: InferRequest,
+        received_at: Instant,
+    ) -> Result<ResponseStream> {
+        let Runner::Scheduled(scheduler) = &self.runner else {
+            return Err(Error::internal(format!(
+                "model '{}' is an ensemble, which cannot be decoupled",
+                self.spec.name
+            )));
+        };
+        let batch_size = validate_request(&self.spec, &request)?;
+        let spec = self.spec.clone();
+        let id = request.id.clone();
+        let wanted = request.requested_outputs.clone();
+        let (sender, stream) = ResponseSender::channel(Box::new(move |outputs| {
+            let mut outputs = select_outputs(outputs, wanted.as_deref(), &spec.name)?;
+            spec.reshape_outputs(&mut outputs)?;
+            Ok(InferResponse {
+                model_name: spec.name.clone(),
+                model_version: spec.version,
+                id: id.clone(),
+                parameters: Vec::new(),
+                outputs,
+            })
+        }));
+        let admitted = Admitted {
+            batch_size,
+            received_at,
+            step_times: None,
+        };
+        self.enqueue(scheduler.as_ref(), request, admitted, Some(sender))?;
+        Ok(stream)
+    }
+
+    /// Queues one validated request; the receiver gets its answer (or, for a decoupled
+    /// model's request, `stream` gets its responses).
     fn enqueue(
         &self,
         scheduler: &dyn Scheduler,
         request: InferRequest,
         admitted: Admitted,
+        stream: Option<ResponseSender>,
     ) -> Result<oneshot::Receiver<Result<InferResponse>>> {
         let span = tracing::debug_span!(
             "infer",
@@ -256,6 +296,7 @@ impl LoadedModel {
             span,
             padding: false,
             on_outputs: None,
+            stream,
         };
         // A refused job is dropped by the scheduler, and its record counts it as rejected.
         scheduler.enqueue(job)?;

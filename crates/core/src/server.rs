@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::repository::ModelRepository;
 use crate::request::{Answer, Classifications, InferRequest, InferResponse};
+use crate::response_stream::{ResponseStream, StreamedResponse};
 use crate::stats::ModelStatsSnapshot;
 use crate::DataType;
 
@@ -202,6 +203,12 @@ impl Server {
             Ok(model) => model,
             Err(e) => return Box::pin(std::future::ready(Err(e))),
         };
+        if model.spec().decoupled {
+            return Box::pin(std::future::ready(Err(Error::unsupported(format!(
+                "model '{}' is decoupled: its answers are a stream",
+                model.spec().name
+            )))));
+        }
         let spec = (!classification.is_empty()).then(|| model.spec().clone());
         let answer = model.submit(request, received_at);
         if watch.is_none() && spec.is_none() {
@@ -218,6 +225,39 @@ impl Server {
             }
             Ok(response)
         })
+    }
+
+    /// Admits one inference request now and returns the stream of its answers: for a
+    /// decoupled model every response it sends, the last one marked; for any other
+    /// model its one answer, marked last. Must run inside the server's runtime.
+    pub fn submit_stream(&self, request: InferRequest) -> Result<ResponseStream> {
+        let model = self
+            .repository
+            .get(&request.model_name, request.model_version)?;
+        if model.spec().decoupled {
+            return model.submit_stream(request, Instant::now());
+        }
+        let answer = self.submit(request);
+        let (sender, stream) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let result = answer.await;
+            let _ = sender.send(StreamedResponse {
+                result: Some(result),
+                last: true,
+            });
+        });
+        Ok(stream)
+    }
+
+    /// Triton's refusal of a decoupled model on an endpoint that answers once (`HTTP end
+    /// point`, `ModelInfer RPC`); an unknown model is left to the inference call.
+    pub fn refuse_decoupled(&self, name: &str, version: Option<i64>, endpoint: &str) -> Result<()> {
+        match self.model_spec(name, version) {
+            Ok(spec) if spec.decoupled => Err(Error::unsupported(format!(
+                "{endpoint} doesn't support models with decoupled transaction policy"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Statistics of one model (all its ready versions, or one) or of every model.

@@ -512,6 +512,7 @@ pub fn job(request: InferRequest, batch_size: usize) -> (Job, JobAnswer) {
         span: tracing::Span::none(),
         padding: false,
         on_outputs: None,
+        stream: None,
     };
     (job, answer)
 }

@@ -138,8 +138,33 @@ pub fn encode_parameters(parameters: Parameters) -> WireParameters {
 
 /// The one `triton_` request parameter Triton accepts (decoupled streaming: send an
 /// empty final response). It is checked but not passed on: it steers the frontend, not
-/// the model, and there are no decoupled models yet.
+/// the model.
 const EMPTY_FINAL_RESPONSE: &str = "triton_enable_empty_final_response";
+
+/// The response parameter that marks a stream's last response for its request.
+pub const FINAL_RESPONSE: &str = "triton_final_response";
+
+/// Whether a stream request asks for the final flag of a decoupled model as an empty
+/// response (`triton_enable_empty_final_response: true`).
+pub fn wants_empty_final(request: &ModelInferRequest) -> bool {
+    matches!(
+        request
+            .parameters
+            .get(EMPTY_FINAL_RESPONSE)
+            .and_then(|p| p.parameter_choice.as_ref()),
+        Some(ParameterChoice::BoolParam(true))
+    )
+}
+
+/// Marks `response` as its request's last (or not) in a stream.
+pub fn mark_final(response: &mut ModelInferResponse, last: bool) {
+    response.parameters.insert(
+        FINAL_RESPONSE.to_string(),
+        InferParameter {
+            parameter_choice: Some(ParameterChoice::BoolParam(last)),
+        },
+    );
+}
 
 /// Request parameters, type-checked as Triton does, sorted by key so that the first error
 /// reported and the order the core sees do not depend on hash-map order.

@@ -213,6 +213,9 @@ impl GrpcInferenceService for InferenceService {
             convert::decode_request(request.into_inner(), self.server.shm()).map_err(to_status)?;
         // After the body's parameters, as Triton's `ForwardHeadersAsParameters` runs.
         request.parameters.extend(forwarded.map_err(to_status)?);
+        self.server
+            .refuse_decoupled(&request.model_name, request.model_version, "ModelInfer RPC")
+            .map_err(to_status)?;
         let response = self.server.infer(request).await.map_err(to_status)?;
         Ok(Response::new(
             convert::encode_response(response, &targets).map_err(to_status)?,

@@ -2,7 +2,8 @@
 //! admitted in stream order (so a sequence's requests reach the sequence batcher in the
 //! order they were sent) and run concurrently, each awaited by its own task; responses
 //! are written in the order the requests arrived, as Triton does for non-decoupled
-//! models, so a cache hit never overtakes an earlier miss. A failed request is answered
+//! models, so a cache hit never overtakes an earlier miss; a decoupled model's answers
+//! are written as they come, each marked `triton_final_response`. A failed request is answered
 //! in-stream with `error_message` and the stream stays open.
 //!
 //! Backpressure has two stages. Requests are read from the connection as soon as they
@@ -14,6 +15,8 @@
 //! answers not yet sent never exceed [`STREAM_CAPACITY`]; a client that stops reading
 //! answers stops being read from once its read-ahead is full.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use nereid_core::request::Parameters;
@@ -110,7 +113,8 @@ async fn read_requests(
 }
 
 /// Admits read-ahead requests in stream order, each once its answer has a slot, and
-/// queues their answers in the same order.
+/// queues their answers in the same order. A decoupled model's answers skip the order:
+/// they are forwarded as the model sends them, as in Triton.
 async fn admit_in_order(
     server: Arc<Server>,
     forwarded: nereid_core::Result<Parameters>,
@@ -122,10 +126,18 @@ async fn admit_in_order(
         let Ok(slot) = outgoing.clone().reserve_owned().await else {
             return; // the client dropped the response stream
         };
-        let answer = tokio::spawn(submit(&server, &forwarded, request));
+        let admission = submit(&server, &forwarded, request);
         drop(held);
-        if answers.send((slot, answer)).is_err() {
-            return; // the writer stopped after a failed answer
+        match admission {
+            Admission::Ordered(answer) => {
+                if answers.send((slot, tokio::spawn(answer))).is_err() {
+                    return; // the writer stopped after a failed answer
+                }
+            }
+            Admission::Streamed(forward) => {
+                drop(slot);
+                tokio::spawn(forward.run(outgoing.clone()));
+            }
         }
     }
 }
@@ -147,25 +159,53 @@ async fn write_in_order(mut in_order: mpsc::UnboundedReceiver<Answer>) {
     }
 }
 
-/// Admits one request now and returns the future of its stream message: the response,
-/// or the error with the request's identity.
+/// How one admitted request is answered.
+enum Admission {
+    /// One answer, written in stream order.
+    Ordered(Pin<Box<dyn Future<Output = ModelStreamInferResponse> + Send>>),
+    /// A decoupled model's answers, forwarded as they come.
+    Streamed(Forward),
+}
+
+/// Admits one request now: the future of its stream message (the response, or the error
+/// with the request's identity), or, for a decoupled model, the stream of its answers.
 fn submit(
     server: &Server,
     forwarded: &nereid_core::Result<Parameters>,
     request: ModelInferRequest,
-) -> impl std::future::Future<Output = ModelStreamInferResponse> + Send + 'static {
+) -> Admission {
     let echo = ModelInferResponse {
         model_name: request.model_name.clone(),
         model_version: request.model_version.clone(),
         id: request.id.clone(),
         ..Default::default()
     };
-    let admitted =
+    let empty_final = convert::wants_empty_final(&request);
+    let decoded =
         convert::decode_request(request, server.shm()).and_then(|(mut request, targets)| {
             request.parameters.extend(forwarded.clone()?);
-            Ok((server.submit(request), targets))
+            Ok((request, targets))
         });
-    async move {
+    let decoupled = decoded.as_ref().is_ok_and(|(request, _)| {
+        server
+            .model_spec(&request.model_name, request.model_version)
+            .is_ok_and(|spec| spec.decoupled)
+    });
+    if decoupled {
+        if let Ok((request, targets)) = decoded {
+            return match server.submit_stream(request) {
+                Ok(answers) => Admission::Streamed(Forward {
+                    answers,
+                    echo,
+                    targets,
+                    empty_final,
+                }),
+                Err(e) => Admission::Ordered(Box::pin(std::future::ready(message(Err(e), echo)))),
+            };
+        }
+    }
+    let admitted = decoded.map(|(request, targets)| (server.submit(request), targets));
+    Admission::Ordered(Box::pin(async move {
         let result = match admitted {
             Ok((answer, targets)) => answer
                 .await
@@ -173,6 +213,46 @@ fn submit(
             Err(e) => Err(e),
         };
         message(result, echo)
+    }))
+}
+
+/// The answers of one request to a decoupled model, on their way to the stream.
+struct Forward {
+    answers: nereid_core::response_stream::ResponseStream,
+    echo: ModelInferResponse,
+    targets: convert::OutputTargets,
+    /// Whether a final flag sent alone becomes an empty response.
+    empty_final: bool,
+}
+
+impl Forward {
+    /// Writes each answer as it comes, marked with `triton_final_response`; a final
+    /// flag alone is written only when the request asked for it, as in Triton.
+    async fn run(mut self, outgoing: Outgoing) {
+        while let Some(answer) = self.answers.recv().await {
+            let mut written = match answer.result {
+                Some(result) => message(
+                    result.and_then(|r| convert::encode_response(r, &self.targets)),
+                    self.echo.clone(),
+                ),
+                None if answer.last && self.empty_final => ModelStreamInferResponse {
+                    error_message: String::new(),
+                    infer_response: Some(self.echo.clone()),
+                },
+                None => {
+                    if answer.last {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            if let Some(response) = written.infer_response.as_mut() {
+                convert::mark_final(response, answer.last);
+            }
+            if outgoing.send(Ok(written)).await.is_err() || answer.last {
+                return; // done, or the client is gone (dropping the answers cancels)
+            }
+        }
     }
 }
 

@@ -178,6 +178,9 @@ async fn infer_handler(
         let forwarded = forward.parameters(headers.iter().map(|(n, v)| (n.as_str(), v)))?;
         request.parameters.extend(forwarded);
     }
+    state
+        .server
+        .refuse_decoupled(&request.model_name, request.model_version, "HTTP end point")?;
     let response = state.server.infer(request).await?;
     Ok(infer::encode(
         &response,

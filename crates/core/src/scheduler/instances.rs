@@ -15,6 +15,7 @@ use crate::batch::Batch;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::request::{select_outputs, InferResponse, OutputTensor};
+use crate::response_stream::ResponseSender;
 use crate::sequence_flags::SequenceId;
 use crate::stats::ModelStats;
 
@@ -133,6 +134,9 @@ impl Worker {
             ..
         } = payload;
         let started = Instant::now();
+        if self.spec.decoupled {
+            return self.execute_decoupled(payload, slot, started);
+        }
         let (results, timing, total_batch) = {
             let batch = Batch::new(
                 &self.spec,
@@ -172,6 +176,59 @@ impl Worker {
         }
         for (job, result) in payload.into_iter().zip(results) {
             self.answer(job, result, started, timing);
+        }
+    }
+
+    /// A batch of a decoupled model: each job's responses go to its stream, from
+    /// whatever thread the backend sends them; the job is counted once the backend
+    /// returns (its answers may still be streaming).
+    fn execute_decoupled(
+        &mut self,
+        mut payload: Vec<Job>,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+        started: Instant,
+    ) {
+        let senders: Vec<ResponseSender> = payload
+            .iter_mut()
+            .map(|job| {
+                job.stream.take().unwrap_or_else(|| {
+                    // Padding (or a job queued without a stream): answers are discarded.
+                    let model = self.spec.name.clone();
+                    ResponseSender::channel(Box::new(move |_| {
+                        Err(Error::internal(format!(
+                            "model '{model}': no one awaits this answer"
+                        )))
+                    }))
+                    .0
+                })
+            })
+            .collect();
+        let mut timing = ComputeTiming::default();
+        let total_batch = {
+            let batch = Batch::new(
+                &self.spec,
+                payload.iter().map(|j| &j.request).collect(),
+                payload.iter().map(|j| j.batch_size).collect(),
+            );
+            self.instance
+                .execute_decoupled(&batch, senders, &mut timing);
+            batch.total_batch_size()
+        };
+        drop(slot);
+        self.publish_state_usage();
+        let ran = timing.ran.unwrap_or(total_batch);
+        if ran > 0 {
+            let for_clients: usize = payload
+                .iter()
+                .filter(|j| !j.padding)
+                .map(|j| j.batch_size)
+                .sum();
+            self.stats
+                .execution_finished(ran, for_clients.min(ran), timing);
+        }
+        for job in payload.into_iter().filter(|j| !j.padding) {
+            let queue = started.duration_since(job.enqueued_at);
+            job.streamed(queue, timing);
         }
     }
 

@@ -8,6 +8,7 @@ use super::Reply;
 use crate::backend::ComputeTiming;
 use crate::error::{Error, Result};
 use crate::request::{InferRequest, InferResponse, OutputTensor};
+use crate::response_stream::ResponseSender;
 use crate::stats::{FailureReason, RequestRecord};
 
 /// A validated request travelling through a scheduler to an instance.
@@ -32,6 +33,8 @@ pub struct Job {
     /// Runs on the job's outputs before the response is built (the sequence batcher
     /// takes the state outputs out there).
     pub on_outputs: Option<OutputHook>,
+    /// For a request of a decoupled model: where its responses go (the reply is unused).
+    pub stream: Option<ResponseSender>,
 }
 
 /// The callback inside an [`OutputHook`].
@@ -49,9 +52,20 @@ impl std::fmt::Debug for OutputHook {
 impl Job {
     /// Answers a job that will not run (full queue, expired timeout, stopping) with
     /// `error`; it counts as rejected by the scheduler.
-    pub fn reject(self, error: Error) {
+    pub fn reject(mut self, error: Error) {
         self.record.failed(FailureReason::Rejected);
+        if let Some(stream) = self.stream.take() {
+            stream.send(Err(error), true);
+            return;
+        }
         self.reply.send(Err(error));
+    }
+
+    /// Counts a job of a decoupled model once its execution has handed the responses to
+    /// their stream: a success that waited `queue` and computed for `timing` (errors go
+    /// to the client in the stream).
+    pub fn streamed(self, queue: Duration, timing: ComputeTiming) {
+        self.record.succeeded(queue, timing);
     }
 
     /// Answers a job an instance executed: a success that waited `queue` and computed for

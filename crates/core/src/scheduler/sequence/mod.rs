@@ -210,6 +210,7 @@ impl Shared {
             span: tracing::Span::none(),
             padding: true,
             on_outputs: None,
+            stream: None,
         }
     }
 }
