@@ -18,6 +18,16 @@ if ! command -v patchelf >/dev/null; then
   apt-get update -qq && apt-get install -y -qq patchelf >/dev/null
 fi
 
+# Triton's python backend stub (tests/python/test_python_backend.py) embeds the
+# distribution's libpython of the tests' Python version.
+pyver=$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+if ! ldconfig -p | grep -q "libpython$pyver.so.1.0"; then
+  echo "test: installing libpython$pyver for the python backend stub" >&2
+  apt-get install -y -qq "libpython$pyver" >/dev/null 2>&1 ||
+    { apt-get update -qq && apt-get install -y -qq "libpython$pyver" >/dev/null; } ||
+    echo "test: libpython$pyver is not available; the python backend tests will skip" >&2
+fi
+
 echo "test: cargo test (release)" >&2
 cargo test --release --locked --workspace
 # The python tests relink Triton's own cache plugin against the libtritonserver.so beside

@@ -16,13 +16,9 @@ Beyond Triton, over every store: the plugin's key is a hash, but the entry holds
 full key and a lookup compares it, so a hash collision is a miss.
 """
 
-import glob
 import os
 import shutil
 import subprocess
-import sys
-import tempfile
-import zipfile
 
 import numpy as np
 import pytest
@@ -30,13 +26,13 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from conftest import ADD_SUB_IO, REPO_ROOT, add_sub_config, add_sub_inputs, nereid_bin, wait_for
+from triton_wheel import extract
 
 F32 = np.float32
 A = np.array([[1.0, 2.0, 3.0, 4.0]], F32)
 B = np.array([[0.5, -1.0, 10.0, 2.25]], F32)
 CACHED = add_sub_config(name="add_sub", extra="response_cache { enable: true }\n")
 PLUGIN_SOURCE = os.path.join(REPO_ROOT, "crates", "triton-abi", "tests", "plugins", "memory_cache.c")
-WHEEL = "nvidia_pytriton-0.7.0"
 LOCAL_PLUGIN = "pytriton/tritonserver/caches/local/libtritoncache_local.so"
 
 
@@ -139,30 +135,8 @@ def test_builtin_local_cache_stays_built_in(caches, cached_repo, start_server):
 
 
 def triton_local_plugin():
-    """Path of Triton's libtritoncache_local.so from the wheel (downloaded once), or
-    skips with the reason."""
-    cache = os.environ.get("TRITON_CACHE") or os.path.join(tempfile.gettempdir(), "nereid-triton-wheel")
-    extracted = os.path.join(cache, "unpacked", LOCAL_PLUGIN)
-    if os.path.exists(extracted):
-        return extracted
-    os.makedirs(cache, exist_ok=True)
-    wheels = glob.glob(os.path.join(cache, f"{WHEEL}-*.whl"))
-    if not wheels:
-        try:
-            subprocess.run(
-                [sys.executable, "-m", "pip", "download", "nvidia-pytriton==0.7.0", "--no-deps",
-                 "--only-binary=:all:", "-d", cache, "-q"],
-                check=True, timeout=300, capture_output=True,
-            )
-        except (subprocess.SubprocessError, OSError) as e:
-            detail = getattr(e, "stderr", b"") or b""
-            pytest.skip(f"cannot download nvidia-pytriton 0.7.0 for Triton's cache plugin: {e} {detail.decode(errors='replace')[-300:]}")
-        wheels = glob.glob(os.path.join(cache, f"{WHEEL}-*.whl"))
-        if not wheels:
-            pytest.skip("pip download of nvidia-pytriton 0.7.0 left no wheel")
-    with zipfile.ZipFile(wheels[0]) as wheel:
-        wheel.extract(LOCAL_PLUGIN, os.path.join(cache, "unpacked"))
-    return extracted
+    """Path of Triton's libtritoncache_local.so from the wheel, or skips with the reason."""
+    return os.path.join(extract(LOCAL_PLUGIN), LOCAL_PLUGIN)
 
 
 @pytest.fixture
