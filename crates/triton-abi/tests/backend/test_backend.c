@@ -1,0 +1,543 @@
+/* Nereid's own TRITONBACKEND test backend, declared from the ABI (no Triton header),
+ * loaded by the nereid binary from --backend-directory like any Triton backend.
+ * tests/python/test_hosted_backend.py builds it and drives it with tritonclient.
+ *
+ * The model's `parameters { key: "mode" }` picks what execute does:
+ *   echo       OUT = IN for each requested output; META (INT64 [5]) = correlation id,
+ *              flags, parameter count, the INT parameter "add" (0 if absent), timeout;
+ *              reports request and batch statistics; uses the memory manager.
+ *   decoupled  IN[0] (INT32) responses OUT = 0..n-1 from another thread, after execute
+ *              returned and the request was released, then the final flag alone.
+ *   error      each request answered with an INVALID_ARG error response.
+ *   fail       execute itself fails (the server answers every request).
+ *   silent     requests released without any response.
+ *   bls        OUT = OUTPUT0 of model `add_sub` for INPUT0 = INPUT1 = IN, through
+ *              TRITONSERVER_ServerInferAsync on the model's server.
+ *   auto       auto-completes IN/OUT (FP32 [-1]) when the config has no inputs.
+ * Backend, model and instance state objects are kept and checked; instance init fails
+ * for mode "fail_instance", model init for "fail_model".
+ * Build flags: -DNO_EXECUTE leaves out TRITONBACKEND_ModelInstanceExecute;
+ * -DNEEDS_NEWER_API makes initialize ask for API 1.99. */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Error Error;
+typedef struct Message Message;
+typedef struct Backend Backend;
+typedef struct Model Model;
+typedef struct Instance Instance;
+typedef struct Request Request;
+typedef struct Input Input;
+typedef struct Response Response;
+typedef struct Factory Factory;
+typedef struct Output Output;
+typedef struct MemoryManager MemoryManager;
+typedef struct Server Server;
+typedef struct ServerRequest ServerRequest;
+typedef struct ServerResponse ServerResponse;
+typedef struct Allocator Allocator;
+
+enum { INTERNAL = 1, INVALID_ARG = 3, UNSUPPORTED = 5 };
+enum { TYPE_INT32 = 8, TYPE_INT64 = 9, TYPE_FP32 = 11 };
+enum { PARAM_INT = 1 };
+enum { RESPONSE_FINAL = 1, RELEASE_ALL = 1, LOG_INFO = 0 };
+
+extern Error* TRITONSERVER_ErrorNew(int code, const char* msg);
+extern void TRITONSERVER_ErrorDelete(Error*);
+extern const char* TRITONSERVER_ErrorMessage(Error*);
+extern Error* TRITONSERVER_MessageSerializeToJson(Message*, const char**, size_t*);
+extern Error* TRITONSERVER_MessageNewFromSerializedJson(Message**, const char*, size_t);
+extern Error* TRITONSERVER_MessageDelete(Message*);
+extern Error* TRITONSERVER_LogMessage(int level, const char* file, int line, const char* msg);
+
+extern Error* TRITONBACKEND_ApiVersion(uint32_t*, uint32_t*);
+extern Error* TRITONBACKEND_BackendName(Backend*, const char**);
+extern Error* TRITONBACKEND_BackendConfig(Backend*, Message**);
+extern Error* TRITONBACKEND_BackendArtifacts(Backend*, int*, const char**);
+extern Error* TRITONBACKEND_BackendMemoryManager(Backend*, MemoryManager**);
+extern Error* TRITONBACKEND_BackendState(Backend*, void**);
+extern Error* TRITONBACKEND_BackendSetState(Backend*, void*);
+extern Error* TRITONBACKEND_MemoryManagerAllocate(MemoryManager*, void**, int, int64_t, uint64_t);
+extern Error* TRITONBACKEND_MemoryManagerFree(MemoryManager*, void*, int, int64_t);
+extern Error* TRITONBACKEND_ModelName(Model*, const char**);
+extern Error* TRITONBACKEND_ModelVersion(Model*, uint64_t*);
+extern Error* TRITONBACKEND_ModelRepository(Model*, int*, const char**);
+extern Error* TRITONBACKEND_ModelConfig(Model*, uint32_t, Message**);
+extern Error* TRITONBACKEND_ModelAutoCompleteConfig(Model*, bool*);
+extern Error* TRITONBACKEND_ModelSetConfig(Model*, uint32_t, Message*);
+extern Error* TRITONBACKEND_ModelServer(Model*, Server**);
+extern Error* TRITONBACKEND_ModelBackend(Model*, Backend**);
+extern Error* TRITONBACKEND_ModelState(Model*, void**);
+extern Error* TRITONBACKEND_ModelSetState(Model*, void*);
+extern Error* TRITONBACKEND_ModelInstanceName(Instance*, const char**);
+extern Error* TRITONBACKEND_ModelInstanceKind(Instance*, int*);
+extern Error* TRITONBACKEND_ModelInstanceDeviceId(Instance*, int32_t*);
+extern Error* TRITONBACKEND_ModelInstanceModel(Instance*, Model**);
+extern Error* TRITONBACKEND_ModelInstanceState(Instance*, void**);
+extern Error* TRITONBACKEND_ModelInstanceSetState(Instance*, void*);
+extern Error* TRITONBACKEND_ModelInstanceReportStatistics(Instance*, Request*, bool, uint64_t,
+                                                           uint64_t, uint64_t, uint64_t);
+extern Error* TRITONBACKEND_ModelInstanceReportBatchStatistics(Instance*, uint64_t, uint64_t,
+                                                                uint64_t, uint64_t, uint64_t);
+extern Error* TRITONBACKEND_RequestId(Request*, const char**);
+extern Error* TRITONBACKEND_RequestCorrelationId(Request*, uint64_t*);
+extern Error* TRITONBACKEND_RequestFlags(Request*, uint32_t*);
+extern Error* TRITONBACKEND_InferenceRequestTimeoutMicroseconds(Request*, uint64_t*);
+extern Error* TRITONBACKEND_RequestParameterCount(Request*, uint32_t*);
+extern Error* TRITONBACKEND_RequestParameter(Request*, uint32_t, const char**, int*, const void**);
+extern Error* TRITONBACKEND_RequestInput(Request*, const char*, Input**);
+extern Error* TRITONBACKEND_RequestInputCount(Request*, uint32_t*);
+extern Error* TRITONBACKEND_RequestInputByIndex(Request*, uint32_t, Input**);
+extern Error* TRITONBACKEND_RequestOutputCount(Request*, uint32_t*);
+extern Error* TRITONBACKEND_RequestOutputName(Request*, uint32_t, const char**);
+extern Error* TRITONBACKEND_RequestRelease(Request*, uint32_t);
+extern Error* TRITONBACKEND_InputProperties(Input*, const char**, int*, const int64_t**,
+                                            uint32_t*, uint64_t*, uint32_t*);
+extern Error* TRITONBACKEND_InputBuffer(Input*, uint32_t, const void**, uint64_t*, int*,
+                                        int64_t*);
+extern Error* TRITONBACKEND_ResponseNew(Response**, Request*);
+extern Error* TRITONBACKEND_ResponseFactoryNew(Factory**, Request*);
+extern Error* TRITONBACKEND_ResponseFactoryDelete(Factory*);
+extern Error* TRITONBACKEND_ResponseFactorySendFlags(Factory*, uint32_t);
+extern Error* TRITONBACKEND_ResponseNewFromFactory(Response**, Factory*);
+extern Error* TRITONBACKEND_ResponseOutput(Response*, Output**, const char*, int,
+                                           const int64_t*, uint32_t);
+extern Error* TRITONBACKEND_OutputBuffer(Output*, void**, uint64_t, int*, int64_t*);
+extern Error* TRITONBACKEND_ResponseSend(Response*, uint32_t, Error*);
+
+extern Error* TRITONSERVER_InferenceRequestNew(ServerRequest**, Server*, const char*, int64_t);
+extern Error* TRITONSERVER_InferenceRequestDelete(ServerRequest*);
+extern Error* TRITONSERVER_InferenceRequestAddInput(ServerRequest*, const char*, int,
+                                                    const int64_t*, uint64_t);
+extern Error* TRITONSERVER_InferenceRequestAppendInputData(ServerRequest*, const char*,
+                                                           const void*, size_t, int, int64_t);
+extern Error* TRITONSERVER_InferenceRequestAddRequestedOutput(ServerRequest*, const char*);
+typedef void (*RequestReleaseFn)(ServerRequest*, uint32_t, void*);
+typedef void (*ResponseFn)(ServerResponse*, uint32_t, void*);
+typedef Error* (*AllocFn)(Allocator*, const char*, size_t, int, int64_t, void*, void**,
+                          void**, int*, int64_t*);
+typedef Error* (*ReleaseBufFn)(Allocator*, void*, void*, size_t, int, int64_t);
+extern Error* TRITONSERVER_InferenceRequestSetReleaseCallback(ServerRequest*, RequestReleaseFn,
+                                                              void*);
+extern Error* TRITONSERVER_InferenceRequestSetResponseCallback(ServerRequest*, Allocator*, void*,
+                                                               ResponseFn, void*);
+extern Error* TRITONSERVER_ResponseAllocatorNew(Allocator**, AllocFn, ReleaseBufFn, void*);
+extern Error* TRITONSERVER_ResponseAllocatorDelete(Allocator*);
+extern Error* TRITONSERVER_ServerInferAsync(Server*, ServerRequest*, void*);
+extern Error* TRITONSERVER_InferenceResponseError(ServerResponse*);
+extern Error* TRITONSERVER_InferenceResponseDelete(ServerResponse*);
+extern Error* TRITONSERVER_InferenceResponseOutput(ServerResponse*, uint32_t, const char**, int*,
+                                                   const int64_t**, uint64_t*, const void**,
+                                                   size_t*, int*, int64_t*, void**);
+
+#define RETURN_IF_ERROR(e)     \
+  do {                         \
+    Error* err__ = (e);        \
+    if (err__ != NULL) return err__; \
+  } while (0)
+
+static uint64_t now_ns(void) { return 1000; }
+
+typedef struct {
+  char mode[32];
+  char name[128];
+} ModelState;
+
+typedef struct {
+  const char* magic;
+} BackendState;
+
+static const char* BACKEND_MAGIC = "nereid-test-backend";
+
+/* The `mode` parameter's string_value in the configuration JSON (or "echo"). */
+static void read_mode(const char* json, char* mode, size_t size) {
+  snprintf(mode, size, "echo");
+  const char* key = strstr(json, "\"mode\"");
+  if (key == NULL) return;
+  const char* value = strstr(key, "\"string_value\":\"");
+  if (value == NULL) return;
+  value += strlen("\"string_value\":\"");
+  size_t n = 0;
+  while (value[n] != '"' && value[n] != '\0' && n + 1 < size) n++;
+  memcpy(mode, value, n);
+  mode[n] = '\0';
+}
+
+Error* TRITONBACKEND_Initialize(Backend* backend) {
+  uint32_t major, minor;
+  RETURN_IF_ERROR(TRITONBACKEND_ApiVersion(&major, &minor));
+#ifdef NEEDS_NEWER_API
+  if (major != 1 || minor < 99)
+    return TRITONSERVER_ErrorNew(UNSUPPORTED,
+                                 "Triton backend API version does not support this backend");
+#endif
+  if (major != 1 || minor < 19)
+    return TRITONSERVER_ErrorNew(UNSUPPORTED, "backend needs TRITONBACKEND API 1.19");
+  const char* name;
+  RETURN_IF_ERROR(TRITONBACKEND_BackendName(backend, &name));
+  Message* config;
+  RETURN_IF_ERROR(TRITONBACKEND_BackendConfig(backend, &config));
+  const char* json;
+  size_t size;
+  RETURN_IF_ERROR(TRITONSERVER_MessageSerializeToJson(config, &json, &size));
+  if (strstr(json, "\"cmdline\"") == NULL || strstr(json, "\"backend-directory\"") == NULL)
+    return TRITONSERVER_ErrorNew(INTERNAL, "backend config lacks cmdline settings");
+  if (strstr(json, "\"refuse\":\"yes\"") != NULL)
+    return TRITONSERVER_ErrorNew(INVALID_ARG, "refused by --backend-config");
+  int kind;
+  const char* location;
+  RETURN_IF_ERROR(TRITONBACKEND_BackendArtifacts(backend, &kind, &location));
+  if (kind != 0 || strstr(location, name) == NULL)
+    return TRITONSERVER_ErrorNew(INTERNAL, "artifacts are not the backend directory");
+  BackendState* state = malloc(sizeof(BackendState));
+  state->magic = BACKEND_MAGIC;
+  RETURN_IF_ERROR(TRITONBACKEND_BackendSetState(backend, state));
+  char line[256];
+  snprintf(line, sizeof(line), "test backend '%s' initialized from %s", name, location);
+  TRITONSERVER_LogMessage(LOG_INFO, __FILE__, __LINE__, line);
+  return NULL;
+}
+
+Error* TRITONBACKEND_Finalize(Backend* backend) {
+  void* state;
+  RETURN_IF_ERROR(TRITONBACKEND_BackendState(backend, &state));
+  free(state);
+  return NULL;
+}
+
+Error* TRITONBACKEND_ModelInitialize(Model* model) {
+  const char* name;
+  uint64_t version;
+  int kind;
+  const char* repository;
+  RETURN_IF_ERROR(TRITONBACKEND_ModelName(model, &name));
+  RETURN_IF_ERROR(TRITONBACKEND_ModelVersion(model, &version));
+  RETURN_IF_ERROR(TRITONBACKEND_ModelRepository(model, &kind, &repository));
+  if (version < 1 || strstr(repository, name) == NULL)
+    return TRITONSERVER_ErrorNew(INTERNAL, "wrong version or repository");
+  Backend* backend;
+  void* backend_state;
+  RETURN_IF_ERROR(TRITONBACKEND_ModelBackend(model, &backend));
+  RETURN_IF_ERROR(TRITONBACKEND_BackendState(backend, &backend_state));
+  if (backend_state == NULL || ((BackendState*)backend_state)->magic != BACKEND_MAGIC)
+    return TRITONSERVER_ErrorNew(INTERNAL, "backend state lost");
+  Message* config;
+  RETURN_IF_ERROR(TRITONBACKEND_ModelConfig(model, 1, &config));
+  const char* json;
+  size_t size;
+  RETURN_IF_ERROR(TRITONSERVER_MessageSerializeToJson(config, &json, &size));
+  ModelState* state = calloc(1, sizeof(ModelState));
+  read_mode(json, state->mode, sizeof(state->mode));
+  snprintf(state->name, sizeof(state->name), "%s", name);
+  bool auto_complete;
+  RETURN_IF_ERROR(TRITONBACKEND_ModelAutoCompleteConfig(model, &auto_complete));
+  if (strcmp(state->mode, "auto") == 0 && auto_complete && strstr(json, "\"input\":[{") == NULL) {
+    const char* completed =
+        "{\"name\":\"%s\",\"backend\":\"nereid_test\",\"max_batch_size\":0,"
+        "\"parameters\":{\"mode\":{\"string_value\":\"echo\"}},"
+        "\"input\":[{\"name\":\"IN\",\"data_type\":\"TYPE_FP32\",\"dims\":[-1]}],"
+        "\"output\":[{\"name\":\"OUT\",\"data_type\":\"TYPE_FP32\",\"dims\":[-1]}]}";
+    char text[512];
+    snprintf(text, sizeof(text), completed, name);
+    Message* message;
+    RETURN_IF_ERROR(TRITONSERVER_MessageNewFromSerializedJson(&message, text, strlen(text)));
+    RETURN_IF_ERROR(TRITONBACKEND_ModelSetConfig(model, 1, message));
+    TRITONSERVER_MessageDelete(message);
+  }
+  TRITONSERVER_MessageDelete(config);
+  if (strcmp(state->mode, "fail_model") == 0) {
+    free(state);
+    return TRITONSERVER_ErrorNew(INVALID_ARG, "model initialization failed on purpose");
+  }
+  return TRITONBACKEND_ModelSetState(model, state);
+}
+
+Error* TRITONBACKEND_ModelFinalize(Model* model) {
+  void* state;
+  RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &state));
+  free(state);
+  return NULL;
+}
+
+Error* TRITONBACKEND_ModelInstanceInitialize(Instance* instance) {
+  const char* name;
+  int kind;
+  int32_t device;
+  Model* model;
+  void* model_state;
+  RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceName(instance, &name));
+  RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceKind(instance, &kind));
+  RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceDeviceId(instance, &device));
+  RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceModel(instance, &model));
+  RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &model_state));
+  if (kind != 1 /* CPU */ || model_state == NULL)
+    return TRITONSERVER_ErrorNew(INTERNAL, "unexpected instance kind or model state");
+  if (strcmp(((ModelState*)model_state)->mode, "fail_instance") == 0)
+    return TRITONSERVER_ErrorNew(INVALID_ARG, "instance initialization failed on purpose");
+  return TRITONBACKEND_ModelInstanceSetState(instance, model_state);
+}
+
+Error* TRITONBACKEND_ModelInstanceFinalize(Instance* instance) {
+  (void)instance;
+  return NULL;
+}
+
+/* Adds output `name` to `response` holding a copy of `size` bytes. */
+static Error* add_output(Response* response, const char* name, int datatype,
+                         const int64_t* shape, uint32_t dims, const void* data, size_t size) {
+  Output* output;
+  RETURN_IF_ERROR(TRITONBACKEND_ResponseOutput(response, &output, name, datatype, shape, dims));
+  void* buffer;
+  int memory_type = 0;
+  int64_t memory_id = 0;
+  RETURN_IF_ERROR(TRITONBACKEND_OutputBuffer(output, &buffer, size, &memory_type, &memory_id));
+  memcpy(buffer, data, size);
+  return NULL;
+}
+
+static bool requested(Request* request, const char* name) {
+  uint32_t count;
+  if (TRITONBACKEND_RequestOutputCount(request, &count) != NULL) return false;
+  for (uint32_t i = 0; i < count; i++) {
+    const char* output;
+    if (TRITONBACKEND_RequestOutputName(request, i, &output) == NULL && strcmp(output, name) == 0)
+      return true;
+  }
+  return false;
+}
+
+static Error* echo(Instance* instance, Request* request) {
+  Model* model;
+  Backend* backend;
+  MemoryManager* memory;
+  RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceModel(instance, &model));
+  RETURN_IF_ERROR(TRITONBACKEND_ModelBackend(model, &backend));
+  RETURN_IF_ERROR(TRITONBACKEND_BackendMemoryManager(backend, &memory));
+  uint32_t inputs;
+  RETURN_IF_ERROR(TRITONBACKEND_RequestInputCount(request, &inputs));
+  Input* input;
+  RETURN_IF_ERROR(TRITONBACKEND_RequestInputByIndex(request, 0, &input));
+  const char* name;
+  int datatype;
+  const int64_t* shape;
+  uint32_t dims, buffers;
+  uint64_t byte_size;
+  RETURN_IF_ERROR(
+      TRITONBACKEND_InputProperties(input, &name, &datatype, &shape, &dims, &byte_size, &buffers));
+  void* copy;
+  RETURN_IF_ERROR(TRITONBACKEND_MemoryManagerAllocate(memory, &copy, 0, 0, byte_size));
+  size_t offset = 0;
+  for (uint32_t b = 0; b < buffers; b++) {
+    const void* data;
+    uint64_t size;
+    int memory_type = 0;
+    int64_t memory_id = 0;
+    RETURN_IF_ERROR(TRITONBACKEND_InputBuffer(input, b, &data, &size, &memory_type, &memory_id));
+    memcpy((char*)copy + offset, data, size);
+    offset += size;
+  }
+  uint64_t correlation = 0, timeout = 0;
+  uint32_t flags = 0, parameters = 0;
+  RETURN_IF_ERROR(TRITONBACKEND_RequestCorrelationId(request, &correlation));
+  RETURN_IF_ERROR(TRITONBACKEND_RequestFlags(request, &flags));
+  RETURN_IF_ERROR(TRITONBACKEND_InferenceRequestTimeoutMicroseconds(request, &timeout));
+  RETURN_IF_ERROR(TRITONBACKEND_RequestParameterCount(request, &parameters));
+  int64_t add = 0;
+  for (uint32_t p = 0; p < parameters; p++) {
+    const char* key;
+    int type;
+    const void* value;
+    RETURN_IF_ERROR(TRITONBACKEND_RequestParameter(request, p, &key, &type, &value));
+    if (strcmp(key, "add") == 0 && type == PARAM_INT) add = *(const int64_t*)value;
+  }
+  Response* response;
+  RETURN_IF_ERROR(TRITONBACKEND_ResponseNew(&response, request));
+  Error* err = NULL;
+  if (requested(request, "OUT"))
+    err = add_output(response, "OUT", datatype, shape, dims, copy, byte_size);
+  int64_t meta[5] = {(int64_t)correlation, flags, parameters, add, (int64_t)timeout};
+  int64_t meta_shape[1] = {5};
+  if (err == NULL && requested(request, "META"))
+    err = add_output(response, "META", TYPE_INT64, meta_shape, 1, meta, sizeof(meta));
+  TRITONBACKEND_MemoryManagerFree(memory, copy, 0, 0);
+  RETURN_IF_ERROR(TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, err));
+  if (err != NULL) TRITONSERVER_ErrorDelete(err);
+  return TRITONBACKEND_ModelInstanceReportStatistics(instance, request, true, now_ns(),
+                                                     now_ns() + 10, now_ns() + 20, now_ns() + 30);
+}
+
+typedef struct {
+  Factory* factory;
+  int32_t count;
+} Streaming;
+
+static void* stream_responses(void* arg) {
+  Streaming* job = arg;
+  for (int32_t i = 0; i < job->count; i++) {
+    Response* response;
+    if (TRITONBACKEND_ResponseNewFromFactory(&response, job->factory) != NULL) break;
+    int64_t shape[1] = {1};
+    Error* err = add_output(response, "OUT", TYPE_INT32, shape, 1, &i, sizeof(i));
+    TRITONBACKEND_ResponseSend(response, 0, err);
+    if (err != NULL) TRITONSERVER_ErrorDelete(err);
+  }
+  TRITONBACKEND_ResponseFactorySendFlags(job->factory, RESPONSE_FINAL);
+  TRITONBACKEND_ResponseFactoryDelete(job->factory);
+  free(job);
+  return NULL;
+}
+
+static Error* decoupled(Request* request) {
+  Input* input;
+  RETURN_IF_ERROR(TRITONBACKEND_RequestInput(request, "IN", &input));
+  const void* data;
+  uint64_t size;
+  int memory_type = 0;
+  int64_t memory_id = 0;
+  RETURN_IF_ERROR(TRITONBACKEND_InputBuffer(input, 0, &data, &size, &memory_type, &memory_id));
+  Streaming* job = malloc(sizeof(Streaming));
+  job->count = size >= 4 ? *(const int32_t*)data : 0;
+  RETURN_IF_ERROR(TRITONBACKEND_ResponseFactoryNew(&job->factory, request));
+  pthread_t thread;
+  pthread_create(&thread, NULL, stream_responses, job);
+  pthread_detach(thread);
+  return NULL;
+}
+
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t done;
+  ServerResponse* response;
+} Waiter;
+
+static Error* bls_alloc(Allocator* a, const char* name, size_t size, int type, int64_t id,
+                        void* userp, void** buffer, void** buffer_userp, int* actual_type,
+                        int64_t* actual_id) {
+  (void)a; (void)name; (void)type; (void)id; (void)userp;
+  *buffer = size > 0 ? malloc(size) : NULL;
+  *buffer_userp = NULL;
+  *actual_type = 0;
+  *actual_id = 0;
+  return NULL;
+}
+
+static Error* bls_release(Allocator* a, void* buffer, void* userp, size_t size, int type,
+                          int64_t id) {
+  (void)a; (void)userp; (void)size; (void)type; (void)id;
+  free(buffer);
+  return NULL;
+}
+
+static void bls_request_released(ServerRequest* request, uint32_t flags, void* userp) {
+  (void)flags; (void)userp;
+  TRITONSERVER_InferenceRequestDelete(request);
+}
+
+static void bls_response(ServerResponse* response, uint32_t flags, void* userp) {
+  (void)flags;
+  Waiter* waiter = userp;
+  pthread_mutex_lock(&waiter->lock);
+  waiter->response = response;
+  pthread_cond_signal(&waiter->done);
+  pthread_mutex_unlock(&waiter->lock);
+}
+
+static Error* bls(Instance* instance, Request* request) {
+  Model* model;
+  Server* server;
+  RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceModel(instance, &model));
+  RETURN_IF_ERROR(TRITONBACKEND_ModelServer(model, &server));
+  Input* input;
+  RETURN_IF_ERROR(TRITONBACKEND_RequestInput(request, "IN", &input));
+  const int64_t* shape;
+  uint32_t dims;
+  uint64_t byte_size;
+  const void* data;
+  uint64_t size;
+  int memory_type = 0;
+  int64_t memory_id = 0;
+  RETURN_IF_ERROR(TRITONBACKEND_InputProperties(input, NULL, NULL, &shape, &dims, &byte_size, NULL));
+  RETURN_IF_ERROR(TRITONBACKEND_InputBuffer(input, 0, &data, &size, &memory_type, &memory_id));
+  ServerRequest* inner;
+  RETURN_IF_ERROR(TRITONSERVER_InferenceRequestNew(&inner, server, "add_sub", -1));
+  const char* names[2] = {"INPUT0", "INPUT1"};
+  for (int i = 0; i < 2; i++) {
+    RETURN_IF_ERROR(TRITONSERVER_InferenceRequestAddInput(inner, names[i], TYPE_FP32, shape, dims));
+    RETURN_IF_ERROR(TRITONSERVER_InferenceRequestAppendInputData(inner, names[i], data, size, 0, 0));
+  }
+  RETURN_IF_ERROR(TRITONSERVER_InferenceRequestAddRequestedOutput(inner, "OUTPUT0"));
+  Allocator* allocator;
+  RETURN_IF_ERROR(TRITONSERVER_ResponseAllocatorNew(&allocator, bls_alloc, bls_release, NULL));
+  Waiter waiter = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL};
+  RETURN_IF_ERROR(TRITONSERVER_InferenceRequestSetReleaseCallback(inner, bls_request_released, NULL));
+  RETURN_IF_ERROR(
+      TRITONSERVER_InferenceRequestSetResponseCallback(inner, allocator, NULL, bls_response, &waiter));
+  RETURN_IF_ERROR(TRITONSERVER_ServerInferAsync(server, inner, NULL));
+  pthread_mutex_lock(&waiter.lock);
+  while (waiter.response == NULL) pthread_cond_wait(&waiter.done, &waiter.lock);
+  pthread_mutex_unlock(&waiter.lock);
+  Response* response;
+  RETURN_IF_ERROR(TRITONBACKEND_ResponseNew(&response, request));
+  Error* err = TRITONSERVER_InferenceResponseError(waiter.response);
+  if (err == NULL) {
+    const char* name;
+    int datatype;
+    const int64_t* out_shape;
+    uint64_t out_dims;
+    const void* base;
+    size_t out_size;
+    int out_type;
+    int64_t out_id;
+    void* userp;
+    err = TRITONSERVER_InferenceResponseOutput(waiter.response, 0, &name, &datatype, &out_shape,
+                                               &out_dims, &base, &out_size, &out_type, &out_id,
+                                               &userp);
+    if (err == NULL)
+      err = add_output(response, "OUT", datatype, out_shape, (uint32_t)out_dims, base, out_size);
+  }
+  TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, err);
+  if (err != NULL) TRITONSERVER_ErrorDelete(err);
+  TRITONSERVER_InferenceResponseDelete(waiter.response);
+  TRITONSERVER_ResponseAllocatorDelete(allocator);
+  return NULL;
+}
+
+#ifndef NO_EXECUTE
+Error* TRITONBACKEND_ModelInstanceExecute(Instance* instance, Request** requests,
+                                          const uint32_t count) {
+  void* state;
+  RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceState(instance, &state));
+  const char* mode = ((ModelState*)state)->mode;
+  if (strcmp(mode, "fail") == 0)
+    return TRITONSERVER_ErrorNew(INTERNAL, "execute failed on purpose");
+  for (uint32_t r = 0; r < count; r++) {
+    Error* err = NULL;
+    if (strcmp(mode, "decoupled") == 0) {
+      err = decoupled(requests[r]);
+    } else if (strcmp(mode, "bls") == 0) {
+      err = bls(instance, requests[r]);
+    } else if (strcmp(mode, "error") == 0) {
+      Response* response;
+      err = TRITONBACKEND_ResponseNew(&response, requests[r]);
+      if (err == NULL) {
+        Error* answer = TRITONSERVER_ErrorNew(INVALID_ARG, "the test backend refuses this request");
+        err = TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, answer);
+        TRITONSERVER_ErrorDelete(answer);
+      }
+    } else if (strcmp(mode, "silent") != 0) {
+      err = echo(instance, requests[r]);
+    }
+    if (err != NULL) {
+      fprintf(stderr, "test backend: %s\n", TRITONSERVER_ErrorMessage(err));
+      TRITONSERVER_ErrorDelete(err);
+    }
+    TRITONBACKEND_RequestRelease(requests[r], RELEASE_ALL);
+  }
+  return TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, count, now_ns(), now_ns() + 10,
+                                                          now_ns() + 20, now_ns() + 30);
+}
+#endif

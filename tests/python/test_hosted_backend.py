@@ -1,0 +1,188 @@
+"""Nereid hosting a Triton backend library: crates/triton-abi/tests/backend/test_backend.c,
+built here with `cc` against the ABI (no Triton header, no link to any Triton library),
+is loaded from `--backend-directory` as `nereid_test/libtriton_nereid_test.so` and driven
+with tritonclient: inputs and buffers, requested outputs, correlation ids, flags,
+parameters, timeouts, statistics, the memory manager, backend/model/instance state,
+auto-completion through TRITONBACKEND_ModelSetConfig, decoupled responses from another
+thread, BLS through TRITONSERVER_ServerInferAsync, and every way a backend can fail.
+"""
+
+import os
+import queue
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from conftest import EXAMPLE_MODELS, REPO_ROOT
+
+SOURCE = os.path.join(REPO_ROOT, "crates", "triton-abi", "tests", "backend", "test_backend.c")
+F32 = np.float32
+
+
+def build(directory, name, *flags):
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler (cc) to build the test backend")
+    target = directory / name / f"libtriton_{name}.so"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags, "-o", str(target),
+                    SOURCE, "-lpthread"], check=True)
+
+
+def model(root, name, mode, backend="nereid_test", io=None, extra=""):
+    io = io if io is not None else """
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "META" data_type: TYPE_INT64 dims: [ 5 ] } ]"""
+    (root / name / "1").mkdir(parents=True)
+    (root / name / "config.pbtxt").write_text(
+        f'name: "{name}"\nbackend: "{backend}"\n{io}\n'
+        f'parameters {{ key: "mode" value {{ string_value: "{mode}" }} }}\n{extra}')
+
+
+@pytest.fixture(scope="module")
+def hosted(tmp_path_factory):
+    from conftest import Server, base_args
+
+    backends = tmp_path_factory.mktemp("backends")
+    build(backends, "nereid_test")
+    build(backends, "no_execute", "-DNO_EXECUTE", "-Wno-unused-function")
+    build(backends, "too_new", "-DNEEDS_NEWER_API")
+    root = tmp_path_factory.mktemp("hosted_models")
+    model(root, "echo", "echo", extra="max_batch_size: 0")
+    model(root, "batched", "echo", extra="max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 50000 }",
+          io="""
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 2 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] }, { name: "META" data_type: TYPE_INT64 dims: [ 5 ] } ]""")
+    model(root, "streaming", "decoupled", extra="model_transaction_policy { decoupled: true }", io="""
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]""")
+    model(root, "refusing", "error")
+    model(root, "failing", "fail")
+    model(root, "silent", "silent")
+    model(root, "bls", "bls", extra="max_batch_size: 8", io="""
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]""")
+    model(root, "auto", "auto", io="")
+    model(root, "bad_model", "fail_model")
+    model(root, "bad_instance", "fail_instance")
+    model(root, "headless", "echo", backend="no_execute")
+    model(root, "too_new", "echo", backend="too_new")
+    model(root, "refused_backend", "echo", backend="refuse_me")
+    build(backends, "refuse_me")
+    shutil.copytree(os.path.join(EXAMPLE_MODELS, "add_sub"), root / "add_sub")
+    srv = Server(str(root), base_args(str(root), [
+        "--backend-directory", str(backends), "--exit-on-error=false",
+        "--backend-config=refuse_me,refuse=yes", "--backend-config=nereid_test,greeting=hi"]))
+    try:
+        srv.wait_started(timeout=60)
+        yield srv
+    finally:
+        srv.kill()
+
+
+def fp32(module, values, name="IN"):
+    array = np.array(values, F32)
+    tensor = module.InferInput(name, list(array.shape), "FP32")
+    tensor.set_data_from_numpy(array)
+    return tensor
+
+
+@pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])
+def test_inputs_outputs_and_request_metadata(hosted, module):
+    client = hosted.http_client() if module is httpclient else hosted.grpc_client()
+    result = client.infer("echo", [fp32(module, [1.5, -2, 3])], request_id="r1", timeout=7000,
+                          parameters={"add": 5, "note": "x"})
+    assert np.array_equal(result.as_numpy("OUT"), np.array([1.5, -2, 3], F32))
+    correlation, flags, parameter_count, add, timeout = result.as_numpy("META").tolist()
+    assert (correlation, flags, parameter_count, add, timeout) == (0, 0, 2, 5, 7000)
+    only_meta = client.infer("echo", [fp32(module, [1])], outputs=[module.InferRequestedOutput("META")])
+    assert only_meta.as_numpy("OUT") is None
+
+
+def test_batches_reach_the_backend_and_statistics_come_back(hosted):
+    from conftest import run_in_threads
+
+    answers = {}
+
+    def call(i):
+        client = hosted.grpc_client()
+        answers[i] = client.infer("batched", [fp32(grpcclient, [[i, -i]])]).as_numpy("OUT")
+        client.close()
+
+    run_in_threads(call, 6)
+    assert all(np.array_equal(answers[i], np.array([[i, -i]], F32)) for i in range(6))
+    stats = hosted.http_client().get_inference_statistics("batched")["model_stats"][0]
+    assert stats["inference_count"] == 6
+    assert stats["execution_count"] < 6
+    # The backend reports 10 ns for each phase of every batch.
+    for batch in stats["batch_stats"]:
+        assert batch["compute_infer"]["ns"] == 10 * batch["compute_infer"]["count"], batch
+        assert batch["compute_input"]["ns"] == 10 * batch["compute_input"]["count"], batch
+
+
+def test_decoupled_responses_stream_from_another_thread(hosted):
+    client = hosted.grpc_client()
+    answers = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        value = np.array([4], np.int32)
+        tensor = grpcclient.InferInput("IN", [1], "INT32")
+        tensor.set_data_from_numpy(value)
+        client.async_stream_infer("streaming", [tensor], request_id="s", enable_empty_final_response=True)
+        got = []
+        while not got or not got[-1][1]:
+            result, error = answers.get(timeout=10)
+            assert error is None, error
+            out = result.as_numpy("OUT")
+            got.append((None if out is None else int(out[0]),
+                        result.get_response().parameters["triton_final_response"].bool_param))
+    finally:
+        client.stop_stream()
+    assert got == [(0, False), (1, False), (2, False), (3, False), (None, True)]
+
+
+def test_bls_through_the_models_server(hosted):
+    result = hosted.http_client().infer("bls", [fp32(httpclient, [[1, 2, 3, 4]])])
+    assert np.array_equal(result.as_numpy("OUT"), np.array([[2, 4, 6, 8]], F32))
+
+
+def test_auto_complete_through_model_set_config(hosted):
+    client = hosted.http_client()
+    config = client.get_model_config("auto")
+    assert [i["name"] for i in config["input"]] == ["IN"]
+    assert config["parameters"]["mode"]["string_value"] == "echo"
+    assert np.array_equal(client.infer("auto", [fp32(httpclient, [7])]).as_numpy("OUT"), np.array([7], F32))
+
+
+def test_backend_errors_reach_the_client_and_the_server_keeps_serving(hosted):
+    client = hosted.http_client()
+    with pytest.raises(InferenceServerException, match="the test backend refuses this request"):
+        client.infer("refusing", [fp32(httpclient, [1])])
+    with pytest.raises(InferenceServerException,
+                       match=r"model 'failing' \(backend 'nereid_test'\): execute failed on purpose"):
+        client.infer("failing", [fp32(httpclient, [1])])
+    with pytest.raises(InferenceServerException,
+                       match=r"model 'silent' \(backend 'nereid_test'\) released a request without sending its final response"):
+        client.infer("silent", [fp32(httpclient, [1])])
+    assert client.infer("echo", [fp32(httpclient, [1])]).as_numpy("OUT").tolist() == [1.0]
+
+
+def test_failed_loads_name_the_backend_and_fail_alone(hosted):
+    index = {m["name"]: m for m in hosted.http_client().get_model_repository_index()}
+    reasons = {name: index[name].get("reason", "") for name in index}
+    assert index["echo"]["state"] == "READY" and index["add_sub"]["state"] == "READY"
+    assert "model initialization failed on purpose" in reasons["bad_model"]
+    assert "(backend 'nereid_test')" in reasons["bad_model"]
+    assert "instance initialization failed on purpose" in reasons["bad_instance"]
+    assert "(backend 'nereid_test')" in reasons["bad_instance"]
+    assert "unable to find required entrypoint 'TRITONBACKEND_ModelInstanceExecute'" in reasons["headless"]
+    assert "backend 'no_execute'" in reasons["headless"]
+    assert ("failed to initialize backend 'too_new': Triton backend API version does not support this backend"
+            in reasons["too_new"])
+    assert "failed to initialize backend 'refuse_me': refused by --backend-config" in reasons["refused_backend"]
+    for name in ("bad_model", "bad_instance", "headless", "too_new", "refused_backend"):
+        assert index[name]["state"] == "UNAVAILABLE", index[name]
