@@ -164,7 +164,7 @@ enum Admission {
     /// One answer, written in stream order.
     Ordered(Pin<Box<dyn Future<Output = ModelStreamInferResponse> + Send>>),
     /// A decoupled model's answers, forwarded as they come.
-    Streamed(Forward),
+    Streamed(Box<Forward>),
 }
 
 /// Admits one request now: the future of its stream message (the response, or the error
@@ -194,12 +194,12 @@ fn submit(
     if decoupled {
         if let Ok((request, targets)) = decoded {
             return match server.submit_stream(request) {
-                Ok(answers) => Admission::Streamed(Forward {
+                Ok(answers) => Admission::Streamed(Box::new(Forward {
                     answers,
                     echo,
                     targets,
                     empty_final,
-                }),
+                })),
                 Err(e) => Admission::Ordered(Box::pin(std::future::ready(message(Err(e), echo)))),
             };
         }
