@@ -20,24 +20,13 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import EXAMPLE_MODELS, run_in_threads, wait_for
+from conftest import ADD_SUB_IO, EXAMPLE_MODELS, run_in_threads, wait_for
 from triton_wheel import python_backend_directory, stub_environment
 
 F32 = np.float32
 
 # The first test also fetches the wheel and makes the stub's virtualenv.
 pytestmark = pytest.mark.timeout(600)
-
-ADD_SUB_IO = """
-input [
-  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-output [
-  { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
-  { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
-]
-"""
 
 ADD_SUB_PY = '''
 import numpy as np

@@ -164,16 +164,7 @@ impl Worker {
         drop(slot);
         // Before the answers go out, so a client that got one sees the state it left.
         self.publish_state_usage();
-        let ran = timing.ran.unwrap_or(total_batch);
-        if ran > 0 {
-            let for_clients: usize = payload
-                .iter()
-                .filter(|j| !j.padding)
-                .map(|j| j.batch_size)
-                .sum();
-            self.stats
-                .execution_finished(ran, for_clients.min(ran), timing);
-        }
+        self.count_execution(&payload, total_batch, timing);
         for (job, result) in payload.into_iter().zip(results) {
             self.answer(job, result, started, timing);
         }
@@ -216,6 +207,15 @@ impl Worker {
         };
         drop(slot);
         self.publish_state_usage();
+        self.count_execution(&payload, total_batch, timing);
+        for job in payload.into_iter().filter(|j| !j.padding) {
+            let queue = started.duration_since(job.enqueued_at);
+            job.streamed(queue, timing);
+        }
+    }
+
+    /// Counts one execution of `payload` (padding not counted for clients, as Triton).
+    fn count_execution(&self, payload: &[Job], total_batch: usize, timing: ComputeTiming) {
         let ran = timing.ran.unwrap_or(total_batch);
         if ran > 0 {
             let for_clients: usize = payload
@@ -225,10 +225,6 @@ impl Worker {
                 .sum();
             self.stats
                 .execution_finished(ran, for_clients.min(ran), timing);
-        }
-        for job in payload.into_iter().filter(|j| !j.padding) {
-            let queue = started.duration_since(job.enqueued_at);
-            job.streamed(queue, timing);
         }
     }
 

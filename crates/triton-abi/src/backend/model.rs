@@ -231,6 +231,19 @@ pub(crate) fn with_model(
     unsafe { ffi::with(model, "model", body) }
 }
 
+/// Triton's refusal of a model configuration version other than 1.
+fn config_version_supported(config_version: u32) -> std::result::Result<(), ErrorPtr> {
+    if config_version == 1 {
+        return Ok(());
+    }
+    Err(new_error(
+        TRITONSERVER_Error_Code::Unsupported,
+        format!(
+            "model configuration version {config_version} not supported, supported versions are: 1"
+        ),
+    ))
+}
+
 /// `TRITONBACKEND_ModelName`.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONBACKEND_ModelName(
@@ -270,12 +283,7 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelConfig(
     model_config: *mut *mut TRITONSERVER_Message,
 ) -> ErrorPtr {
     with_model(model, |m| {
-        if config_version != 1 {
-            return Err(new_error(
-                TRITONSERVER_Error_Code::Unsupported,
-                format!("model configuration version {config_version} not supported, supported versions are: 1"),
-            ));
-        }
+        config_version_supported(config_version)?;
         let config = m.config.lock().clone();
         // SAFETY: an out-parameter from the caller, checked for null by `give`.
         unsafe { TRITONSERVER_Message::give(model_config, &config) }
@@ -306,12 +314,7 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelSetConfig(
     model_config: *mut TRITONSERVER_Message,
 ) -> ErrorPtr {
     with_model(model, |m| {
-        if config_version != 1 {
-            return Err(new_error(
-                TRITONSERVER_Error_Code::Unsupported,
-                format!("model configuration version {config_version} not supported, supported versions are: 1"),
-            ));
-        }
+        config_version_supported(config_version)?;
         if !m.initializing.load(Ordering::Acquire) {
             return Err(new_error(
                 TRITONSERVER_Error_Code::Internal,
