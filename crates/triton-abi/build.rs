@@ -1,4 +1,9 @@
-//! Builds the soname stub: an empty shared object whose `DT_SONAME` is a placeholder.
+//! Two things for the build.
+//!
+//! Integration tests load cache plugins and backends that call back into the test
+//! executable, which must therefore export the ABI's functions like the nereid binary.
+//!
+//! The soname stub: an empty shared object whose `DT_SONAME` is a placeholder.
 //! Backend libraries name Triton's core library as needed (`libtritonserver.so`, or a
 //! hashed name in wheels); before loading one, Nereid writes a copy of this stub with
 //! that name as its soname and loads it, so the dynamic loader finds the dependency
@@ -12,6 +17,9 @@ const PLACEHOLDER: &str = "libnereid-soname-placeholder-xxxxxxxxxxxxxxxxxxxxxxxx
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    for prefix in ["TRITONBACKEND_", "TRITONCACHE_", "TRITONSERVER_"] {
+        println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol={prefix}*");
+    }
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let source = out.join("soname_stub.c");
     std::fs::write(

@@ -110,6 +110,28 @@ class TritonPythonModel:
         return None
 '''
 
+BLS_STREAM_PY = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            n = pb_utils.get_input_tensor_by_name(request, "IN")
+            values = []
+            for answer in pb_utils.InferenceRequest(
+                    model_name="repeat_py", requested_output_names=["OUT"], inputs=[n]).exec(decoupled=True):
+                if answer.has_error():
+                    raise pb_utils.TritonModelException(answer.error().message())
+                out = pb_utils.get_output_tensor_by_name(answer, "OUT")
+                if out is not None:
+                    values.append(int(out.as_numpy()[0]))
+            responses.append(pb_utils.InferenceResponse(output_tensors=[
+                pb_utils.Tensor("SEEN", np.array(values, dtype=np.int32))]))
+        return responses
+'''
+
 FAILING_PY = '''
 import triton_python_backend_utils as pb_utils
 
@@ -183,6 +205,9 @@ sequence_batching {
     "repeat_py": ('backend: "python"\nmax_batch_size: 0\nmodel_transaction_policy { decoupled: true }\n'
                   'input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
                   'output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]', REPEAT_PY),
+    "bls_stream_py": ('backend: "python"\nmax_batch_size: 0\n'
+                      'input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+                      'output [ { name: "SEEN" data_type: TYPE_INT32 dims: [ -1 ] } ]', BLS_STREAM_PY),
     "failing_py": ('backend: "python"\nmax_batch_size: 0\n' + ONE_FP32 % "Y", FAILING_PY),
     "auto_py": ('backend: "python"', AUTO_PY),
     "crash_py": ('backend: "python"\nmax_batch_size: 0\n' + ONE_FP32 % "Y", CRASH_PY),
@@ -355,6 +380,13 @@ def test_decoupled_model_streams_its_responses_over_grpc(pyserver):
         client.stop_stream()
     assert [g for g in got if g[0] == "three"] == [("three", 0, False), ("three", 1, False), ("three", 2, False)]
     assert [g for g in got if g[0] == "none"] == [("none", None, True)]
+
+
+def test_bls_reads_a_decoupled_models_responses(pyserver):
+    # The BLS request goes through TRITONSERVER_ServerInferAsync, whose response callback
+    # gets each response of the decoupled model and then the final flag.
+    result = pyserver.http_client().infer("bls_stream_py", one(httpclient, "IN", np.array([4], np.int32), "INT32"))
+    assert result.as_numpy("SEEN").tolist() == [0, 1, 2, 3]
 
 
 def test_decoupled_model_is_refused_where_one_answer_is_expected(pyserver):

@@ -117,6 +117,16 @@ impl Engine {
         self.server.submit(request)
     }
 
+    /// Admits a request of a decoupled model now (inside the runtime) and returns the
+    /// stream of its answers.
+    pub fn submit_stream(
+        &self,
+        request: nereid_core::request::InferRequest,
+    ) -> Result<nereid_core::response_stream::ResponseStream> {
+        let _inside = self.handle.enter();
+        self.server.submit_stream(request)
+    }
+
     /// Stops the server: readiness turns false, then the models stop, waiting at most
     /// `timeout` for them.
     pub fn stop(&self, timeout: Duration) {

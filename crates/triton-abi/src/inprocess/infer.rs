@@ -65,8 +65,18 @@ pub unsafe extern "C" fn TRITONSERVER_ServerInferAsync(
         };
         let cancel = Arc::new(Cancel::default());
         request.cancel = Some(cancel.clone());
-        let answer = server.engine.submit(core);
         let engine = server.engine.handle();
+        if delivery.spec.decoupled {
+            let answers = server
+                .engine
+                .submit_stream(core)
+                .map_err(|e| from_core(&e))?;
+            server
+                .engine
+                .spawn(stream_answers(answers, delivery, cancel, engine));
+            return Ok(());
+        }
+        let answer = server.engine.submit(core);
         server.engine.spawn(async move {
             let result = tokio::select! {
                 result = answer => result,
@@ -82,6 +92,41 @@ pub unsafe extern "C" fn TRITONSERVER_ServerInferAsync(
         });
         Ok(())
     })
+}
+
+/// Delivers a decoupled model's answers as they come: each through the response
+/// callback (flags 0, or COMPLETE_FINAL on the last; a final flag alone comes with a
+/// null response, as in Triton), then the release callback.
+async fn stream_answers(
+    mut answers: nereid_core::response_stream::ResponseStream,
+    delivery: Delivery,
+    cancel: Arc<Cancel>,
+    engine: tokio::runtime::Handle,
+) {
+    let delivery = Arc::new(delivery);
+    loop {
+        let next = tokio::select! {
+            next = answers.recv() => next,
+            () = cancel.cancelled() => Some(nereid_core::response_stream::StreamedResponse {
+                result: Some(Err(Error::new(ErrorKind::Cancelled, "inference request cancelled"))),
+                last: true,
+            }),
+        };
+        let (result, last) = match next {
+            Some(answer) => (answer.result, answer.last),
+            // The stream ended without a final message: close it for the caller.
+            None => (None, true),
+        };
+        let sending = delivery.clone();
+        // The caller's functions may block: run them off the runtime's workers.
+        let _ = engine
+            .spawn_blocking(move || sending.respond(result, last))
+            .await;
+        if last {
+            break;
+        }
+    }
+    delivery.release();
 }
 
 /// The core request for `request`: its tensors, id, parameters and the sequence,
@@ -145,22 +190,36 @@ struct Delivery {
 // SAFETY: the pointers are the C caller's handles and user pointers; Triton's API calls
 // allocators and callbacks from its own threads, so callers must accept any thread.
 unsafe impl Send for Delivery {}
+// SAFETY: as for Send; a decoupled request's responses are delivered one at a time.
+unsafe impl Sync for Delivery {}
 
 impl Delivery {
     /// Builds the response, calls the response callback, then releases the request.
     fn deliver(self, result: nereid_core::Result<InferResponse>) {
+        self.respond(Some(result), true);
+        self.release();
+    }
+
+    /// Calls the response callback with the response for `result` (null for a final
+    /// flag alone), marked COMPLETE_FINAL when `last`.
+    fn respond(&self, result: Option<nereid_core::Result<InferResponse>>, last: bool) {
         let response = match result {
-            Ok(answer) => self.place(&answer),
-            Err(e) => TRITONSERVER_InferenceResponse::failed(
+            None => std::ptr::null_mut(),
+            Some(Ok(answer)) => Box::into_raw(Box::new(self.place(&answer))),
+            Some(Err(e)) => Box::into_raw(Box::new(TRITONSERVER_InferenceResponse::failed(
                 &self.spec.name,
                 self.spec.version,
                 &self.id,
                 e,
-            ),
+            ))),
         };
-        let response = Box::into_raw(Box::new(response));
+        let flags = if last { RESPONSE_COMPLETE_FINAL } else { 0 };
         // SAFETY: the caller's response function; it now owns the response.
-        unsafe { (self.target.complete)(response, RESPONSE_COMPLETE_FINAL, self.target.userp) };
+        unsafe { (self.target.complete)(response, flags, self.target.userp) };
+    }
+
+    /// Gives the request back through the release callback.
+    fn release(&self) {
         if let Some((release, userp)) = self.release {
             // SAFETY: the caller's release function, given back its own request.
             unsafe { release(self.request, REQUEST_RELEASE_ALL, userp) };
