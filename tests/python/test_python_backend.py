@@ -10,6 +10,7 @@ checked against it with the same model files. Skips with the reason when the whe
 the stub's virtualenv cannot be had.
 """
 
+import json
 import os
 import queue
 import shutil
@@ -387,6 +388,22 @@ def test_bls_reads_a_decoupled_models_responses(pyserver):
     # gets each response of the decoupled model and then the final flag.
     result = pyserver.http_client().infer("bls_stream_py", one(httpclient, "IN", np.array([4], np.int32), "INT32"))
     assert result.as_numpy("SEEN").tolist() == [0, 1, 2, 3]
+
+
+def test_generate_stream_sends_an_event_per_response(pyserver):
+    body = json.dumps({"IN": [3]}).encode()
+    events = pyserver.request("POST", "/v2/models/repeat_py/generate_stream", body)
+    assert events.status == 200
+    assert events.headers["content-type"].startswith("text/event-stream")
+    data = [json.loads(line[len("data: "):]) for line in events.body.decode().split("\n\n") if line]
+    assert [d["OUT"] for d in data] == [0, 1, 2]
+    one_answer = pyserver.request("POST", "/v2/models/repeat_py/generate", json.dumps({"IN": [1]}).encode())
+    assert one_answer.status == 200 and one_answer.json()["OUT"] == 0
+    several = pyserver.request("POST", "/v2/models/repeat_py/generate", body)
+    assert several.status == 500
+    assert several.json()["error"] == (
+        "generate expects model to produce exactly 1 response, use generate stream for model "
+        "that generates various number of responses")
 
 
 def test_decoupled_model_is_refused_where_one_answer_is_expected(pyserver):
