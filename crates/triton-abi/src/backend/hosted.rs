@@ -126,18 +126,18 @@ impl HostedBackend {
         });
         let initialize = backend.library.initialize;
         let attributes = backend.library.attributes;
-        // Finalized on drop only once initialized: build the handle after initialize.
-        let pointer = std::ptr::from_ref::<TRITONBACKEND_Backend>(&backend).cast_mut();
-        if let Some(initialize) = initialize {
-            // SAFETY: the library's entry point with its backend object, which lives in
-            // the box for as long as the library is loaded.
-            callee_result(unsafe { initialize(pointer) })
-                .map_err(|e| e.prefixed(&format!("failed to initialize backend '{name}': ")))?;
-        }
+        // Built first: a backend whose initialize fails is finalized all the same when
+        // the handle drops, as Triton's backend destructor does.
         let handle = Arc::new(BackendHandle {
             backend,
             pending: PendingModels::default(),
         });
+        if let Some(initialize) = initialize {
+            // SAFETY: the library's entry point with its backend object, which lives in
+            // the box for as long as the library is loaded.
+            callee_result(unsafe { initialize(handle.pointer()) })
+                .map_err(|e| e.prefixed(&format!("failed to initialize backend '{name}': ")))?;
+        }
         if let Some(attributes) = attributes {
             let mut found = TRITONBACKEND_BackendAttribute::default();
             // SAFETY: the library's entry point with its backend and an attribute object

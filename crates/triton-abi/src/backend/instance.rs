@@ -98,8 +98,8 @@ impl HostedInstance {
             // its box until finalized.
             let error = unsafe { initialize(hosted.pointer()) };
             if let Err(e) = callee_result(error) {
-                // Not finalized: it never initialized.
-                std::mem::forget(hosted);
+                // Dropping `hosted` finalizes the instance even so, as Triton's
+                // instance destructor does: backends clean up there.
                 return Err(e.prefixed(&format!(
                     "failed to initialize instance '{}' of model '{}' (backend '{}'): ",
                     config.name,

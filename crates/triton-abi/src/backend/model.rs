@@ -83,19 +83,21 @@ impl ModelHandle {
             state: AtomicPtr::new(std::ptr::null_mut()),
             backend: backend.clone(),
         });
-        let pointer = std::ptr::from_ref::<TRITONBACKEND_Model>(&model).cast_mut();
+        // Built first: a model whose initialize fails is finalized all the same when the
+        // handle drops, as Triton's model destructor does.
+        let handle = Self { model };
         if let Some(initialize) = backend.object().library.model_initialize {
             // SAFETY: the library's entry point with a model object that lives in its box
             // until finalized.
-            callee_result(unsafe { initialize(pointer) }).map_err(|e| {
+            callee_result(unsafe { initialize(handle.pointer()) }).map_err(|e| {
                 e.prefixed(&format!(
                     "failed to load model '{name}' (backend '{}'): ",
                     backend.object().name()
                 ))
             })?;
         }
-        model.initializing.store(false, Ordering::Release);
-        Ok(Arc::new(Self { model }))
+        handle.model.initializing.store(false, Ordering::Release);
+        Ok(Arc::new(handle))
     }
 
     /// The model object's pointer, for the library's calls.
