@@ -6,8 +6,12 @@
 //! (the dev-dependency cycle would make two distinct `nereid_core` crates).
 //!
 //! - [`fuzz`]: the mutation fuzzer behind the `fuzz_tests` modules.
+//! - [`streaming`]: how the backend answers as a decoupled model.
 
 pub mod fuzz;
+pub mod streaming;
+
+pub use streaming::{Streaming, RESPONSES_PARAMETER};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -27,6 +31,7 @@ use crate::loaded::LoadedModel;
 use crate::model::ModelSpec;
 use crate::repository::BackendRegistry;
 use crate::request::{InferRequest, InferResponse, InputTensor, OutputTensor, Parameters};
+use crate::response_stream::ResponseSender;
 use crate::scheduler::{DefaultScheduler, InstancePool, Job, Reply, DEFAULT_QUEUE_CAPACITY};
 use crate::stats::{ModelStats, RequestRecord};
 use crate::DataType;
@@ -71,6 +76,7 @@ struct Behaviour {
     outputs: Outputs,
     delay: Duration,
     failure: Option<Failure>,
+    streaming: Streaming,
 }
 
 /// One `execute` call, as a test sees it afterwards.
@@ -112,6 +118,7 @@ impl TestBackend {
                     outputs,
                     delay: Duration::ZERO,
                     failure: None,
+                    streaming: Streaming::default(),
                 },
                 executions: Mutex::default(),
             }),
@@ -156,6 +163,13 @@ impl TestBackend {
     /// others in the same batch still succeed.
     pub fn failing_on(mut self, marker: i32, error: Error) -> Self {
         self.behaviour().failure = Some(Failure::Marker(marker, error));
+        self
+    }
+
+    /// How a model of this backend with the decoupled transaction policy answers (by
+    /// default each request's answer once, marked final).
+    pub fn streaming(mut self, streaming: Streaming) -> Self {
+        self.behaviour().streaming = streaming;
         self
     }
 
@@ -235,6 +249,26 @@ impl InstanceBackend for TestInstance {
         batch: &Batch<'_>,
         _timing: &mut ComputeTiming,
     ) -> Vec<Result<Vec<OutputTensor>>> {
+        self.answers(batch)
+    }
+
+    fn execute_decoupled(
+        &mut self,
+        batch: &Batch<'_>,
+        senders: Vec<ResponseSender>,
+        _timing: &mut ComputeTiming,
+    ) {
+        let answers = self.answers(batch);
+        self.shared
+            .behaviour
+            .streaming
+            .send(batch.requests(), answers, senders);
+    }
+}
+
+impl TestInstance {
+    /// Records the execution of `batch`, then answers each of its requests.
+    fn answers(&self, batch: &Batch<'_>) -> Vec<Result<Vec<OutputTensor>>> {
         self.shared.executions.lock().push(Execution {
             instance: self.name.clone(),
             batch_size: batch.total_batch_size(),

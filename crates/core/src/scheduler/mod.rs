@@ -3,6 +3,8 @@
 //! the dynamic batcher for models with `dynamic_batching`, the sequence batcher for
 //! `sequence_batching`, otherwise the default scheduler. All feed [`InstancePool`]s.
 
+#[cfg(test)]
+mod decoupled_tests;
 mod default;
 mod dynamic;
 pub mod hold;
