@@ -209,13 +209,16 @@ impl GrpcInferenceService for InferenceService {
         request: Request<ModelInferRequest>,
     ) -> Result<Response<ModelInferResponse>, Status> {
         let forwarded = forward::forwarded(self.header_forward.as_deref(), request.metadata());
+        let request = request.into_inner();
+        // Before the inputs are read, as Triton checks the transaction policy first.
+        let version = convert::parse_version(&request.model_version).map_err(to_status)?;
+        self.server
+            .refuse_decoupled(&request.model_name, version, "ModelInfer RPC")
+            .map_err(to_status)?;
         let (mut request, targets) =
-            convert::decode_request(request.into_inner(), self.server.shm()).map_err(to_status)?;
+            convert::decode_request(request, self.server.shm()).map_err(to_status)?;
         // After the body's parameters, as Triton's `ForwardHeadersAsParameters` runs.
         request.parameters.extend(forwarded.map_err(to_status)?);
-        self.server
-            .refuse_decoupled(&request.model_name, request.model_version, "ModelInfer RPC")
-            .map_err(to_status)?;
         let response = self.server.infer(request).await.map_err(to_status)?;
         Ok(Response::new(
             convert::encode_response(response, &targets).map_err(to_status)?,
@@ -363,6 +366,8 @@ impl Health for HealthService {
     }
 }
 
+#[cfg(test)]
+mod decoupled_tests;
 #[cfg(test)]
 mod forward_tests;
 #[cfg(test)]

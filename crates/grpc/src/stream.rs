@@ -3,8 +3,9 @@
 //! order they were sent) and run concurrently, each awaited by its own task; responses
 //! are written in the order the requests arrived, as Triton does for non-decoupled
 //! models, so a cache hit never overtakes an earlier miss; a decoupled model's answers
-//! are written as they come, each marked `triton_final_response`. A failed request is answered
-//! in-stream with `error_message` and the stream stays open.
+//! are written as they come. Every response says with `triton_final_response` whether it
+//! is its request's last. A failed request is answered in-stream with `error_message`
+//! and the stream stays open.
 //!
 //! Backpressure has two stages. Requests are read from the connection as soon as they
 //! arrive, into a read-ahead queue bounded in bytes ([`READ_AHEAD_BYTES`]): the HTTP/2
@@ -138,6 +139,9 @@ async fn admit_in_order(
                 drop(slot);
                 tokio::spawn(forward.run(outgoing.clone()));
             }
+            Admission::Now(message) => {
+                slot.send(Ok(message));
+            }
         }
     }
 }
@@ -165,10 +169,15 @@ enum Admission {
     Ordered(Pin<Box<dyn Future<Output = ModelStreamInferResponse> + Send>>),
     /// A decoupled model's answers, forwarded as they come.
     Streamed(Box<Forward>),
+    /// A decoupled model's request refused before it was issued: written at once.
+    Now(ModelStreamInferResponse),
 }
 
 /// Admits one request now: the future of its stream message (the response, or the error
 /// with the request's identity), or, for a decoupled model, the stream of its answers.
+/// An error before the request is issued (its version, model, inputs) carries only the
+/// request's id, as in Triton; a response that completes its request is marked
+/// `triton_final_response`.
 fn submit(
     server: &Server,
     forwarded: &nereid_core::Result<Parameters>,
@@ -181,39 +190,63 @@ fn submit(
         ..Default::default()
     };
     let empty_final = convert::wants_empty_final(&request);
+    // The model is looked up before the inputs are read, as Triton learns its
+    // transaction policy.
+    let decoupled = match convert::parse_version(&request.model_version)
+        .and_then(|version| server.model_spec(&request.model_name, version))
+    {
+        Ok(spec) => spec.decoupled,
+        Err(e) => return Admission::Ordered(Box::pin(std::future::ready(refused(e, echo.id)))),
+    };
     let decoded =
         convert::decode_request(request, server.shm()).and_then(|(mut request, targets)| {
             request.parameters.extend(forwarded.clone()?);
             Ok((request, targets))
         });
-    let decoupled = decoded.as_ref().is_ok_and(|(request, _)| {
-        server
-            .model_spec(&request.model_name, request.model_version)
-            .is_ok_and(|spec| spec.decoupled)
-    });
     if decoupled {
-        if let Ok((request, targets)) = decoded {
-            return match server.submit_stream(request) {
-                Ok(answers) => Admission::Streamed(Box::new(Forward {
-                    answers,
-                    echo,
-                    targets,
-                    empty_final,
-                })),
-                Err(e) => Admission::Ordered(Box::pin(std::future::ready(message(Err(e), echo)))),
-            };
-        }
-    }
-    let admitted = decoded.map(|(request, targets)| (server.submit(request), targets));
-    Admission::Ordered(Box::pin(async move {
-        let result = match admitted {
-            Ok((answer, targets)) => answer
-                .await
-                .and_then(|response| convert::encode_response(response, &targets)),
-            Err(e) => Err(e),
+        let admitted = decoded.and_then(|(request, targets)| {
+            Ok(Box::new(Forward {
+                answers: server.submit_stream(request)?,
+                echo: echo.clone(),
+                targets,
+                empty_final,
+            }))
+        });
+        return match admitted {
+            Ok(forward) => Admission::Streamed(forward),
+            Err(e) => Admission::Now(refused(e, echo.id)),
         };
-        message(result, echo)
+    }
+    let (answer, targets) = match decoded {
+        Ok((request, targets)) => (server.submit(request), targets),
+        Err(e) => {
+            return Admission::Ordered(Box::pin(std::future::ready(refused(e, echo.id))));
+        }
+    };
+    Admission::Ordered(Box::pin(async move {
+        let result = answer
+            .await
+            .and_then(|response| convert::encode_response(response, &targets));
+        let mut written = message(result, echo);
+        if written.error_message.is_empty() {
+            if let Some(response) = written.infer_response.as_mut() {
+                convert::mark_final(response, true);
+            }
+        }
+        written
     }))
+}
+
+/// The stream message for a request refused before it was issued: the error and the
+/// request's id alone.
+fn refused(error: nereid_core::Error, id: String) -> ModelStreamInferResponse {
+    ModelStreamInferResponse {
+        error_message: error.message().to_string(),
+        infer_response: Some(ModelInferResponse {
+            id,
+            ..Default::default()
+        }),
+    }
 }
 
 /// The answers of one request to a decoupled model, on their way to the stream.

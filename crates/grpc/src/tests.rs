@@ -18,14 +18,17 @@ use tonic::codec::CompressionEncoding;
 use tonic::transport::Channel;
 use tonic::Code;
 
-struct Harness {
-    client: GrpcInferenceServiceClient<Channel>,
+/// A running service and its clients; dropping it stops the service.
+pub(crate) struct Harness {
+    /// The inference client.
+    pub(crate) client: GrpcInferenceServiceClient<Channel>,
     health: HealthClient<Channel>,
     _stop: oneshot::Sender<()>,
     _repo: tempfile::TempDir,
 }
 
-const CONFIG: &str = r#"
+/// The `ident` model: FP32 `INPUT0` echoed to `OUTPUT0`.
+pub(crate) const CONFIG: &str = r#"
 backend: "identity"
 max_batch_size: 8
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
@@ -33,9 +36,20 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 "#;
 
 async fn start(control_mode: ControlMode) -> Harness {
+    start_with(control_mode, &[("ident", CONFIG)], &TestBackend::identity()).await
+}
+
+/// The service over a repository of `models` (name, config text) served by `backend`.
+pub(crate) async fn start_with(
+    control_mode: ControlMode,
+    models: &[(&str, &str)],
+    backend: &TestBackend,
+) -> Harness {
     let repo = tempfile::tempdir().expect("temp dir");
-    testing::write_model(repo.path(), "ident", CONFIG, &[1]);
-    let backends = TestBackend::identity().registry();
+    for (name, config) in models {
+        testing::write_model(repo.path(), name, config, &[1]);
+    }
+    let backends = backend.registry();
     let options = testing::repository_options(repo.path(), control_mode, &["*"]);
     let repository = Arc::new(ModelRepository::new(options, backends));
     repository.load_startup_models().await.expect("models load");

@@ -58,14 +58,19 @@ const REJECTION_TEXT_LIMIT: usize = 4096;
 /// extractors answer their rejections (a body over `--http-max-input-size`, a path that
 /// is not UTF-8) in plain text before any handler runs, and Triton's clients read the
 /// JSON `error` of every failed request (found by the HTTP fuzz target). Successes, JSON
-/// errors and errors without a body (the health endpoints' bare 400) pass unchanged.
+/// errors, event streams and errors without a body (the health endpoints' bare 400) pass unchanged.
 pub async fn json_rejections(response: Response) -> Response {
     let status = response.status();
-    let is_json = response
+    // JSON errors, and generate streams whose error events Triton sends under the
+    // error's status, are the answer as it should be.
+    let answered = response
         .headers()
         .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if is_json || !(status.is_client_error() || status.is_server_error()) {
+        .is_some_and(|v| {
+            let v = v.as_bytes();
+            v.starts_with(b"application/json") || v.starts_with(b"text/event-stream")
+        });
+    if answered || !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
     let (parts, body) = response.into_parts();

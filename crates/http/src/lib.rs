@@ -3,6 +3,8 @@
 
 mod admin;
 mod compression;
+#[cfg(test)]
+mod decoupled_tests;
 mod error;
 #[cfg(test)]
 mod forward_tests;
@@ -157,6 +159,10 @@ async fn infer_handler(
     body: Bytes,
 ) -> ApiResult<Response> {
     let (model, version) = admin::model_path(&path)?;
+    // Before the body is read, as Triton checks the transaction policy first.
+    state
+        .server
+        .refuse_decoupled(&model, version, "HTTP end point")?;
     let max_input_size = state.options.max_input_size;
     let body = compression::decode_body(&headers, body, max_input_size)?;
     let (mut request, format) = match infer::layout(&headers, body.len())? {
@@ -178,9 +184,6 @@ async fn infer_handler(
         let forwarded = forward.parameters(headers.iter().map(|(n, v)| (n.as_str(), v)))?;
         request.parameters.extend(forwarded);
     }
-    state
-        .server
-        .refuse_decoupled(&request.model_name, request.model_version, "HTTP end point")?;
     let response = state.server.infer(request).await?;
     Ok(infer::encode(
         &response,

@@ -2,7 +2,7 @@
 //! `.../generate_stream` the same objects as server-sent events (`data: {...}\n\n`), one
 //! per response: one event for most models, one per response of a decoupled model
 //! (written as each comes). `generate` on a decoupled model needs exactly one response,
-//! as in Triton.
+//! as in Triton, whose reply takes the status of the model's first message.
 //!
 //! Errors before inference (the model, the body, the request's validation) are answered
 //! as a JSON error with its status, as on every endpoint; an inference error on a stream
@@ -71,83 +71,92 @@ async fn run(
     }
     let request = request::decode(&spec, version, &body, state.options.max_input_size)?;
     validate_request(&spec, &request)?;
-    if spec.decoupled && stream {
-        return stream_decoupled(&state, request);
+    if spec.decoupled {
+        return decoupled(&state, request, stream).await;
     }
-    let answer = if spec.decoupled {
-        only_answer(&state, request).await
-    } else {
-        state.server.infer(request).await
-    };
-    let (status, json) = match answer {
+    let (status, json) = match state.server.infer(request).await {
         Ok(answer) => (StatusCode::OK, response::encode(&answer)?),
         Err(e) if stream => (status_of(e.kind()), error_json(&e)),
         Err(e) => return Err(e.into()),
     };
-    let (content_type, body) = if stream {
-        (EVENT_STREAM, format!("data: {json}\n\n"))
+    let body = if stream {
+        format!("data: {json}\n\n")
     } else {
-        ("application/json", json)
+        json
     };
-    Ok((
+    Ok(reply(status, stream, Body::from(body)))
+}
+
+/// The reply's head and `body`: JSON, or events for a stream.
+fn reply(status: StatusCode, stream: bool, body: Body) -> Response {
+    let content_type = if stream {
+        EVENT_STREAM
+    } else {
+        "application/json"
+    };
+    (
         status,
         [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
         body,
     )
-        .into_response())
+        .into_response()
 }
 
-/// A decoupled model's answers as events, each written as the model sends it; an
-/// error is an error event; a final flag alone ends the stream without one.
-fn stream_decoupled(state: &AppState, request: InferRequest) -> ApiResult<Response> {
+/// A decoupled model's answers. As in Triton, the reply starts when the first message
+/// comes, with its status (OK for a response or a final flag alone, the error's for an
+/// error), so a later error shows only in the body. A stream writes each response as an
+/// event as it comes; `generate` needs exactly one response (an error counts as one)
+/// and otherwise answers Triton's error under that same status.
+async fn decoupled(state: &AppState, request: InferRequest, stream: bool) -> ApiResult<Response> {
     let mut answers = state.server.submit_stream(request)?;
+    let first = answers.recv().await;
+    let status = match first.as_ref().and_then(|m| m.result.as_ref()) {
+        Some(Err(e)) => status_of(e.kind()),
+        _ => StatusCode::OK,
+    };
+    if !stream {
+        let mut jsons = Vec::new();
+        let mut next = first;
+        while let Some(message) = next {
+            jsons.extend(message.result.map(json_of));
+            next = if message.last {
+                None
+            } else {
+                answers.recv().await
+            };
+        }
+        let body = match (jsons.pop(), jsons.is_empty()) {
+            (Some(json), true) => json,
+            _ => error_json(&Error::internal(
+                "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses",
+            )),
+        };
+        return Ok(reply(status, false, Body::from(body)));
+    }
     let (events, body) = tokio::sync::mpsc::unbounded_channel::<Result<String, Infallible>>();
     tokio::spawn(async move {
-        while let Some(answer) = answers.recv().await {
-            let json = match answer.result {
-                Some(Ok(response)) => {
-                    response::encode(&response).unwrap_or_else(|e| error_json(&e))
-                }
-                Some(Err(e)) => error_json(&e),
-                None => String::new(),
-            };
+        let mut next = first;
+        while let Some(message) = next {
+            let event = message.result.map(|r| format!("data: {}\n\n", json_of(r)));
             // A client that went away stops the forwarding (dropping the answers).
-            if !json.is_empty() && events.send(Ok(format!("data: {json}\n\n"))).is_err() {
+            if event.is_some_and(|e| events.send(Ok(e)).is_err()) || message.last {
                 return;
             }
-            if answer.last {
-                return;
-            }
+            next = answers.recv().await;
         }
     });
-    Ok((
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, HeaderValue::from_static(EVENT_STREAM))],
+    Ok(reply(
+        status,
+        true,
         Body::from_stream(UnboundedReceiverStream::new(body)),
-    )
-        .into_response())
+    ))
 }
 
-/// The one response of a decoupled model's request, with Triton's error when it sends
-/// any other number.
-async fn only_answer(
-    state: &AppState,
-    request: InferRequest,
-) -> nereid_core::Result<InferResponse> {
-    let mut answers = state.server.submit_stream(request)?;
-    let mut results = Vec::new();
-    while let Some(answer) = answers.recv().await {
-        results.extend(answer.result);
-        if answer.last {
-            break;
-        }
-    }
-    match (results.pop(), results.is_empty()) {
-        (Some(result), true) => result,
-        _ => Err(Error::internal(
-            "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses",
-        )),
-    }
+/// The JSON of one response, or of its error.
+fn json_of(result: nereid_core::Result<InferResponse>) -> String {
+    result
+        .and_then(|r| response::encode(&r))
+        .unwrap_or_else(|e| error_json(&e))
 }
 
 fn error_json(e: &Error) -> String {
