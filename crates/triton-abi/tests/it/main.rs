@@ -5,5 +5,6 @@
 #![allow(unsafe_code)]
 
 mod c_program;
+mod decoupled;
 mod direct;
 mod fixture;
