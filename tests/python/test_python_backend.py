@@ -18,6 +18,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 
 import numpy as np
 import pytest
@@ -92,14 +93,25 @@ def pyserver(backends, tmp_path_factory):
     directory, env = backends
     root = tmp_path_factory.mktemp("python_models")
     write_repo(root)
+    prefix = f"nereid_pytest_{os.getpid()}_"
     srv = Server(str(root), base_args(str(root), [
-        "--backend-directory", directory, "--exit-on-error=false",
-        "--cache-config", "local,size=1048576"]), env=env)
+        "--backend-directory", directory, "--exit-on-error=false", "--cache-config", "local,size=1048576",
+        "--backend-config", f"python,shm-region-prefix-name={prefix}"]), env=env)
     try:
         srv.wait_started(timeout=120)
         yield srv
     finally:
+        # Killed rather than stopped: Nereid unloads models one after another on
+        # SIGTERM, about a second each with the python backend. The stubs exit with
+        # their parent; their regions, named by this server's prefix, are removed here.
         srv.kill()
+        for name in shm_regions(prefix):
+            os.unlink(os.path.join("/dev/shm", name))
+
+
+def shm_regions(prefix):
+    """The shared memory regions in /dev/shm whose names start with `prefix`."""
+    return [name for name in os.listdir("/dev/shm") if name.startswith(prefix)]
 
 
 def add_sub_inputs(module, a, b):
@@ -414,10 +426,6 @@ def stubs_of(pid):
     return stubs
 
 
-def shm_regions(prefix):
-    return [name for name in os.listdir("/dev/shm") if name.startswith(prefix)]
-
-
 def test_unload_ends_the_stub_and_leaves_no_shared_memory(backends, tmp_path, start_server):
     directory, env = backends
     copy_model(tmp_path, "add_sub_py")
@@ -440,6 +448,10 @@ def test_unload_ends_the_stub_and_leaves_no_shared_memory(backends, tmp_path, st
     assert np.array_equal(client.infer("add_sub_py", add_sub_inputs(httpclient, a, a)).as_numpy("OUTPUT1"), a - a)
     assert len(stubs_of(srv.proc.pid)) == 1
     assert len(shm_regions(prefix)) == 1
+    # A graceful stop unloads the model: its stub and region go with it.
+    srv.signal(signal.SIGTERM)
+    assert srv.wait_exit(30) == 0, srv.log(last=30)
+    assert not shm_regions(prefix)
 
 
 def test_a_missing_backend_library_fails_that_model_only(make_repo, start_server, tmp_path):
