@@ -147,8 +147,10 @@ def start_triton(port):
 
 def load_command(tool, server, model, protocol, concurrency, window_ms, csv_path):
     port = server.http if protocol == "http" else server.grpc
+    # perf_analyzer runs in a chroot that sees only the working directory: the CSV path is
+    # given relative to it (measure runs the load in the CSV's folder).
     common = ["-m", model, "-u", f"127.0.0.1:{port}", "-i", protocol,
-              "--concurrency-range", str(concurrency), "-p", str(window_ms), "-f", csv_path]
+              "--concurrency-range", str(concurrency), "-p", str(window_ms), "-f", os.path.basename(csv_path)]
     if tool == "perf_analyzer":
         return [os.path.join(TRITON, "perf-analyzer.sh"), *common, "--stability-percentage", "20",
                 "--max-trials", "6"]
@@ -160,7 +162,7 @@ def measure(tool, server, model, protocol, concurrency, window_ms, csv_path):
     success0, inferences0 = server.counts(model)
     ticks0 = server.cpu_ticks()
     run = subprocess.run(load_command(tool, server, model, protocol, concurrency, window_ms, csv_path),
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, cwd=os.path.dirname(csv_path))
     ticks1 = server.cpu_ticks()
     success1, inferences1 = server.counts(model)
     if run.returncode != 0:
@@ -207,7 +209,7 @@ def served_mlp_large(out, batches, window_ms, log):
             command = load_command("nereid-bench", server, "mlp_large_one", "grpc", 1, window_ms, path)
             success0, inferences0 = server.counts("mlp_large_one")
             ticks0 = server.cpu_ticks()
-            subprocess.run(command + ["-b", str(batch)], check=True, capture_output=True, timeout=600)
+            subprocess.run(command + ["-b", str(batch)], check=True, capture_output=True, timeout=600, cwd=out)
             ticks1 = server.cpu_ticks()
             _, inferences1 = server.counts("mlp_large_one")
             cpu_s = (ticks1 - ticks0) / CLK_TCK

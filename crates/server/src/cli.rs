@@ -87,6 +87,10 @@ pub struct Cli {
     /// Seconds to wait for in-flight requests at shutdown.
     #[arg(long, default_value_t = 30)]
     pub exit_timeout_secs: u64,
+    /// Threads that serve the network (HTTP, gRPC, metrics); model instances run on
+    /// threads of their own. Default: half the available cores, at least one.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub io_threads: Option<u16>,
     /// Seconds one model load may take (its files, backend model and instances) before it
     /// fails; the server keeps serving meanwhile.
     #[arg(long, default_value_t = 600)]
@@ -245,6 +249,18 @@ pub struct Config {
 }
 
 impl Config {
+    /// How many threads serve the network. Half the cores by default: the protocol work
+    /// of a request is short, and on a machine whose other cores are busy (model
+    /// instances, a load generator) every extra network thread mostly adds wake-ups and
+    /// work stealing; on two cores one thread costs a fifth less CPU per request than
+    /// two (BENCHMARKS.md, "Server CPU per request").
+    pub fn io_threads(&self) -> usize {
+        match self.cli.io_threads {
+            Some(n) => usize::from(n),
+            None => std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
+        }
+    }
+
     /// Validates the flags.
     pub fn from_cli(cli: Cli) -> anyhow::Result<Self> {
         let control_mode = match cli.model_control_mode.as_str() {
@@ -452,6 +468,17 @@ mod tests {
         let mut all = vec!["nereid", "--model-repository", "."];
         all.extend_from_slice(args);
         Config::from_cli(Cli::try_parse_from(all)?)
+    }
+
+    #[test]
+    fn io_threads_default_to_half_the_cores_and_refuse_zero() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(parse(&[]).expect("valid").io_threads(), (cores / 2).max(1));
+        assert_eq!(
+            parse(&["--io-threads", "3"]).expect("valid").io_threads(),
+            3
+        );
+        assert!(parse(&["--io-threads", "0"]).is_err());
     }
 
     #[test]
