@@ -69,6 +69,20 @@ class Server:
             total += int(fields[11]) + int(fields[12])
         return total
 
+    def footprint(self):
+        """(resident MiB, threads) of the server and its live children."""
+        rss_kib = threads = 0
+        children = subprocess.run(["pgrep", "-P", str(self.pid)], capture_output=True, text=True).stdout
+        for pid in [str(self.pid)] + children.split():
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    fields = dict(line.split(":", 1) for line in f if ":" in line)
+            except OSError:
+                continue
+            rss_kib += int(fields["VmRSS"].split()[0])
+            threads += int(fields["Threads"])
+        return rss_kib / 1024, threads
+
     def counts(self, model):
         """(successful requests, inferences) the server counted for `model`."""
         url = f"http://127.0.0.1:{self.http}/v2/models/{model}/stats"
@@ -115,9 +129,9 @@ def nereid_repository(with_python):
     return repo
 
 
-def start_nereid(port, with_python, log):
+def start_nereid(port, with_python, log, binary=NEREID, name="nereid"):
     repo = nereid_repository(with_python)
-    args = [NEREID, "--model-repository", repo, "--http-port", str(port), "--grpc-port", str(port + 1),
+    args = [binary, "--model-repository", repo, "--http-port", str(port), "--grpc-port", str(port + 1),
             "--metrics-port", str(port + 2), "--cache-config", "local,size=1048576"]
     env = dict(os.environ)
     if with_python:
@@ -131,7 +145,7 @@ def start_nereid(port, with_python, log):
         process.wait(timeout=60)
         shutil.rmtree(repo, ignore_errors=True)
 
-    return Server("nereid", process.pid, port, port + 1, stop)
+    return Server(name, process.pid, port, port + 1, stop)
 
 
 def start_triton(port):
@@ -165,6 +179,7 @@ def measure(tool, server, model, protocol, concurrency, window_ms, csv_path):
                          capture_output=True, text=True, timeout=600, cwd=os.path.dirname(csv_path))
     ticks1 = server.cpu_ticks()
     success1, inferences1 = server.counts(model)
+    rss_mib, threads = server.footprint()
     if run.returncode != 0:
         tail = (run.stdout + run.stderr)[-400:]
         raise RuntimeError(f"{tool} against {server.name} {model} failed: {tail}")
@@ -180,6 +195,8 @@ def measure(tool, server, model, protocol, concurrency, window_ms, csv_path):
         "infer_per_s": float(row["Inferences/Second"]),
         "p50_us": float(row["p50 latency"]),
         "p99_us": float(row["p99 latency"]),
+        "rss_mib": rss_mib,
+        "threads": threads,
     }
 
 
@@ -224,18 +241,20 @@ def median(values):
     return statistics.median(values) if values else float("nan")
 
 
-def summarize(rows, cells, tools):
-    lines = ["| cell | load | Triton µs CPU/req | Nereid µs CPU/req | ratio | Triton infer/s | Nereid infer/s "
-             "| Triton p50/p99 µs | Nereid p50/p99 µs |", "|---|---|---|---|---|---|---|---|---|"]
+def summarize(rows, cells, tools, reference):
+    """The table of medians over the rounds: `reference` (triton or base) against nereid."""
+    ref = "Triton" if reference == "triton" else "base"
+    lines = [f"| cell | load | {ref} µs CPU/req | Nereid µs CPU/req | ratio | {ref} infer/s | Nereid infer/s "
+             f"| {ref} p50/p99 µs | Nereid p50/p99 µs |", "|---|---|---|---|---|---|---|---|---|"]
     for cell in cells:
         for tool in tools:
             pick = {s: [r for r in rows if r["cell"] == cell and r["tool"] == tool and r["server"] == s]
-                    for s in ("triton", "nereid")}
-            if not pick["nereid"] or not pick["triton"]:
+                    for s in (reference, "nereid")}
+            if not pick["nereid"] or not pick[reference]:
                 continue
             fig = {s: {k: median([r[k] for r in pick[s]]) for k in ("cpu_us_per_request", "infer_per_s",
                                                                      "p50_us", "p99_us")} for s in pick}
-            t, n = fig["triton"], fig["nereid"]
+            t, n = fig[reference], fig["nereid"]
             lines.append(f"| {cell} | {tool} | {t['cpu_us_per_request']:.1f} | {n['cpu_us_per_request']:.1f} "
                          f"| {n['cpu_us_per_request'] / t['cpu_us_per_request']:.2f} | {t['infer_per_s']:,.0f} "
                          f"| {n['infer_per_s']:,.0f} | {t['p50_us']:.0f}/{t['p99_us']:.0f} "
@@ -251,6 +270,7 @@ def main():
     parser.add_argument("--cells", default=",".join(CELLS))
     parser.add_argument("--tools", default="perf_analyzer,nereid-bench")
     parser.add_argument("--servers", default="nereid,triton", help="nereid alone for quick iterations")
+    parser.add_argument("--base", help="another nereid binary to put beside this build (before/after)")
     parser.add_argument("--ort-batches", default="1,8,32", help="'' skips the in-process ONNX Runtime part")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -267,12 +287,15 @@ def main():
             servers["nereid"] = start_nereid(18000, with_python, log)
         if "triton" in names:
             servers["triton"] = start_triton(28000)
+        if args.base:
+            servers["base"] = start_nereid(19000, with_python, log, args.base, "base")
+        at_rest = {name: server.footprint() for name, server in servers.items()}
         for round_ in range(args.rounds):
             order = list(servers.values()) if round_ % 2 == 0 else list(servers.values())[::-1]
             for cell in cells:
                 for tool in tools:
                     for server in order:
-                        model = CELLS[cell][0] if server.name == "nereid" else CELLS[cell][1]
+                        model = CELLS[cell][1] if server.name == "triton" else CELLS[cell][0]
                         _, _, protocol, concurrency = CELLS[cell]
                         path = os.path.join(args.out, f"{server.name}_{cell}_{tool}_r{round_}.csv")
                         row = measure(tool, server, model, protocol, concurrency, args.window_ms, path)
@@ -287,8 +310,16 @@ def main():
     with open(os.path.join(args.out, "rows.json"), "w") as f:
         json.dump(rows, f, indent=1)
     print()
-    if len(servers) == 2:
-        print(summarize(rows, cells, tools))
+    print("| server | RSS MiB at rest | threads at rest | most RSS MiB after a load | most threads after a load |\n"
+          "|---|---|---|---|---|")
+    for name, (rss, threads) in at_rest.items():
+        mine = [r for r in rows if r["server"] == name]
+        print(f"| {name} | {rss:.1f} | {threads} | {max(r['rss_mib'] for r in mine):.1f} "
+              f"| {max(r['threads'] for r in mine)} |")
+    print()
+    for reference in ("triton", "base"):
+        if reference in servers and "nereid" in servers:
+            print(summarize(rows, cells, tools, reference) + "\n")
     batches = [int(b) for b in args.ort_batches.split(",") if b]
     if batches:
         subprocess.run([os.path.join(ROOT, ".venv", "bin", "python"), os.path.join(ROOT, "scripts", "make_bench_models.py"),

@@ -20,14 +20,6 @@ use tritonserver::backend::{HostedBackends, HostedSettings};
 
 use crate::cli::{Cli, Config};
 
-/// mimalloc instead of glibc's malloc: a request allocates and frees a few dozen small
-/// buffers (headers, frames, tensors, futures), and glibc's free lists and consolidation
-/// took about 9% of the server's CPU on cache hits; with mimalloc a request costs 2–4%
-/// less CPU (BENCHMARKS.md, "Server CPU per request"). Only the executable: the embedding
-/// library leaves the allocator to its host program.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() {
     // Keeps the C ABI's functions in the executable (and, with build.rs, in its dynamic
     // symbol table) for the cache plugins it loads.
