@@ -14,6 +14,11 @@ Cells (c = concurrency, batch 1):
   model_http_c4, model_grpc_c4        add_sub runs: Nereid's ONNX model, Triton's python one
   python_http_c4, python_grpc_c4      add_sub in Triton's python backend on both servers
                                       (only where the wheel's python backend is unpacked)
+  opt-in: model_{http,grpc}_c{1,16}, cache_{http,grpc}_c16 (latency checks against --base)
+
+Then mlp_large (compute-bound) served by Nereid at concurrency 1 in requests of a fixed
+batch size, against ONNX Runtime in-process on one thread, in CPU per inference. The
+tables go to OUT/summary.md, every run's figures to OUT/rows.json.
 """
 
 import argparse
@@ -48,6 +53,12 @@ CELLS = {
     "python_http_c4": ("add_sub_py", "add_sub", "http", 4),
     "python_grpc_c4": ("add_sub_py", "add_sub", "grpc", 4),
 }
+DEFAULT_CELLS = list(CELLS)
+# Opt-in (--cells): the latency sweep that checks a change against --base.
+for _protocol in ("http", "grpc"):
+    for _c in (1, 16):
+        CELLS[f"model_{_protocol}_c{_c}"] = ("add_sub", "add_sub", _protocol, _c)
+    CELLS[f"cache_{_protocol}_c16"] = ("add_sub_cache", "add_sub_cache", _protocol, 16)
 
 
 class Server:
@@ -267,7 +278,7 @@ def main():
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "vs_triton"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--window-ms", type=int, default=1500)
-    parser.add_argument("--cells", default=",".join(CELLS))
+    parser.add_argument("--cells", default=",".join(DEFAULT_CELLS), help=f"of {', '.join(CELLS)}")
     parser.add_argument("--tools", default="perf_analyzer,nereid-bench")
     parser.add_argument("--servers", default="nereid,triton", help="nereid alone for quick iterations")
     parser.add_argument("--base", help="another nereid binary to put beside this build (before/after)")
@@ -309,17 +320,15 @@ def main():
             server.stop()
     with open(os.path.join(args.out, "rows.json"), "w") as f:
         json.dump(rows, f, indent=1)
-    print()
-    print("| server | RSS MiB at rest | threads at rest | most RSS MiB after a load | most threads after a load |\n"
-          "|---|---|---|---|---|")
+    report = ["| server | RSS MiB at rest | threads at rest | most RSS MiB after a load | most threads after a load |",
+              "|---|---|---|---|---|"]
     for name, (rss, threads) in at_rest.items():
         mine = [r for r in rows if r["server"] == name]
-        print(f"| {name} | {rss:.1f} | {threads} | {max(r['rss_mib'] for r in mine):.1f} "
-              f"| {max(r['threads'] for r in mine)} |")
-    print()
+        report.append(f"| {name} | {rss:.1f} | {threads} | {max(r['rss_mib'] for r in mine):.1f} "
+                      f"| {max(r['threads'] for r in mine)} |")
     for reference in ("triton", "base"):
         if reference in servers and "nereid" in servers:
-            print(summarize(rows, cells, tools, reference) + "\n")
+            report += ["", summarize(rows, cells, tools, reference)]
     batches = [int(b) for b in args.ort_batches.split(",") if b]
     if batches:
         subprocess.run([os.path.join(ROOT, ".venv", "bin", "python"), os.path.join(ROOT, "scripts", "make_bench_models.py"),
@@ -327,10 +336,14 @@ def main():
         make_one_instance(os.path.join(args.out, "models"))
         inprocess = ort_baseline(args.out, batches, 3)
         served = served_mlp_large(args.out, batches, args.window_ms, log)
-        print("\n| mlp_large batch | ONNX Runtime in-process µs CPU/inference | Nereid served µs CPU/inference "
-              "| ratio |\n|---|---|---|---|")
+        report += ["", "| mlp_large batch | ONNX Runtime in-process µs CPU/inference "
+                   "| Nereid served µs CPU/inference | ratio |", "|---|---|---|---|"]
         for b in batches:
-            print(f"| {b} | {inprocess[b]:.1f} | {served[b]:.1f} | {served[b] / inprocess[b]:.2f} |")
+            report.append(f"| {b} | {inprocess[b]:.1f} | {served[b]:.1f} | {served[b] / inprocess[b]:.2f} |")
+    text = "\n".join(report) + "\n"
+    with open(os.path.join(args.out, "summary.md"), "w") as f:
+        f.write(text)
+    print("\n" + text)
     return 0
 
 
