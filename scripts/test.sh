@@ -12,6 +12,12 @@ if ! command -v redis-server >/dev/null; then
   apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
 fi
 
+# The scale-out tests (tests/python/test_scale_out.py) put Debian's HAProxy in front of replicas.
+if ! command -v haproxy >/dev/null; then
+  echo "test: installing haproxy" >&2
+  apt-get update -qq && apt-get install -y -qq haproxy >/dev/null
+fi
+
 # The cache plugin tests relink Triton's own plugin to need libtritonserver.so.
 if ! command -v patchelf >/dev/null; then
   echo "test: installing patchelf" >&2
@@ -36,3 +42,12 @@ cp target/release/deps/libtritonserver.so target/release/libtritonserver.so
 
 echo "test: tritonclient conformance suite" >&2
 NEREID_BIN="$PWD/target/release/nereid" .venv/bin/python -m pytest -q tests/python
+
+# The container image: built offline from Debian packages and run under podman.
+# NEREID_SKIP_IMAGE=1 leaves it out (e.g. without root).
+if [ "${NEREID_SKIP_IMAGE:-0}" = 1 ]; then
+  echo "test: container image test skipped (NEREID_SKIP_IMAGE=1)" >&2
+else
+  echo "test: container image" >&2
+  IMAGE_BUILD_OPTIONAL=1 scripts/test_image.sh target/release/nereid
+fi

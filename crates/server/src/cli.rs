@@ -34,7 +34,7 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 )]
 pub struct Cli {
     /// Model repository directory (repeatable).
-    #[arg(long = "model-repository", alias = "model-store", required = true)]
+    #[arg(long = "model-repository", visible_alias = "model-store", required = true)]
     pub model_repository: Vec<PathBuf>,
     /// HTTP port (0 picks a free one).
     #[arg(long, default_value_t = 8000)]
