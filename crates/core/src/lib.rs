@@ -26,6 +26,7 @@ pub mod ensemble;
 pub mod error;
 pub mod header_forward;
 pub mod loaded;
+pub mod log_settings;
 mod metrics;
 pub mod model;
 pub mod raw_input;

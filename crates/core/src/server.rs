@@ -10,6 +10,7 @@ use std::time::Instant;
 use crate::classification::classify_response;
 use crate::config::PublishedConfig;
 use crate::error::{Error, Result};
+use crate::log_settings::{LogControl, LogSettings, SettingValue};
 use crate::model::ModelSpec;
 use crate::repository::ModelRepository;
 use crate::request::{Answer, Classifications, InferRequest, InferResponse};
@@ -17,7 +18,8 @@ use crate::response_stream::{ResponseStream, StreamedResponse};
 use crate::stats::ModelStatsSnapshot;
 use crate::DataType;
 
-/// Protocol extensions that really work in this build (listed in server metadata).
+/// Protocol extensions that always work in this build; [`Server::extensions`] adds those
+/// that depend on how the server was started.
 pub const EXTENSIONS: &[&str] = &[
     "classification",
     "system_shared_memory",
@@ -73,6 +75,8 @@ pub struct Server {
     shm: crate::shm::ShmRegistry,
     /// `true` once shutdown has begun; long-lived calls (streams) watch it.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// The process's log settings, when the process lets clients change them.
+    log_control: Option<Arc<LogControl>>,
 }
 
 impl Server {
@@ -89,7 +93,42 @@ impl Server {
             strict_readiness,
             shm: crate::shm::ShmRegistry::default(),
             stopping: tokio::sync::watch::Sender::new(false),
+            log_control: None,
         }
+    }
+
+    /// Lets the logging extension read and change the process's log settings through
+    /// `control` (before serving). Without it the extension answers Triton's "the server
+    /// does not support dynamic logging", as a Triton built without logging does.
+    pub fn with_log_control(mut self, control: Arc<LogControl>) -> Self {
+        self.log_control = Some(control);
+        self
+    }
+
+    /// The protocol extensions this server supports, for server metadata.
+    pub fn extensions(&self) -> Vec<&'static str> {
+        let mut extensions = EXTENSIONS.to_vec();
+        if self.log_control.is_some() {
+            extensions.push("logging");
+        }
+        extensions
+    }
+
+    /// The log settings in force (the logging extension).
+    pub fn log_settings(&self) -> Result<LogSettings> {
+        Ok(self.log_control()?.settings())
+    }
+
+    /// Changes the named log settings, all or none, and returns the settings then in
+    /// force (the logging extension).
+    pub fn update_log_settings(&self, changes: &[(String, SettingValue)]) -> Result<LogSettings> {
+        self.log_control()?.update(changes)
+    }
+
+    fn log_control(&self) -> Result<&LogControl> {
+        self.log_control
+            .as_deref()
+            .ok_or_else(|| Error::unavailable("the server does not support dynamic logging"))
     }
 
     /// Sets how much shared memory clients may register (before serving starts).

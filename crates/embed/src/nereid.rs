@@ -60,17 +60,19 @@ impl Nereid {
             },
             registry,
         ));
-        let server = Arc::new(
-            Server::new(
-                ServerIdentity {
-                    name: options.id.clone(),
-                    version: env!("CARGO_PKG_VERSION").to_string(),
-                },
-                repository.clone(),
-                options.strict_readiness,
-            )
-            .with_shm_limits(options.shm_limits),
-        );
+        let mut server = Server::new(
+            ServerIdentity {
+                name: options.id.clone(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            },
+            repository.clone(),
+            options.strict_readiness,
+        )
+        .with_shm_limits(options.shm_limits);
+        if let Some(control) = &options.log_control {
+            server = server.with_log_control(control.clone());
+        }
+        let server = Arc::new(server);
         for hook in &options.on_server {
             hook(&server);
         }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use nereid_core::backend::BackendLoader;
 use nereid_core::cache::CacheStore;
+use nereid_core::log_settings::LogControl;
 use nereid_core::repository::{BackendRegistry, StorageLimits};
 use nereid_core::shm::ShmLimits;
 use nereid_core::ControlMode;
@@ -64,6 +65,10 @@ pub struct Options {
     /// How long the repository waits for its storage (`--repository-timeout-secs`,
     /// `--model-load-timeout-secs`).
     pub storage_limits: StorageLimits,
+    /// The process's log settings, for Triton's logging extension (`/v2/logging`,
+    /// `LogSettings`); `None` when the embedding program owns logging, and the extension
+    /// then answers that dynamic logging is not supported.
+    pub log_control: Option<Arc<LogControl>>,
 }
 
 /// See [`Options::on_server`].
@@ -92,6 +97,7 @@ impl Default for Options {
             exit_timeout: Duration::from_secs(30),
             shm_limits: ShmLimits::default(),
             storage_limits: StorageLimits::default(),
+            log_control: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! wire message, with Triton's parameter checks (server `src/grpc/grpc_server.cc`).
 
 use nereid_core::repository::{IndexEntry, LoadRequest, FILE_PREFIX};
-use nereid_core::server::{TensorMetadata, EXTENSIONS};
+use nereid_core::server::TensorMetadata;
 use nereid_core::stats::{ModelStatsSnapshot, StatDuration};
 use nereid_core::{Error, Result, Server};
 use nereid_proto::inference::model_metadata_response::TensorMetadata as WireTensorMetadata;
@@ -34,7 +34,7 @@ pub fn server_metadata(server: &Server) -> ServerMetadataResponse {
     ServerMetadataResponse {
         name: identity.name.clone(),
         version: identity.version.clone(),
-        extensions: EXTENSIONS.iter().map(|e| e.to_string()).collect(),
+        extensions: server.extensions().into_iter().map(String::from).collect(),
     }
 }
 

@@ -19,6 +19,7 @@ pub mod contents;
 pub mod convert;
 pub mod forward;
 pub mod limits;
+pub mod logging;
 pub mod restrict;
 pub mod shm;
 pub mod status;
@@ -340,9 +341,9 @@ impl GrpcInferenceService for InferenceService {
 
     async fn log_settings(
         &self,
-        _request: Request<LogSettingsRequest>,
+        request: Request<LogSettingsRequest>,
     ) -> Result<Response<LogSettingsResponse>, Status> {
-        Err(unsupported("log settings are not supported yet"))
+        reply(logging::log_settings(&self.server, request.into_inner()))
     }
 }
 

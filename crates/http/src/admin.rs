@@ -90,7 +90,7 @@ pub(crate) async fn all_stats(State(s): State<AppState>) -> ApiResult<Json<Value
 }
 
 /// Parses an optional JSON body (empty means default).
-fn optional_body<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> Result<T> {
+pub(crate) fn optional_body<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> Result<T> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }

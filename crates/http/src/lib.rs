@@ -13,6 +13,7 @@ mod fuzz_tests;
 mod generate;
 mod infer;
 mod json_data;
+mod logging;
 mod restrict;
 mod serve;
 mod shm;
@@ -133,6 +134,13 @@ pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
             ApiGroup::SharedMemory,
             shm::routes(),
         ))
+        .route(
+            "/v2/logging",
+            guard(
+                ApiGroup::Logging,
+                get(logging::get_settings).post(logging::update_settings),
+            ),
+        )
         .route(
             "/v2/repository/index",
             guard(repository, post(admin::repository_index)),

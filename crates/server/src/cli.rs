@@ -11,6 +11,7 @@ use anyhow::bail;
 use clap::{ArgAction, Parser};
 use nereid_core::cache::CacheConfig;
 use nereid_core::header_forward::HeaderForward;
+use nereid_core::log_settings::LogFormat;
 use nereid_core::repository::StorageLimits;
 use nereid_core::restricted::Restrictions;
 use nereid_core::shm::ShmLimits;
@@ -34,7 +35,11 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 )]
 pub struct Cli {
     /// Model repository directory (repeatable).
-    #[arg(long = "model-repository", visible_alias = "model-store", required = true)]
+    #[arg(
+        long = "model-repository",
+        visible_alias = "model-store",
+        required = true
+    )]
     pub model_repository: Vec<PathBuf>,
     /// HTTP port (0 picks a free one).
     #[arg(long, default_value_t = 8000)]
@@ -171,6 +176,10 @@ pub struct Cli {
     /// default or ISO8601.
     #[arg(long, default_value = "default")]
     pub log_format: String,
+    /// Write the log to this file (appending) instead of stderr; fixed for the process's
+    /// life, as in Triton.
+    #[arg(long)]
+    pub log_file: Option<String>,
     /// Largest HTTP request JSON, raw input or decompressed body in bytes (Triton's
     /// default, 64 MiB); binary tensor data after the JSON may take as much again.
     #[arg(long, default_value_t = nereid_http::DEFAULT_MAX_INPUT_SIZE)]
@@ -205,15 +214,6 @@ pub struct Cli {
     /// Milliseconds a keep-alive ping may go unanswered before the connection is closed.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub grpc_keepalive_timeout: u64,
-}
-
-/// `--log-format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Default,
-    /// Lines with ISO 8601 timestamps.
-    Iso8601,
 }
 
 /// A `--backend-config` setting.
@@ -274,10 +274,11 @@ impl Config {
         if !cli.load_model.is_empty() && control_mode != ControlMode::Explicit {
             bail!("--load-model requires --model-control-mode=explicit");
         }
-        let log_format = match cli.log_format.as_str() {
-            "default" => LogFormat::Default,
-            "ISO8601" => LogFormat::Iso8601,
-            other => bail!("invalid value '{other}' for --log-format: expected default or ISO8601"),
+        let Some(log_format) = LogFormat::parse(&cli.log_format) else {
+            bail!(
+                "invalid value '{}' for --log-format: expected default or ISO8601",
+                cli.log_format
+            );
         };
         let backend_settings = cli
             .backend_config

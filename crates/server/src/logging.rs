@@ -1,68 +1,87 @@
-//! Log setup from `--log-verbose`, `--log-info`, `--log-warning`, `--log-error` and
-//! `--log-format`; logs go to stderr. A log line that cannot be written (stderr closed,
-//! a pipe whose reader exited) is counted and dropped: logging never stops the server.
+//! The process's logger: `--log-verbose`, `--log-info`, `--log-warning`, `--log-error`,
+//! `--log-format` and `--log-file`, changed at run time through Triton's logging extension
+//! ([`LogControl`]). Lines go to the log file or stderr. A line that cannot be written
+//! (stderr closed, a pipe whose reader exited, a full disk) is counted and dropped:
+//! logging never stops the server.
 
+use std::fs::File;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
 
+use anyhow::Context;
+use nereid_core::log_settings::{LogControl, LogFormat, LogSettings, LogSink};
+use tracing::level_filters::LevelFilter;
+use tracing::{Level, Metadata};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::FormatTime;
 use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::{Context as LayerContext, Filter, SubscriberExt};
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
 
-use crate::cli::{Config, LogFormat};
+use crate::cli::Config;
 
-/// Log lines lost because stderr could not take them, for the metrics port.
+/// Log lines lost because their destination could not take them, for the metrics port.
 static LOST_LINES: AtomicU64 = AtomicU64::new(0);
 
-/// How many log lines were dropped so far because stderr refused them.
-pub fn lost_lines() -> u64 {
-    LOST_LINES.load(Ordering::Relaxed)
-}
-
-/// Nereid's own counter (Triton has none): log lines dropped because stderr refused them,
-/// so an operator can see that a log shipper went away. Appended to the metrics port.
+/// Nereid's own counter (Triton has none): log lines dropped because stderr or the log
+/// file refused them, so an operator can see that a log shipper went away. Appended to
+/// the metrics port.
 pub fn render_lost_lines(out: &mut String) {
     use std::fmt::Write as _;
     let _ = writeln!(
         out,
-        "# HELP nereid_log_lines_dropped_total Log lines dropped because stderr could not take them"
+        "# HELP nereid_log_lines_dropped_total Log lines dropped because stderr or the log file could not take them"
     );
     let _ = writeln!(out, "# TYPE nereid_log_lines_dropped_total counter");
-    let _ = writeln!(out, "nereid_log_lines_dropped_total {}", lost_lines());
+    let _ = writeln!(
+        out,
+        "nereid_log_lines_dropped_total {}",
+        LOST_LINES.load(Ordering::Relaxed)
+    );
 }
 
-/// Installs the global subscriber.
-pub fn init(config: &Config) {
+/// Installs the global subscriber with the flags' settings and returns the control the
+/// logging extension changes them through. Fails when `--log-file` cannot be opened.
+pub fn init(config: &Config) -> anyhow::Result<Arc<LogControl>> {
     let cli = &config.cli;
-    let level = if cli.log_verbose > 1 {
-        "trace"
-    } else if cli.log_verbose == 1 {
-        "debug"
-    } else if cli.log_info {
-        "info"
-    } else if cli.log_warning {
-        "warn"
-    } else if cli.log_error {
-        "error"
-    } else {
-        "off"
+    let settings = LogSettings {
+        file: cli.log_file.clone().unwrap_or_default(),
+        info: cli.log_info,
+        warning: cli.log_warning,
+        error: cli.log_error,
+        verbose_level: cli.log_verbose,
+        format: config.log_format,
     };
-    // Dependencies stay at warnings unless verbose logging is on.
-    let deps = if cli.log_verbose > 0 { level } else { "warn" };
-    let filter = EnvFilter::new(format!(
-        "{deps},nereid={level},nereid_core={level},nereid_http={level},nereid_grpc={level},nereid_backend_onnx={level},nereid_embed={level},tritonserver={level}"
-    ));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(LossyStderr)
+    let file = match &cli.log_file {
+        Some(path) if !path.is_empty() => Some(Arc::new(Mutex::new(
+            File::options()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("failed to open log file '{path}'"))?,
+        ))),
+        _ => None,
+    };
+    let switches = Arc::new(Switches::default());
+    switches.set(&settings);
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(LogWriter { file })
         // Its fallback report of a failed write goes to stderr with `eprintln!`, which
         // panics when stderr is what failed.
         .log_internal_errors(false)
         .with_ansi(false)
-        .with_target(false);
-    match config.log_format {
-        LogFormat::Default => builder.compact().init(),
-        LogFormat::Iso8601 => builder.init(),
-    }
+        .with_target(false)
+        .with_timer(Stamp(switches.clone()))
+        .compact()
+        .with_filter(Levels(switches.clone()));
+    tracing_subscriber::registry().with(layer).init();
+    Ok(Arc::new(LogControl::new(
+        settings,
+        Arc::new(ProcessLogger(switches)),
+    )))
 }
 
 /// Prints a last message to stderr without `eprintln!`'s panic when stderr is closed.
@@ -70,21 +89,151 @@ pub fn report(message: &str) {
     let _ = writeln!(std::io::stderr(), "{message}");
 }
 
-/// stderr, where a failed write counts one lost line instead of reporting an error.
-struct LossyStderr;
+/// The settings the filter and the timer read on every line.
+#[derive(Default)]
+struct Switches {
+    info: AtomicBool,
+    warning: AtomicBool,
+    error: AtomicBool,
+    verbose_level: AtomicU32,
+    iso8601: AtomicBool,
+}
 
-impl<'a> MakeWriter<'a> for LossyStderr {
-    type Writer = LossyStderr;
+impl Switches {
+    fn set(&self, settings: &LogSettings) {
+        self.info.store(settings.info, Ordering::Relaxed);
+        self.warning.store(settings.warning, Ordering::Relaxed);
+        self.error.store(settings.error, Ordering::Relaxed);
+        self.verbose_level
+            .store(settings.verbose_level, Ordering::Relaxed);
+        self.iso8601
+            .store(settings.format == LogFormat::Iso8601, Ordering::Relaxed);
+    }
 
-    fn make_writer(&'a self) -> Self::Writer {
-        LossyStderr
+    /// Whether a line at `level` from Nereid's own code is written. Info, warning and
+    /// error are switched one by one, as in Triton; verbose levels add debug and trace.
+    fn own(&self, level: Level) -> bool {
+        match level {
+            Level::ERROR => self.error.load(Ordering::Relaxed),
+            Level::WARN => self.warning.load(Ordering::Relaxed),
+            Level::INFO => self.info.load(Ordering::Relaxed),
+            Level::DEBUG => self.verbose_level.load(Ordering::Relaxed) >= 1,
+            Level::TRACE => self.verbose_level.load(Ordering::Relaxed) >= 2,
+        }
     }
 }
 
-impl Write for LossyStderr {
+/// Applies the logging extension's changes: the switches, then tracing's cached
+/// per-callsite answers, which were computed from the old ones.
+struct ProcessLogger(Arc<Switches>);
+
+impl LogSink for ProcessLogger {
+    fn apply(&self, settings: &LogSettings) {
+        self.0.set(settings);
+        tracing::callsite::rebuild_interest_cache();
+    }
+}
+
+/// Nereid's crates (and the C ABI's `tritonserver` target) log by the switches;
+/// dependencies only warnings and errors unless verbose logging is on.
+struct Levels(Arc<Switches>);
+
+impl<S> Filter<S> for Levels {
+    fn enabled(&self, meta: &Metadata<'_>, _: &LayerContext<'_, S>) -> bool {
+        let level = *meta.level();
+        let target = meta.target();
+        let own = target.starts_with("nereid") || target.starts_with("tritonserver");
+        if !own && level > Level::WARN && self.0.verbose_level.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        self.0.own(level)
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        // The most verbose level any switch lets through, so disabled macros stay cheap.
+        [
+            Level::TRACE,
+            Level::DEBUG,
+            Level::INFO,
+            Level::WARN,
+            Level::ERROR,
+        ]
+        .into_iter()
+        .find(|level| self.0.own(*level))
+        .map_or(Some(LevelFilter::OFF), |level| {
+            Some(LevelFilter::from_level(level))
+        })
+    }
+}
+
+/// The time stamp of `--log-format`: `default` is glog's `MMDD HH:MM:SS.uuuuuu`, as
+/// Triton's lines start; `ISO8601` is `YYYY-MM-DDTHH:MM:SSZ`. Both in UTC.
+struct Stamp(Arc<Switches>);
+
+impl FormatTime for Stamp {
+    fn format_time(&self, w: &mut Writer<'_>) -> std::fmt::Result {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let secs = now.as_secs();
+        let (year, month, day) = civil_date(secs / 86_400);
+        let (hour, minute, second) = (secs / 3600 % 24, secs / 60 % 60, secs % 60);
+        if self.0.iso8601.load(Ordering::Relaxed) {
+            write!(
+                w,
+                "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z"
+            )
+        } else {
+            let micros = now.subsec_micros();
+            write!(
+                w,
+                "{month:02}{day:02} {hour:02}:{minute:02}:{second:02}.{micros:06}"
+            )
+        }
+    }
+}
+
+/// The proleptic Gregorian (year, month, day) of a count of days since 1970-01-01
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_date(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The log file or stderr, where a failed write counts one lost line instead of
+/// reporting an error.
+#[derive(Clone)]
+struct LogWriter {
+    file: Option<Arc<Mutex<File>>>,
+}
+
+impl<'a> MakeWriter<'a> for LogWriter {
+    type Writer = LogWriter;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         // One formatted event is one `write_all`; losing part of it loses the line.
-        if std::io::stderr().write_all(buf).is_err() {
+        let written = match &self.file {
+            Some(file) => file
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .write_all(buf),
+            None => std::io::stderr().write_all(buf),
+        };
+        if written.is_err() {
             LOST_LINES.fetch_add(1, Ordering::Relaxed);
         }
         Ok(buf.len())
@@ -93,5 +242,31 @@ impl Write for LossyStderr {
     fn flush(&mut self) -> std::io::Result<()> {
         let _ = std::io::stderr().flush();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates_match_the_calendar() {
+        assert_eq!(civil_date(0), (1970, 1, 1));
+        assert_eq!(civil_date(11_016), (2000, 2, 29));
+        assert_eq!(civil_date(20_417), (2025, 11, 25));
+    }
+
+    #[test]
+    fn switches_select_levels_one_by_one() {
+        let switches = Switches::default();
+        switches.set(&LogSettings {
+            info: false,
+            ..LogSettings::default()
+        });
+        assert!(switches.own(Level::ERROR) && switches.own(Level::WARN));
+        assert!(!switches.own(Level::INFO) && !switches.own(Level::DEBUG));
+        let levels = Levels(Arc::new(switches));
+        let hint = <Levels as Filter<tracing_subscriber::Registry>>::max_level_hint(&levels);
+        assert_eq!(hint, Some(LevelFilter::WARN));
     }
 }

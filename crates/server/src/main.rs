@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use nereid_core::cache::CacheStore;
+use nereid_core::log_settings::LogControl;
 use nereid_embed::{FrontendOptions, Listeners, Nereid, Options};
 use tokio::net::TcpListener;
 use tritonserver::backend::{HostedBackends, HostedSettings};
@@ -35,7 +36,13 @@ fn main() {
             std::process::exit(2);
         }
     };
-    logging::init(&config);
+    let log_control = match logging::init(&config) {
+        Ok(control) => control,
+        Err(e) => {
+            logging::report(&format!("error: {e:#}"));
+            std::process::exit(2);
+        }
+    };
     listen::raise_fd_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.io_threads())
@@ -49,7 +56,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let result = runtime.block_on(run(config));
+    let result = runtime.block_on(run(config, log_control));
     // `run` has already waited as long as `--exit-timeout-secs` allows; a thread still
     // stuck on storage (a load reading a FIFO) must not hold the exit.
     runtime.shutdown_background();
@@ -87,7 +94,11 @@ fn cache_store(config: &Config) -> anyhow::Result<Option<Arc<dyn CacheStore>>> {
 }
 
 /// What [`Nereid::start`] needs, from the flags.
-fn options(config: &Config, cache: Option<Arc<dyn CacheStore>>) -> Options {
+fn options(
+    config: &Config,
+    cache: Option<Arc<dyn CacheStore>>,
+    log_control: Arc<LogControl>,
+) -> Options {
     let cli = &config.cli;
     let backend_config: Vec<_> = config
         .backend_settings
@@ -116,6 +127,7 @@ fn options(config: &Config, cache: Option<Arc<dyn CacheStore>>) -> Options {
         exit_timeout: Duration::from_secs(cli.exit_timeout_secs),
         shm_limits: config.shm_limits(),
         storage_limits: config.storage_limits(),
+        log_control: Some(log_control),
         ..Options::default()
     }
 }
@@ -157,13 +169,13 @@ fn frontends(config: &Config) -> FrontendOptions {
     }
 }
 
-async fn run(config: Config) -> anyhow::Result<()> {
+async fn run(config: Config, log_control: Arc<LogControl>) -> anyhow::Result<()> {
     // Listen for signals before the (possibly slow) model loading, so an early SIGTERM is
     // a clean stop rather than the default kill.
     let mut signal = std::pin::pin!(signal::signal_listener()?);
     let cache = cache_store(&config)?;
     let nereid = tokio::select! {
-        started = Nereid::start(options(&config, cache)) => started.map_err(|e| {
+        started = Nereid::start(options(&config, cache, log_control)) => started.map_err(|e| {
             anyhow::anyhow!("creating server: {} - {e}", e.kind().triton_name())
         })?,
         () = &mut signal => {

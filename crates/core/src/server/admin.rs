@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use super::{Server, TensorMetadata, EXTENSIONS};
+use super::{Server, TensorMetadata};
 use crate::error::Result;
 use crate::repository::{IndexEntry, LoadRequest};
 use crate::stats::{ModelStatsSnapshot, StatDuration};
@@ -17,7 +17,7 @@ impl Server {
         json!({
             "name": self.identity.name,
             "version": self.identity.version,
-            "extensions": EXTENSIONS,
+            "extensions": self.extensions(),
         })
     }
 
