@@ -28,21 +28,17 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+import yaml
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE_MODELS = os.path.join(REPO_ROOT, "examples", "models")
 IMAGE = os.environ.get("NEREID_IMAGE", "localhost/nereid:latest")
 READY_TIMEOUT_S = 30
 
-# KServe's kserve-tritonserver runtime (config/runtimes/kserve-tritonserver.yaml).
-KSERVE_ARGS = [
-    "tritonserver",
-    "--model-store=/mnt/models",
-    "--grpc-port=9000",
-    "--http-port=8080",
-    "--allow-grpc=true",
-    "--allow-http=true",
-]
+# The container arguments of deploy/kserve's runtime, which tests/python/test_deploy.py
+# holds equal to KServe's own kserve-tritonserver runtime.
+with open(os.path.join(REPO_ROOT, "deploy", "kserve", "cluster-serving-runtime.yaml")) as _f:
+    KSERVE_ARGS = yaml.safe_load(_f)["spec"]["containers"][0]["args"]
 
 # The securityContext deploy/kserve's runtime gives the container: runAsUser 1000,
 # allowPrivilegeEscalation false, every capability dropped.

@@ -60,40 +60,36 @@ def test_settings_read_and_change_over_both_protocols(explicit_server):
     assert "logging" in metadata["extensions"]
 
 
-def new_lines(server, since):
-    return server.lines[since:]
+def loaded_lines(server, since):
+    return [line for line in server.lines[since:] if "successfully loaded" in line]
+
+
+def load_and_read_line(server, model, poll):
+    """Loads `model` and waits for its "successfully loaded" line in the log."""
+    mark = len(server.lines)
+    server.http_client().load_model(model)
+    return poll(lambda: loaded_lines(server, mark), what=f"the info line of loading {model}")[0]
 
 
 def test_changes_take_effect_on_the_next_line(explicit_server, poll):
     server = explicit_server
     http = server.http_client()
-    # Info off: loading a model logs nothing at info level.
+    # Info off: loading a model logs nothing at info level (the unload that follows is
+    # logged after it, so waiting for it is waiting for the reader too).
     http.update_log_settings({"log_info": False})
     mark = len(server.lines)
     http.load_model("add_sub")
     http.unload_model("add_sub")
     poll(lambda: not http.is_model_ready("add_sub"), what="add_sub unloaded")
-    assert not [line for line in new_lines(server, mark) if "successfully loaded" in line]
+    assert loaded_lines(server, mark) == []
     # Info on, ISO 8601 stamps: the next load's line has both.
     http.update_log_settings({"log_info": True, "log_format": "ISO8601"})
-    mark = len(server.lines)
-    http.load_model("mlp")
-    poll(
-        lambda: [line for line in new_lines(server, mark) if "successfully loaded" in line],
-        what="the load's info line",
-    )
-    loaded = [line for line in new_lines(server, mark) if "successfully loaded" in line]
-    assert ISO8601_LINE.match(loaded[0]), loaded
+    line = load_and_read_line(server, "mlp", poll)
+    assert ISO8601_LINE.match(line), line
     # And back to Triton's default stamp.
     http.update_log_settings({"log_format": "default"})
-    mark = len(server.lines)
-    http.load_model("add_sub")
-    poll(
-        lambda: [line for line in new_lines(server, mark) if "successfully loaded" in line],
-        what="the load's info line",
-    )
-    loaded = [line for line in new_lines(server, mark) if "successfully loaded" in line]
-    assert DEFAULT_LINE.match(loaded[0]), loaded
+    line = load_and_read_line(server, "add_sub", poll)
+    assert DEFAULT_LINE.match(line), line
 
 
 @pytest.mark.parametrize(

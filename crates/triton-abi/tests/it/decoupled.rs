@@ -121,25 +121,6 @@ unsafe extern "C" fn alloc(
     null_mut()
 }
 
-unsafe extern "C" fn release(
-    _allocator: *mut TRITONSERVER_ResponseAllocator,
-    buffer: *mut c_void,
-    buffer_userp: *mut c_void,
-    _size: usize,
-    _memory_type: u32,
-    _memory_type_id: i64,
-) -> ErrorPtr {
-    // SAFETY: the buffer and its length from `alloc`.
-    unsafe {
-        let size = *Box::from_raw(buffer_userp.cast::<usize>());
-        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-            buffer.cast::<u8>(),
-            size,
-        )));
-    }
-    null_mut()
-}
-
 /// Builds the C test backend as `<dir>/nereid_test/libtriton_nereid_test.so`; false
 /// (with the reason printed) when there is no C compiler.
 fn build_backend(dir: &Path) -> bool {
@@ -213,7 +194,7 @@ fn each_response_then_a_null_final_response_then_the_release() {
         ok(TRITONSERVER_ResponseAllocatorNew(
             &mut allocator,
             Some(alloc),
-            Some(release),
+            Some(fixture::release),
             None,
         ));
         ok(TRITONSERVER_InferenceRequestNew(

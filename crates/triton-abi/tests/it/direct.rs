@@ -80,25 +80,6 @@ unsafe extern "C" fn alloc(
     null_mut()
 }
 
-unsafe extern "C" fn release(
-    _allocator: *mut TRITONSERVER_ResponseAllocator,
-    buffer: *mut c_void,
-    buffer_userp: *mut c_void,
-    _size: usize,
-    _memory_type: u32,
-    _memory_type_id: i64,
-) -> ErrorPtr {
-    // SAFETY: the buffer and its length from `alloc`.
-    unsafe {
-        let size = *Box::from_raw(buffer_userp.cast::<usize>());
-        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-            buffer.cast::<u8>(),
-            size,
-        )));
-    }
-    null_mut()
-}
-
 /// Events the callbacks report, in order.
 #[derive(Debug)]
 enum Event {
@@ -219,7 +200,7 @@ fn inputs_are_read_at_submission_and_outputs_land_in_the_allocators_buffers() {
         ok(TRITONSERVER_ResponseAllocatorNew(
             &mut allocator,
             Some(alloc),
-            Some(release),
+            Some(fixture::release),
             None,
         ));
         ok(TRITONSERVER_InferenceRequestNew(
@@ -381,7 +362,7 @@ fn a_callback_may_call_back_into_the_server() {
         ok(TRITONSERVER_ResponseAllocatorNew(
             &mut allocator,
             Some(alloc),
-            Some(release),
+            Some(fixture::release),
             None,
         ));
         ok(TRITONSERVER_InferenceRequestNew(

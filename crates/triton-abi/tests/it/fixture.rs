@@ -1,7 +1,12 @@
 //! The test model repository and the checks for what the tests need (ONNX Runtime, a C
 //! compiler).
 
+use std::ffi::c_void;
 use std::path::{Path, PathBuf};
+use std::ptr::null_mut;
+
+use tritonserver::error::ErrorPtr;
+use tritonserver::inprocess::allocator::TRITONSERVER_ResponseAllocator;
 
 /// The workspace root (ONNX Runtime is found through its `.venv`).
 pub fn workspace_root() -> PathBuf {
@@ -49,4 +54,28 @@ pub fn repository() -> tempfile::TempDir {
         std::fs::write(model.join("config.pbtxt"), format!("{config}{extra}")).expect("config");
     }
     dir
+}
+
+/// The response allocator's release function for the tests' host buffers: `alloc` stores
+/// a boxed `[u8]` as the buffer and its boxed length as `buffer_userp`.
+///
+/// # Safety
+/// Called by the server with a buffer and user pointer an `alloc` of that shape made.
+pub unsafe extern "C" fn release(
+    _allocator: *mut TRITONSERVER_ResponseAllocator,
+    buffer: *mut c_void,
+    buffer_userp: *mut c_void,
+    _size: usize,
+    _memory_type: u32,
+    _memory_type_id: i64,
+) -> ErrorPtr {
+    // SAFETY: the buffer and its length from `alloc`.
+    unsafe {
+        let size = *Box::from_raw(buffer_userp.cast::<usize>());
+        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+            buffer.cast::<u8>(),
+            size,
+        )));
+    }
+    null_mut()
 }
