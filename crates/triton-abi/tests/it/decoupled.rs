@@ -4,7 +4,7 @@
 //! backend (tests/backend/test_backend.c) in its `decoupled` mode, which answers from a
 //! thread of its own after its execute returned.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_void, CStr};
 use std::path::Path;
 use std::ptr::{null, null_mut};
 use std::sync::mpsc;
@@ -98,29 +98,6 @@ unsafe extern "C" fn on_release(
     let _ = events.send(Event::Released);
 }
 
-unsafe extern "C" fn alloc(
-    _allocator: *mut TRITONSERVER_ResponseAllocator,
-    _name: *const c_char,
-    size: usize,
-    _memory_type: u32,
-    _memory_type_id: i64,
-    _userp: *mut c_void,
-    buffer: *mut *mut c_void,
-    buffer_userp: *mut *mut c_void,
-    actual_memory_type: *mut u32,
-    actual_memory_type_id: *mut i64,
-) -> ErrorPtr {
-    // SAFETY: valid out-parameters; the storage is freed by `release`.
-    unsafe {
-        let storage = Box::into_raw(vec![0u8; size].into_boxed_slice());
-        buffer.write(storage.cast());
-        buffer_userp.write(Box::into_raw(Box::new(size)).cast());
-        actual_memory_type.write(0);
-        actual_memory_type_id.write(0);
-    }
-    null_mut()
-}
-
 /// Builds the C test backend as `<dir>/nereid_test/libtriton_nereid_test.so`; false
 /// (with the reason printed) when there is no C compiler.
 fn build_backend(dir: &Path) -> bool {
@@ -193,7 +170,7 @@ fn each_response_then_a_null_final_response_then_the_release() {
         ok(TRITONSERVER_ServerOptionsDelete(options));
         ok(TRITONSERVER_ResponseAllocatorNew(
             &mut allocator,
-            Some(alloc),
+            Some(fixture::alloc),
             Some(fixture::release),
             None,
         ));

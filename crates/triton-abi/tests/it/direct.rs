@@ -1,7 +1,7 @@
 //! The in-process API called directly from Rust through its exported functions, as a C
 //! program would call them.
 
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_void, CStr, CString};
 use std::ptr::{null, null_mut};
 use std::sync::mpsc;
 
@@ -47,37 +47,6 @@ fn failure(error: ErrorPtr) -> (TRITONSERVER_Error_Code, String) {
 
 fn c(text: &str) -> CString {
     CString::new(text).expect("no NUL")
-}
-
-/// What the allocator should hand out: host memory, or (wrongly) "GPU" memory.
-#[derive(Clone, Copy, PartialEq)]
-enum Memory {
-    Host,
-    Gpu,
-}
-
-unsafe extern "C" fn alloc(
-    _allocator: *mut TRITONSERVER_ResponseAllocator,
-    _name: *const c_char,
-    size: usize,
-    _memory_type: u32,
-    _memory_type_id: i64,
-    userp: *mut c_void,
-    buffer: *mut *mut c_void,
-    buffer_userp: *mut *mut c_void,
-    actual_memory_type: *mut u32,
-    actual_memory_type_id: *mut i64,
-) -> ErrorPtr {
-    // SAFETY: `userp` is the `Memory` the test passed; the out-parameters are valid.
-    unsafe {
-        let memory = *userp.cast::<Memory>();
-        let storage = Box::into_raw(vec![0u8; size].into_boxed_slice());
-        buffer.write(storage.cast());
-        buffer_userp.write(Box::into_raw(Box::new(size)).cast());
-        actual_memory_type.write(if memory == Memory::Gpu { 2 } else { 0 });
-        actual_memory_type_id.write(0);
-    }
-    null_mut()
 }
 
 /// Events the callbacks report, in order.
@@ -189,7 +158,7 @@ fn inputs_are_read_at_submission_and_outputs_land_in_the_allocators_buffers() {
     let (sender, events) = mpsc::channel::<Event>();
     let sender = Box::into_raw(Box::new(sender));
     // Read by the library through pointers, so they are cells.
-    let memory = std::cell::Cell::new(Memory::Host);
+    let memory = std::cell::Cell::new(fixture::Memory::Host);
     let mut allocator = null_mut();
     let mut request = null_mut();
     let in0 = [1.0f32, 2.0, 3.0, 4.0].map(std::cell::Cell::new);
@@ -199,7 +168,7 @@ fn inputs_are_read_at_submission_and_outputs_land_in_the_allocators_buffers() {
     unsafe {
         ok(TRITONSERVER_ResponseAllocatorNew(
             &mut allocator,
-            Some(alloc),
+            Some(fixture::alloc),
             Some(fixture::release),
             None,
         ));
@@ -261,7 +230,7 @@ fn inputs_are_read_at_submission_and_outputs_land_in_the_allocators_buffers() {
         ok(TRITONSERVER_InferenceResponseDelete(response));
 
         // An allocator that hands out GPU memory fails the response, not the process.
-        memory.set(Memory::Gpu);
+        memory.set(fixture::Memory::Gpu);
         let response = infer(server, request, &events);
         let (code, message) = failure(TRITONSERVER_InferenceResponseError(response));
         assert_eq!(code, TRITONSERVER_Error_Code::Unsupported);
@@ -352,7 +321,7 @@ fn a_callback_may_call_back_into_the_server() {
     let server = start(repository.path());
     let (done, finished) = mpsc::channel();
     let reentry = Box::into_raw(Box::new(Reentry { server, done }));
-    let mut memory = Memory::Host;
+    let mut memory = fixture::Memory::Host;
     let mut allocator = null_mut();
     let mut request = null_mut();
     let data = [0.5f32; 4];
@@ -361,7 +330,7 @@ fn a_callback_may_call_back_into_the_server() {
     unsafe {
         ok(TRITONSERVER_ResponseAllocatorNew(
             &mut allocator,
-            Some(alloc),
+            Some(fixture::alloc),
             Some(fixture::release),
             None,
         ));
@@ -396,7 +365,7 @@ fn a_callback_may_call_back_into_the_server() {
         ok(TRITONSERVER_InferenceRequestSetResponseCallback(
             request,
             allocator,
-            (&mut memory as *mut Memory).cast(),
+            (&mut memory as *mut fixture::Memory).cast(),
             Some(drop_response),
             null_mut(),
         ));

@@ -1,7 +1,7 @@
 //! The test model repository and the checks for what the tests need (ONNX Runtime, a C
 //! compiler).
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void};
 use std::path::{Path, PathBuf};
 use std::ptr::null_mut;
 
@@ -76,6 +76,49 @@ pub unsafe extern "C" fn release(
             buffer.cast::<u8>(),
             size,
         )));
+    }
+    null_mut()
+}
+
+/// What the allocator should hand out: host memory, or (wrongly) "GPU" memory.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Memory {
+    Host,
+    Gpu,
+}
+
+/// The response allocator's allocation function for the tests: a boxed `[u8]` of the
+/// asked size as the buffer, its boxed length as `buffer_userp` (freed by [`release`]).
+/// The allocator's user pointer is a [`Memory`] saying what to report, or null for host
+/// memory.
+///
+/// # Safety
+/// Called by the server with valid out-parameters and such a user pointer.
+pub unsafe extern "C" fn alloc(
+    _allocator: *mut TRITONSERVER_ResponseAllocator,
+    _name: *const c_char,
+    size: usize,
+    _memory_type: u32,
+    _memory_type_id: i64,
+    userp: *mut c_void,
+    buffer: *mut *mut c_void,
+    buffer_userp: *mut *mut c_void,
+    actual_memory_type: *mut u32,
+    actual_memory_type_id: *mut i64,
+) -> ErrorPtr {
+    // SAFETY: `userp` is null or the `Memory` the test passed; the out-parameters are
+    // valid.
+    unsafe {
+        let memory = userp
+            .cast::<Memory>()
+            .as_ref()
+            .copied()
+            .unwrap_or(Memory::Host);
+        let storage = Box::into_raw(vec![0u8; size].into_boxed_slice());
+        buffer.write(storage.cast());
+        buffer_userp.write(Box::into_raw(Box::new(size)).cast());
+        actual_memory_type.write(if memory == Memory::Gpu { 2 } else { 0 });
+        actual_memory_type_id.write(0);
     }
     null_mut()
 }
