@@ -26,7 +26,7 @@ pub mod ensemble;
 pub mod error;
 pub mod header_forward;
 pub mod loaded;
-mod metrics;
+pub mod metrics;
 pub mod model;
 pub mod raw_input;
 pub mod repository;
