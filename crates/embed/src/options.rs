@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use nereid_core::backend::BackendLoader;
 use nereid_core::cache::CacheStore;
+use nereid_core::metrics::MetricsConfig;
 use nereid_core::repository::{BackendRegistry, StorageLimits};
 use nereid_core::shm::ShmLimits;
 use nereid_core::ControlMode;
@@ -64,6 +65,8 @@ pub struct Options {
     /// How long the repository waits for its storage (`--repository-timeout-secs`,
     /// `--model-load-timeout-secs`).
     pub storage_limits: StorageLimits,
+    /// The latency metrics each model exports (`--metrics-config`).
+    pub metrics_config: MetricsConfig,
 }
 
 /// See [`Options::on_server`].
@@ -92,6 +95,7 @@ impl Default for Options {
             exit_timeout: Duration::from_secs(30),
             shm_limits: ShmLimits::default(),
             storage_limits: StorageLimits::default(),
+            metrics_config: MetricsConfig::default(),
         }
     }
 }

@@ -116,6 +116,7 @@ fn options(config: &Config, cache: Option<Arc<dyn CacheStore>>) -> Options {
         exit_timeout: Duration::from_secs(cli.exit_timeout_secs),
         shm_limits: config.shm_limits(),
         storage_limits: config.storage_limits(),
+        metrics_config: config.metrics_config.clone(),
         ..Options::default()
     }
 }
@@ -154,6 +155,7 @@ fn frontends(config: &Config) -> FrontendOptions {
             tritonserver::metrics::render(text);
             logging::render_lost_lines(text);
         })),
+        metrics_interval: config.metrics_interval(),
     }
 }
 
