@@ -458,7 +458,7 @@ mod tests {
             },
             load_duration: Duration::from_millis(1500),
         };
-        let text = render(&[m.clone()], None);
+        let text = render(std::slice::from_ref(&m), None);
         assert!(text.contains("nv_inference_request_success{model=\"add_sub\",version=\"1\"} 3\n"));
         assert!(text.contains(
             "nv_inference_request_failure{model=\"add_sub\",reason=\"BACKEND\",version=\"1\"} 2\n"
