@@ -27,7 +27,7 @@ pub mod error;
 pub mod header_forward;
 pub mod loaded;
 pub mod log_settings;
-mod metrics;
+pub mod metrics;
 pub mod model;
 pub mod raw_input;
 pub mod repository;

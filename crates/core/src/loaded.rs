@@ -3,7 +3,7 @@
 //! off a request in flight.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -13,6 +13,7 @@ use crate::config::PublishedConfig;
 use crate::ensemble::graph::Plan;
 use crate::ensemble::{Ensemble, StepModel};
 use crate::error::{Error, Result};
+use crate::metrics::ModelMetrics;
 use crate::model::ModelSpec;
 use crate::request::{select_outputs, Answer, InferRequest, InferResponse, OutputTensor};
 use crate::response_stream::{ResponseSender, ResponseStream};
@@ -37,6 +38,8 @@ pub struct LoadedModel {
     runner: Runner,
     /// The server's response cache, when this model uses it.
     cache: Option<Arc<ResponseCache>>,
+    /// How long loading this version took (`nv_model_load_duration_secs`).
+    load_duration: Duration,
 }
 
 impl LoadedModel {
@@ -54,7 +57,14 @@ impl LoadedModel {
             stats,
             runner: Runner::Scheduled(scheduler),
             cache,
+            load_duration: Duration::ZERO,
         }
+    }
+
+    /// The model, recording that its load took `load_duration`.
+    pub fn with_load_duration(mut self, load_duration: Duration) -> Self {
+        self.load_duration = load_duration;
+        self
     }
 
     /// A loaded ensemble version.
@@ -62,14 +72,16 @@ impl LoadedModel {
         spec: Arc<ModelSpec>,
         config: Arc<PublishedConfig>,
         ensemble: Ensemble,
+        stats: Arc<ModelStats>,
         cache: Option<Arc<ResponseCache>>,
     ) -> Self {
         Self {
             spec,
             config,
-            stats: Arc::default(),
+            stats,
             runner: Runner::Ensemble(ensemble),
             cache,
+            load_duration: Duration::ZERO,
         }
     }
 
@@ -98,6 +110,16 @@ impl LoadedModel {
         let mut snapshot = self.stats.snapshot(&self.spec.name, self.spec.version);
         snapshot.cache_enabled = self.cache.is_some();
         snapshot
+    }
+
+    /// Everything the metrics endpoint exports for this version: its statistics, its
+    /// latency summaries and how long it took to load.
+    pub fn metrics(&self) -> ModelMetrics {
+        ModelMetrics {
+            stats: self.snapshot(),
+            latency: self.stats.latency_metrics(),
+            load_duration: self.load_duration,
+        }
     }
 
     /// Admits one request now (validation, and the scheduler's queue unless the model
@@ -187,12 +209,14 @@ impl LoadedModel {
         let id = request.id.clone();
         let times = Arc::new(StepTimes::default());
         // A caller that goes away before the steps finish drops the record: cancelled.
-        let record = RequestRecord::open(
+        let mut record = RequestRecord::open(
             self.stats.clone(),
             admitted.received_at,
             admitted.step_times,
             FailureReason::Canceled,
         );
+        // Its steps start now; each is pending in its own model's queue.
+        record.executing();
         // The ensemble's own `reshape`s: its steps see the inputs in their reshape
         // layout, and its outputs, produced in theirs, go back to the client in `dims`.
         self.spec.reshape_inputs(&mut request.inputs);

@@ -335,7 +335,13 @@ impl Server {
     /// Prometheus text for the metrics endpoint.
     pub fn metrics_text(&self) -> String {
         let cache = self.repository.cache().and_then(|c| c.snapshot());
-        crate::metrics::render(&self.all_statistics(), cache.as_ref())
+        let models: Vec<_> = self
+            .repository
+            .ready_models()
+            .iter()
+            .map(|m| m.metrics())
+            .collect();
+        crate::metrics::render(&models, cache.as_ref())
     }
 
     fn all_statistics(&self) -> Vec<ModelStatsSnapshot> {

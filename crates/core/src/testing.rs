@@ -524,6 +524,7 @@ pub fn repository_options(
             strict_model_config: true,
             normalize: NormalizeOptions::default(),
             cache: None,
+            metrics: Default::default(),
         },
         storage: Default::default(),
     }

@@ -2,6 +2,7 @@
 //! the machine's and whatever the embedding process appends.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::header;
@@ -22,22 +23,27 @@ struct MetricsState {
     appendix: Option<MetricsAppendix>,
 }
 
-/// Serves `/metrics` until `shutdown` resolves, under `limits`.
+/// Serves `/metrics` until `shutdown` resolves, under `limits`, polling the system
+/// gauges every `interval` meanwhile.
 pub async fn serve(
     server: Arc<Server>,
     listener: TcpListener,
     limits: Limits,
     appendix: Option<MetricsAppendix>,
+    interval: Duration,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
+    let system = Arc::new(SystemMetrics::default());
+    let poll = tokio::spawn(system.clone().poll_every(interval));
     let app = Router::new()
         .route("/metrics", get(metrics))
         .with_state(MetricsState {
             server,
-            system: Arc::new(SystemMetrics::default()),
+            system,
             appendix,
         });
     nereid_http::serve_router(app, listener, "metrics", limits, shutdown).await;
+    poll.abort();
 }
 
 async fn metrics(State(state): State<MetricsState>) -> impl IntoResponse {

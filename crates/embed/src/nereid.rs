@@ -55,6 +55,7 @@ impl Nereid {
                     strict_model_config: options.strict_model_config,
                     normalize: NormalizeOptions { gpu_count: 0 },
                     cache,
+                    metrics: options.metrics_config.clone(),
                 },
                 storage: options.storage_limits,
             },

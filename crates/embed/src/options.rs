@@ -9,6 +9,7 @@ use std::time::Duration;
 use nereid_core::backend::BackendLoader;
 use nereid_core::cache::CacheStore;
 use nereid_core::log_settings::LogControl;
+use nereid_core::metrics::MetricsConfig;
 use nereid_core::repository::{BackendRegistry, StorageLimits};
 use nereid_core::shm::ShmLimits;
 use nereid_core::ControlMode;
@@ -69,6 +70,8 @@ pub struct Options {
     /// `LogSettings`); `None` when the embedding program owns logging, and the extension
     /// then answers that dynamic logging is not supported.
     pub log_control: Option<Arc<LogControl>>,
+    /// The latency metrics each model exports (`--metrics-config`).
+    pub metrics_config: MetricsConfig,
 }
 
 /// See [`Options::on_server`].
@@ -98,6 +101,7 @@ impl Default for Options {
             shm_limits: ShmLimits::default(),
             storage_limits: StorageLimits::default(),
             log_control: None,
+            metrics_config: MetricsConfig::default(),
         }
     }
 }

@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use nereid_core::Result;
 use nereid_grpc::GrpcOptions;
@@ -44,6 +45,9 @@ pub struct FrontendOptions {
     pub metrics_limits: Limits,
     /// Appended to the metrics text after the server's own metrics.
     pub metrics_appendix: Option<MetricsAppendix>,
+    /// How often the system gauges (CPU utilization and memory) are polled
+    /// (`--metrics-interval-ms`, default 2 s as in Triton).
+    pub metrics_interval: Duration,
 }
 
 impl Default for FrontendOptions {
@@ -58,6 +62,7 @@ impl Default for FrontendOptions {
             grpc: GrpcOptions::default(),
             metrics_limits: Limits::default(),
             metrics_appendix: None,
+            metrics_interval: crate::system_metrics::DEFAULT_METRICS_INTERVAL,
         }
     }
 }
@@ -102,6 +107,7 @@ pub async fn serve(
             listener,
             frontends.metrics_limits,
             frontends.metrics_appendix,
+            frontends.metrics_interval,
             stopped(&stop),
         )));
     }

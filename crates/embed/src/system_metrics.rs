@@ -1,9 +1,16 @@
-//! Server-wide gauges Triton exports beside the per-model ones: CPU utilization since the
-//! previous scrape and the machine's memory, read from `/proc`.
+//! Server-wide gauges Triton exports beside the per-model ones: CPU utilization and the
+//! machine's memory, read from `/proc`. As tritonserver does, they are polled every
+//! `--metrics-interval-ms` (default 2000), and a scrape reads the latest poll:
+//! utilization covers the interval between the last two polls.
 
 use std::fmt::Write;
+use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
+
+/// tritonserver's default `--metrics-interval-ms`.
+pub const DEFAULT_METRICS_INTERVAL: Duration = Duration::from_millis(2000);
 
 /// CPU time counters from the first line of `/proc/stat`: (busy, total) jiffies.
 fn cpu_times(stat: &str) -> Option<(u64, u64)> {
@@ -33,36 +40,83 @@ fn memory(meminfo: &str) -> Option<(u64, u64)> {
     Some((total, total.saturating_sub(available)))
 }
 
-/// Keeps the previous CPU sample so utilization covers the time between two scrapes.
+/// The latest poll of `/proc/stat` and `/proc/meminfo`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Reading {
+    /// (busy, total) jiffies at the last poll.
+    cpu: Option<(u64, u64)>,
+    /// Busy share of the time between the last two polls.
+    utilization: f64,
+    /// (total, used) bytes.
+    memory: Option<(u64, u64)>,
+}
+
+/// The system gauges as of the latest poll.
 #[derive(Default)]
 pub struct SystemMetrics {
-    // Taken once per scrape.
-    previous: Mutex<Option<(u64, u64)>>,
+    // Written once per poll, read once per scrape.
+    latest: Mutex<Reading>,
 }
 
 impl SystemMetrics {
+    /// Polls the `/proc` files every `interval` (the first poll at once) until the task
+    /// is dropped or aborted.
+    pub async fn poll_every(self: Arc<Self>, interval: Duration) {
+        self.poll_with(interval, || {
+            (
+                std::fs::read_to_string("/proc/stat").ok(),
+                std::fs::read_to_string("/proc/meminfo").ok(),
+            )
+        })
+        .await;
+    }
+
+    /// [`Self::poll_every`] reading the files' texts from `read`.
+    async fn poll_with(
+        &self,
+        interval: Duration,
+        read: impl Fn() -> (Option<String>, Option<String>),
+    ) {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let (stat, meminfo) = read();
+            self.sample(stat.as_deref(), meminfo.as_deref());
+        }
+    }
+
+    /// Records one poll of the two files' texts (`None`: unreadable).
+    fn sample(&self, stat: Option<&str>, meminfo: Option<&str>) {
+        let cpu = stat.and_then(cpu_times);
+        let mut latest = self.latest.lock();
+        let utilization = match (latest.cpu, cpu) {
+            (Some(p), Some(now)) if now.1 > p.1 => {
+                now.0.saturating_sub(p.0) as f64 / (now.1 - p.1) as f64
+            }
+            _ => 0.0,
+        };
+        *latest = Reading {
+            cpu,
+            utilization,
+            memory: meminfo.and_then(memory),
+        };
+    }
+
     /// Appends `nv_cpu_utilization`, `nv_cpu_memory_total_bytes` and
-    /// `nv_cpu_memory_used_bytes` to `out` (silently nothing where `/proc` is unreadable).
+    /// `nv_cpu_memory_used_bytes` as of the latest poll (silently nothing where `/proc`
+    /// was unreadable).
     pub fn render(&self, out: &mut String) {
-        if let Some(now) = std::fs::read_to_string("/proc/stat")
-            .ok()
-            .and_then(|s| cpu_times(&s))
-        {
-            let previous = self.previous.lock().replace(now);
-            let utilization = previous
-                .filter(|p| now.1 > p.1)
-                .map_or(0.0, |p| (now.0 - p.0) as f64 / (now.1 - p.1) as f64);
+        let latest = *self.latest.lock();
+        if latest.cpu.is_some() {
             let _ = writeln!(
                 out,
                 "# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]"
             );
             let _ = writeln!(out, "# TYPE nv_cpu_utilization gauge");
-            let _ = writeln!(out, "nv_cpu_utilization {utilization}");
+            let _ = writeln!(out, "nv_cpu_utilization {}", latest.utilization);
         }
-        if let Some((total, used)) = std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|s| memory(&s))
-        {
+        if let Some((total, used)) = latest.memory {
             let _ = writeln!(
                 out,
                 "# HELP nv_cpu_memory_total_bytes CPU total memory (RAM), in bytes"
@@ -90,5 +144,49 @@ mod tests {
         let meminfo = "MemTotal:       1000 kB\nMemFree:  10 kB\nMemAvailable:    400 kB\n";
         assert_eq!(memory(meminfo), Some((1_024_000, 614_400)));
         assert_eq!(memory("nothing"), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn polls_on_the_interval() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let metrics = Arc::new(SystemMetrics::default());
+        let polls = Arc::new(AtomicU64::new(0));
+        let task = {
+            let (metrics, polls) = (metrics.clone(), polls.clone());
+            tokio::spawn(async move {
+                metrics
+                    .poll_with(Duration::from_millis(500), || {
+                        // Each poll: 100 more jiffies, 25 of them busy.
+                        let n = polls.fetch_add(1, Ordering::SeqCst) + 1;
+                        let stat = format!("cpu  {} 0 0 {} 0 0 0 0\n", 25 * n, 75 * n);
+                        (
+                            Some(stat),
+                            Some("MemTotal: 4 kB\nMemAvailable: 1 kB\n".into()),
+                        )
+                    })
+                    .await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(polls.load(Ordering::SeqCst), 1, "first poll at once");
+        let mut text = String::new();
+        metrics.render(&mut text);
+        assert!(text.contains("nv_cpu_utilization 0\n"), "{text}");
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        assert_eq!(polls.load(Ordering::SeqCst), 3, "at 0, 500 and 1000 ms");
+        let mut text = String::new();
+        metrics.render(&mut text);
+        assert!(text.contains("nv_cpu_utilization 0.25\n"), "{text}");
+        assert!(text.contains("nv_cpu_memory_used_bytes 3072\n"), "{text}");
+        task.abort();
+    }
+
+    #[test]
+    fn unreadable_proc_renders_nothing() {
+        let metrics = SystemMetrics::default();
+        metrics.sample(None, None);
+        let mut text = String::new();
+        metrics.render(&mut text);
+        assert!(text.is_empty());
     }
 }

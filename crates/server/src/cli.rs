@@ -12,6 +12,7 @@ use clap::{ArgAction, Parser};
 use nereid_core::cache::CacheConfig;
 use nereid_core::header_forward::HeaderForward;
 use nereid_core::log_settings::LogFormat;
+use nereid_core::metrics::MetricsConfig;
 use nereid_core::repository::StorageLimits;
 use nereid_core::restricted::Restrictions;
 use nereid_core::shm::ShmLimits;
@@ -68,6 +69,13 @@ pub struct Cli {
     /// Serve metrics.
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub allow_metrics: bool,
+    /// Milliseconds between two polls of the CPU utilization and memory gauges.
+    #[arg(long, default_value_t = 2000)]
+    pub metrics_interval_ms: u64,
+    /// `<setting>=<value>` (repeatable): `counter_latencies`, `summary_latencies`
+    /// (true/false) and `summary_quantiles` (`<quantile>:<error>,...`).
+    #[arg(long)]
+    pub metrics_config: Vec<String>,
     /// none, poll or explicit.
     #[arg(long, default_value = "none")]
     pub model_control_mode: String,
@@ -246,6 +254,8 @@ pub struct Config {
     pub http_header_forward: Option<Arc<HeaderForward>>,
     /// Compiled `--grpc-header-forward-pattern`, when given.
     pub grpc_header_forward: Option<Arc<HeaderForward>>,
+    /// Parsed `--metrics-config` settings.
+    pub metrics_config: MetricsConfig,
 }
 
 impl Config {
@@ -297,6 +307,11 @@ impl Config {
         if cli.max_connections == 0 {
             bail!("--max-connections must be greater than 0.");
         }
+        if cli.metrics_interval_ms == 0 {
+            bail!("--metrics-interval-ms must be greater than 0.");
+        }
+        let metrics_config =
+            MetricsConfig::from_flags(&cli.metrics_config).map_err(anyhow::Error::msg)?;
         let http_restrictions =
             Restrictions::parse(&cli.http_restricted_api, "http-restricted-api", "", "api")
                 .map_err(anyhow::Error::msg)?;
@@ -332,6 +347,7 @@ impl Config {
             grpc_restrictions: Arc::new(grpc_restrictions),
             http_header_forward,
             grpc_header_forward,
+            metrics_config,
         })
     }
 }
@@ -343,6 +359,11 @@ impl Config {
             scan: Duration::from_secs(self.cli.repository_timeout_secs.max(1)),
             load: Duration::from_secs(self.cli.model_load_timeout_secs.max(1)),
         }
+    }
+
+    /// How often the system gauges are polled.
+    pub fn metrics_interval(&self) -> Duration {
+        Duration::from_millis(self.cli.metrics_interval_ms)
     }
 
     /// Whether and how much shared memory clients may register.
@@ -536,6 +557,31 @@ mod tests {
         .expect("valid");
         assert_eq!((c.cli.http_port, c.cli.grpc_port), (9000, 9001));
         assert!(!c.cli.allow_metrics);
+    }
+
+    #[test]
+    fn metrics_flags() {
+        let c = parse(&[]).expect("valid");
+        assert_eq!(c.metrics_interval(), Duration::from_secs(2));
+        assert_eq!(c.metrics_config, MetricsConfig::default());
+        let c = parse(&[
+            "--metrics-interval-ms=250",
+            "--metrics-config",
+            "summary_latencies=true",
+            "--metrics-config=summary_quantiles=0.5:0.05,0.9:0.01",
+        ])
+        .expect("valid");
+        assert_eq!(c.metrics_interval(), Duration::from_millis(250));
+        assert!(c.metrics_config.summary_latencies);
+        assert_eq!(c.metrics_config.summary_quantiles.len(), 2);
+        let e = parse(&["--metrics-config", "summary_quantiles=abc"]).expect_err("bad");
+        assert_eq!(
+            e.to_string(),
+            "--metrics-config summary_quantiles=abc: 'abc' is not <quantile>:<error>"
+        );
+        let e = parse(&["--metrics-interval-ms=0"]).expect_err("zero");
+        assert!(e.to_string().contains("--metrics-interval-ms"), "{e}");
+        assert!(parse(&["--metrics-interval-ms=soon"]).is_err());
     }
 
     #[test]

@@ -128,6 +128,7 @@ fn options(
         shm_limits: config.shm_limits(),
         storage_limits: config.storage_limits(),
         log_control: Some(log_control),
+        metrics_config: config.metrics_config.clone(),
         ..Options::default()
     }
 }
@@ -166,6 +167,7 @@ fn frontends(config: &Config) -> FrontendOptions {
             tritonserver::metrics::render(text);
             logging::render_lost_lines(text);
         })),
+        metrics_interval: config.metrics_interval(),
     }
 }
 

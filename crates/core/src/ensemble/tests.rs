@@ -77,7 +77,13 @@ fn ensemble(table: &Arc<dyn StepModels>, steps: Steps<'_>) -> Arc<LoadedModel> {
     let ensemble = Ensemble::new(&config, plan, Arc::downgrade(table)).expect("valid steps");
     let spec = Arc::new(ModelSpec::new(config.clone(), 1).expect("valid"));
     let published = Arc::new(PublishedConfig::new(config));
-    Arc::new(LoadedModel::ensemble(spec, published, ensemble, None))
+    Arc::new(LoadedModel::ensemble(
+        spec,
+        published,
+        ensemble,
+        Arc::default(),
+        None,
+    ))
 }
 
 fn table(models: Vec<Arc<LoadedModel>>) -> Arc<dyn StepModels> {
@@ -203,7 +209,13 @@ async fn an_ensemble_reshapes_its_inputs_and_outputs() {
     let ensemble = Ensemble::new(&config, plan, Arc::downgrade(&models)).expect("valid steps");
     let spec = Arc::new(ModelSpec::new(config.clone(), 1).expect("valid"));
     let published = Arc::new(PublishedConfig::new(config));
-    let e = Arc::new(LoadedModel::ensemble(spec, published, ensemble, None));
+    let e = Arc::new(LoadedModel::ensemble(
+        spec,
+        published,
+        ensemble,
+        Arc::default(),
+        None,
+    ));
     let input = testing::int32_input("IN", &[2, 2], &[1, 2, 3, 4]);
     let response = e
         .submit(testing::request("e", "r", vec![input]), Instant::now())

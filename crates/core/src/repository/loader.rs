@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::registry::BackendRegistry;
 use super::scan::{list_versions, read_config};
@@ -14,6 +15,7 @@ use crate::config::{normalize_and_validate, ModelConfig, NormalizeOptions, Publi
 use crate::ensemble::Ensemble;
 use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
+use crate::metrics::MetricsConfig;
 use crate::model::{ModelSpec, SchedulingSpec};
 use crate::scheduler::{
     DefaultScheduler, DynamicBatcher, InstancePool, Scheduler, SequenceBatcher,
@@ -30,6 +32,21 @@ pub struct LoadSettings {
     pub normalize: NormalizeOptions,
     /// The server's response cache (`--cache-config`), for models that enable it.
     pub cache: Option<Arc<ResponseCache>>,
+    /// `--metrics-config`: the latency metrics each model exports.
+    pub metrics: MetricsConfig,
+}
+
+impl LoadSettings {
+    /// Statistics for a model version, exporting the latency metrics `--metrics-config`
+    /// asks for (`cached`: the model uses the response cache).
+    fn model_stats(&self, cached: bool) -> Arc<ModelStats> {
+        let m = &self.metrics;
+        Arc::new(ModelStats::new(
+            m.counter_latencies,
+            m.summary_latencies.then_some(&m.summary_quantiles[..]),
+            cached,
+        ))
+    }
 }
 
 /// The outcome of loading one model: each selected version, loaded or failed.
@@ -108,16 +125,20 @@ pub fn load_ensemble(
                 spec.labels.inherit_all(step_labels);
                 Ok(spec)
             });
+            let started = Instant::now();
             let loaded = spec.and_then(|spec| {
                 let cache = model_cache(&spec, settings)?;
                 tracing::info!(model = %spec.name, version, "successfully loaded");
                 let published = Arc::new(PublishedConfig::new(config.clone()));
-                Ok(LoadedModel::ensemble(
+                let stats = settings.model_stats(cache.is_some());
+                let model = LoadedModel::ensemble(
                     Arc::new(spec),
                     published,
                     ensemble.clone(),
+                    stats,
                     cache,
-                ))
+                );
+                Ok(model.with_load_duration(started.elapsed()))
             });
             (version, loaded.map(Arc::new))
         })
@@ -212,6 +233,7 @@ fn load_version(
     file: &Path,
     settings: &LoadSettings,
 ) -> Result<LoadedModel> {
+    let started = Instant::now();
     let mut spec = ModelSpec::new(config.clone(), version)?;
     // Triton reads the label files as the model initializes, before its backend loads it.
     spec.labels = read_labels(&config, dir)?;
@@ -236,7 +258,7 @@ fn load_version(
             instances.push((instance.name, backend_instance));
         }
     }
-    let stats = Arc::new(ModelStats::default());
+    let stats = settings.model_stats(cache.is_some());
     let count = instances.len();
     let scheduler: Box<dyn Scheduler> = match &spec.scheduling {
         SchedulingSpec::Dynamic(_) => {
@@ -259,5 +281,6 @@ fn load_version(
     };
     tracing::info!(model = %spec.name, version, "successfully loaded");
     let published = Arc::new(PublishedConfig::new(config));
-    Ok(LoadedModel::new(spec, published, stats, scheduler, cache))
+    let model = LoadedModel::new(spec, published, stats, scheduler, cache);
+    Ok(model.with_load_duration(started.elapsed()))
 }

@@ -134,6 +134,9 @@ impl Worker {
             ..
         } = payload;
         let started = Instant::now();
+        for job in &mut payload {
+            job.record.executing();
+        }
         if self.spec.decoupled {
             return self.execute_decoupled(payload, slot, started);
         }

@@ -3,10 +3,11 @@
 //! `ModelStatistics` so both frontends print the same numbers Triton would.
 
 mod record;
+pub mod summary;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -14,6 +15,7 @@ use serde::Serialize;
 use crate::backend::{ComputeTiming, StateUsage};
 
 pub use record::RequestRecord;
+use summary::{Quantile, Summary, SummaryReading};
 
 /// A sequence batcher's counts for the metrics (set by the batcher, read by snapshots).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -59,6 +61,34 @@ impl FailureReason {
             FailureReason::Rejected => "REJECTED",
         }
     }
+}
+
+/// A per-model latency summary (Triton's `summary_latencies`), in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SummaryKind {
+    /// Successful requests, end to end (models without the response cache).
+    Request,
+    /// Time in the queue.
+    Queue,
+    /// Input preparation.
+    ComputeInput,
+    /// Model execution.
+    ComputeInfer,
+    /// Output extraction.
+    ComputeOutput,
+    /// Response-cache hits (cache-enabled models).
+    CacheHit,
+    /// Response-cache misses (cache-enabled models).
+    CacheMiss,
+}
+
+/// The metrics-only readings of one model version (beside its [`ModelStatsSnapshot`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LatencyMetrics {
+    /// Whether the latency counters are exported (`counter_latencies`).
+    pub counters: bool,
+    /// Each enabled summary's reading, in [`SummaryKind`] order.
+    pub summaries: Vec<(SummaryKind, SummaryReading)>,
 }
 
 /// A count and a total duration, Triton's `StatisticDuration`.
@@ -109,6 +139,11 @@ pub struct BatchStat {
 /// Live statistics of one model version.
 #[derive(Debug, Default)]
 pub struct ModelStats {
+    /// `counter_latencies=false`: the latency counters are not exported.
+    counters_off: bool,
+    /// `summary_latencies=true`: the model's summaries, under one lock taken once per
+    /// observed request.
+    summaries: Option<Mutex<Vec<(SummaryKind, Summary)>>>,
     success: DurationCounter,
     fail: DurationCounter,
     queue: DurationCounter,
@@ -203,7 +238,7 @@ pub struct ModelStatsSnapshot {
     pub batch_stats: Vec<BatchStat>,
     /// Failures per reason, in [`FailureReason::ALL`] order.
     pub failures: [u64; 4],
-    /// Requests received but not yet answered.
+    /// Requests queued and not yet executing (nor ended).
     pub pending: u64,
     /// Whether the model uses the response cache (its cache metrics are exported then).
     pub cache_enabled: bool,
@@ -218,24 +253,91 @@ fn duration_ns(d: Duration) -> u64 {
 }
 
 impl ModelStats {
-    /// A request entered the model's scheduler.
+    /// Statistics that export the latency counters when `counter_latencies`, and
+    /// summaries with `quantiles` when given: as Triton's reporter, the request summary
+    /// only without the response cache, the cache summaries only with it.
+    pub fn new(
+        counter_latencies: bool,
+        quantiles: Option<&[Quantile]>,
+        cache_enabled: bool,
+    ) -> Self {
+        let summaries = quantiles.map(|targets| {
+            let now = Instant::now();
+            let kinds: &[SummaryKind] = if cache_enabled {
+                &[
+                    SummaryKind::Queue,
+                    SummaryKind::ComputeInput,
+                    SummaryKind::ComputeInfer,
+                    SummaryKind::ComputeOutput,
+                    SummaryKind::CacheHit,
+                    SummaryKind::CacheMiss,
+                ]
+            } else {
+                &[
+                    SummaryKind::Request,
+                    SummaryKind::Queue,
+                    SummaryKind::ComputeInput,
+                    SummaryKind::ComputeInfer,
+                    SummaryKind::ComputeOutput,
+                ]
+            };
+            Mutex::new(
+                kinds
+                    .iter()
+                    .map(|&k| (k, Summary::new(targets, now)))
+                    .collect(),
+            )
+        });
+        Self {
+            counters_off: !counter_latencies,
+            summaries,
+            ..Default::default()
+        }
+    }
+
+    /// Observes each `(kind, ns)` in the summaries that exist, in microseconds as Triton.
+    fn observe(&self, values: &[(SummaryKind, u64)]) {
+        let Some(summaries) = &self.summaries else {
+            return;
+        };
+        let now = Instant::now();
+        let mut summaries = summaries.lock();
+        for &(kind, ns) in values {
+            if let Some((_, summary)) = summaries.iter_mut().find(|(k, _)| *k == kind) {
+                summary.observe((ns / 1000) as f64, now);
+            }
+        }
+    }
+
+    /// A request entered the model's scheduler: it is pending.
     pub fn request_started(&self) {
         self.pending.fetch_add(1, Relaxed);
     }
 
+    /// A pending request left the queue: it executes, or ended without executing.
+    pub fn request_left_queue(&self) {
+        self.pending.fetch_sub(1, Relaxed);
+    }
+
     /// A request that entered the scheduler was answered successfully.
     pub fn request_succeeded(&self, total: Duration, queue: Duration, timing: ComputeTiming) {
-        self.pending.fetch_sub(1, Relaxed);
-        self.success.record(duration_ns(total));
-        self.queue.record(duration_ns(queue));
+        let (total, queue) = (duration_ns(total), duration_ns(queue));
+        self.success.record(total);
+        self.queue.record(queue);
         self.compute_input.record(timing.input_ns);
         self.compute_infer.record(timing.infer_ns);
         self.compute_output.record(timing.output_ns);
+        self.observe(&[
+            (SummaryKind::Request, total),
+            (SummaryKind::Queue, queue),
+            (SummaryKind::ComputeInput, timing.input_ns),
+            (SummaryKind::ComputeInfer, timing.infer_ns),
+            (SummaryKind::ComputeOutput, timing.output_ns),
+        ]);
     }
 
     /// A request that entered the scheduler failed.
     pub fn request_failed(&self, total: Duration, reason: FailureReason) {
-        self.pending.fetch_sub(1, Relaxed);
         self.fail.record(duration_ns(total));
         let index = FailureReason::ALL
             .iter()
@@ -249,11 +351,28 @@ impl ModelStats {
     pub fn cache_hit(&self, total: Duration, lookup: Duration) {
         self.success.record(duration_ns(total));
         self.cache_hit.record(duration_ns(lookup));
+        self.observe(&[(SummaryKind::CacheHit, duration_ns(lookup))]);
     }
 
     /// A request missed the cache and its response was stored.
     pub fn cache_miss(&self, lookup_and_insert: Duration) {
         self.cache_miss.record(duration_ns(lookup_and_insert));
+        self.observe(&[(SummaryKind::CacheMiss, duration_ns(lookup_and_insert))]);
+    }
+
+    /// The metrics-only readings: whether latency counters are exported, and the
+    /// summaries' quantiles over their window, counts and sums.
+    pub fn latency_metrics(&self) -> LatencyMetrics {
+        let now = Instant::now();
+        LatencyMetrics {
+            counters: !self.counters_off,
+            summaries: self.summaries.as_ref().map_or_else(Vec::new, |s| {
+                s.lock()
+                    .iter_mut()
+                    .map(|(kind, summary)| (*kind, summary.read(now)))
+                    .collect()
+            }),
+        }
     }
 
     /// The sequence batcher's current slot and backlog counts.
@@ -346,6 +465,9 @@ mod tests {
         };
         stats.request_started();
         stats.request_started();
+        stats.request_left_queue();
+        assert_eq!(stats.snapshot("m", 1).pending, 1);
+        stats.request_left_queue();
         stats.execution_finished(3, 3, timing);
         stats.request_succeeded(Duration::from_nanos(100), Duration::from_nanos(5), timing);
         stats.request_failed(Duration::from_nanos(7), FailureReason::Backend);
@@ -364,5 +486,49 @@ mod tests {
             s.batch_stats[0].compute_infer,
             StatDuration { count: 1, ns: 10 }
         );
+    }
+
+    #[test]
+    fn summaries_follow_the_reporter_config() {
+        let targets = [summary::Quantile {
+            quantile: 0.5,
+            error: 0.05,
+        }];
+        let stats = ModelStats::new(false, Some(&targets), false);
+        let timing = ComputeTiming {
+            infer_ns: 7_000,
+            ..Default::default()
+        };
+        for total_us in [100, 300] {
+            stats.request_started();
+            stats.request_left_queue();
+            let total = Duration::from_micros(total_us);
+            stats.request_succeeded(total, Duration::from_micros(2), timing);
+        }
+        let metrics = stats.latency_metrics();
+        assert!(!metrics.counters);
+        let kinds: Vec<SummaryKind> = metrics.summaries.iter().map(|(k, _)| *k).collect();
+        assert_eq!(kinds[0], SummaryKind::Request);
+        assert_eq!(kinds.len(), 5);
+        let (_, request) = &metrics.summaries[0];
+        assert_eq!((request.count, request.sum), (2, 400.0));
+        assert_eq!(request.quantiles, vec![(0.5, Some(100.0))]);
+        let (_, infer) = &metrics.summaries[3];
+        assert_eq!((infer.count, infer.sum), (2, 14.0));
+
+        let cached = ModelStats::new(true, Some(&targets), true);
+        cached.cache_hit(Duration::from_micros(9), Duration::from_micros(4));
+        let metrics = cached.latency_metrics();
+        assert!(metrics.counters);
+        assert!(metrics
+            .summaries
+            .iter()
+            .all(|(k, _)| *k != SummaryKind::Request));
+        let hit = metrics
+            .summaries
+            .iter()
+            .find(|(k, _)| *k == SummaryKind::CacheHit);
+        assert_eq!(hit.map(|(_, r)| r.count), Some(1));
+        assert!(ModelStats::default().latency_metrics().summaries.is_empty());
     }
 }

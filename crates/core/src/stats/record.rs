@@ -2,7 +2,9 @@
 //! enters the model (pending goes up) and closed exactly once: succeeded, failed, or, if it
 //! is dropped without an outcome, failed for the reason its owner gave at the start. This
 //! is the only place request outcomes are counted, so no path can count one twice or
-//! leave a request pending forever.
+//! leave a request pending forever. Pending means queued, as Triton's
+//! `nv_inference_pending_request_count`: it goes down once, when the request starts
+//! executing or, if it never does, when the entry is closed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +23,8 @@ pub struct RequestRecord {
     step_times: Option<Arc<StepTimes>>,
     /// How the request counts if it is dropped unanswered.
     if_dropped: FailureReason,
+    /// Still counted as pending (queued, not yet executing).
+    queued: bool,
 }
 
 impl RequestRecord {
@@ -39,6 +43,7 @@ impl RequestRecord {
             received_at,
             step_times,
             if_dropped,
+            queued: true,
         }
     }
 
@@ -49,6 +54,16 @@ impl RequestRecord {
             received_at,
             step_times: None,
             if_dropped: FailureReason::Other,
+            queued: false,
+        }
+    }
+
+    /// The request left its queue to execute: no longer pending.
+    pub fn executing(&mut self) {
+        if std::mem::take(&mut self.queued) {
+            if let Some(stats) = &self.stats {
+                stats.request_left_queue();
+            }
         }
     }
 
@@ -59,6 +74,7 @@ impl RequestRecord {
 
     /// Closes the entry as a success that waited `queue` and computed for `timing`.
     pub fn succeeded(mut self, queue: Duration, timing: ComputeTiming) {
+        self.executing();
         if let Some(stats) = self.stats.take() {
             stats.request_succeeded(self.received_at.elapsed(), queue, timing);
         }
@@ -73,6 +89,7 @@ impl RequestRecord {
     }
 
     fn close_failed(&mut self, reason: FailureReason) {
+        self.executing();
         if let Some(stats) = self.stats.take() {
             stats.request_failed(self.received_at.elapsed(), reason);
         }
@@ -98,8 +115,11 @@ mod tests {
         let stats = Arc::new(ModelStats::default());
         let now = Instant::now();
         let open = || RequestRecord::open(stats.clone(), now, None, FailureReason::Rejected);
-        let (a, b, c) = (open(), open(), open());
+        let (mut a, b, c) = (open(), open(), open());
         assert_eq!(pending(&stats), 3);
+        a.executing();
+        a.executing();
+        assert_eq!(pending(&stats), 2, "once per record");
         a.succeeded(Duration::from_nanos(5), ComputeTiming::default());
         b.failed(FailureReason::Backend);
         drop(c);

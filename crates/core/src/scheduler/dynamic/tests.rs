@@ -379,3 +379,30 @@ async fn stopping_lifts_the_delay_hook_so_queued_requests_drain() {
     stop(batcher).await;
     rx.await.expect("answered").expect("ok");
 }
+
+#[tokio::test(start_paused = true)]
+async fn pending_counts_queued_requests_not_executing_ones() {
+    // Real-time delay: the instance is an OS thread. While it runs the first request,
+    // the next two wait in the queue: two pending, as Triton counts them.
+    let backend = echo().with_delay(Duration::from_millis(200));
+    let (batcher, stats) = start_batcher(spec(""), &backend);
+    let pending = || stats.snapshot("m", 1).pending;
+    let (first, answer) = counted(job(1, 1, 1, vec![]), &stats);
+    batcher.enqueue(first).expect("queued");
+    while backend.executions().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(pending(), 0, "an executing request is not pending");
+    let mut answers = vec![answer];
+    for i in 2..4 {
+        let (j, rx) = counted(job(i, 1, 1, vec![]), &stats);
+        batcher.enqueue(j).expect("queued");
+        answers.push(rx);
+    }
+    assert_eq!(pending(), 2);
+    for rx in answers {
+        rx.await.expect("answered").expect("ok");
+    }
+    assert_eq!(pending(), 0);
+    stop(batcher).await;
+}

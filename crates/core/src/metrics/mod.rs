@@ -1,11 +1,29 @@
 //! Prometheus text exposition with Triton's metric names and labels, rendered at scrape
 //! time from the per-model statistics (so the hot path updates one set of counters).
+//! Which latency families appear is `--metrics-config`'s choice ([`MetricsConfig`]).
+
+mod config;
 
 use std::fmt::Write;
+use std::time::Duration;
 
 use crate::backend::StateUsage;
 use crate::cache::stats::CacheSnapshot;
-use crate::stats::{FailureReason, ModelStatsSnapshot, Occupancy};
+use crate::stats::summary::SummaryReading;
+use crate::stats::{FailureReason, LatencyMetrics, ModelStatsSnapshot, Occupancy, SummaryKind};
+
+pub use config::MetricsConfig;
+
+/// What the metrics endpoint exports for one model version.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelMetrics {
+    /// Its statistics.
+    pub stats: ModelStatsSnapshot,
+    /// Its latency summaries, and whether latency counters are exported.
+    pub latency: LatencyMetrics,
+    /// How long its load took.
+    pub load_duration: Duration,
+}
 
 struct Family {
     name: &'static str,
@@ -39,6 +57,10 @@ const FAMILIES: &[Family] = &[
         kind: "gauge",
         value: |s| s.pending,
     },
+];
+
+/// The latency counters, exported unless `counter_latencies=false`.
+const LATENCY_COUNTERS: &[Family] = &[
     Family {
         name: "nv_inference_request_duration_us",
         help: "Cumulative inference request duration in microseconds (includes cached requests)",
@@ -71,7 +93,8 @@ const FAMILIES: &[Family] = &[
     },
 ];
 
-/// Per-model cache families, exported only for models that use the cache (as Triton).
+/// Per-model cache families, exported only for models that use the cache (as Triton),
+/// and like the latency counters only unless `counter_latencies=false`.
 const CACHE_FAMILIES: &[Family] = &[
     Family {
         name: "nv_cache_num_hits_per_model",
@@ -101,21 +124,131 @@ const CACHE_FAMILIES: &[Family] = &[
 
 /// Renders the metrics of `models` (and of the local response cache, when there is one)
 /// in the Prometheus text format.
-pub fn render(models: &[ModelStatsSnapshot], cache: Option<&CacheSnapshot>) -> String {
+pub fn render(models: &[ModelMetrics], cache: Option<&CacheSnapshot>) -> String {
     let mut out = String::new();
+    let stats: Vec<&ModelStatsSnapshot> = models.iter().map(|m| &m.stats).collect();
     // Writing into a String cannot fail.
-    let _ = write_failures(&mut out, models);
-    write_families(&mut out, FAMILIES, models.iter());
-    let cached: Vec<&ModelStatsSnapshot> = models.iter().filter(|m| m.cache_enabled).collect();
-    if !cached.is_empty() {
-        write_families(&mut out, CACHE_FAMILIES, cached.into_iter());
+    let _ = write_failures(&mut out, &stats);
+    write_families(&mut out, FAMILIES, stats.iter().copied());
+    let counted: Vec<&ModelMetrics> = models.iter().filter(|m| m.latency.counters).collect();
+    if !counted.is_empty() {
+        write_families(&mut out, LATENCY_COUNTERS, counted.iter().map(|m| &m.stats));
     }
+    let cached = counted.iter().filter(|m| m.stats.cache_enabled);
+    if cached.clone().next().is_some() {
+        write_families(&mut out, CACHE_FAMILIES, cached.map(|m| &m.stats));
+    }
+    let _ = write_summaries(&mut out, models);
+    let _ = write_load_durations(&mut out, models);
     if let Some(cache) = cache {
         let _ = write_cache(&mut out, cache);
     }
-    let _ = write_gauges(&mut out, &SEQUENCE_GAUGES, models, |m| m.sequences);
-    let _ = write_gauges(&mut out, &STATE_GAUGES, models, |m| m.state_usage);
+    let _ = write_gauges(&mut out, &SEQUENCE_GAUGES, &stats, |m| m.sequences);
+    let _ = write_gauges(&mut out, &STATE_GAUGES, &stats, |m| m.state_usage);
     out
+}
+
+/// A summary family's name and help, Triton's.
+fn summary_family(kind: SummaryKind) -> (&'static str, &'static str) {
+    match kind {
+        SummaryKind::Request => (
+            "nv_inference_request_summary_us",
+            "Summary of inference request duration in microseconds (includes cached requests)",
+        ),
+        SummaryKind::Queue => (
+            "nv_inference_queue_summary_us",
+            "Summary of inference queuing duration in microseconds (includes cached requests)",
+        ),
+        SummaryKind::ComputeInput => (
+            "nv_inference_compute_input_summary_us",
+            "Cumulative compute input duration in microseconds (does not include cached requests)",
+        ),
+        SummaryKind::ComputeInfer => (
+            "nv_inference_compute_infer_summary_us",
+            "Cumulative compute inference duration in microseconds (does not include cached requests)",
+        ),
+        SummaryKind::ComputeOutput => (
+            "nv_inference_compute_output_summary_us",
+            "Cumulative inference compute output duration in microseconds (does not include cached requests)",
+        ),
+        SummaryKind::CacheHit => (
+            "nv_cache_hit_summary_per_model",
+            "Summary of cache hit counts/durations per model, in microseconds.",
+        ),
+        SummaryKind::CacheMiss => (
+            "nv_cache_miss_summary_per_model",
+            "Summary of cache miss counts/durations per model, in microseconds.",
+        ),
+    }
+}
+
+/// Every summary family some model has (`summary_latencies=true`), as prometheus-cpp
+/// writes summaries: one sample per quantile, then `_sum` and `_count`.
+fn write_summaries(out: &mut String, models: &[ModelMetrics]) -> std::fmt::Result {
+    const KINDS: [SummaryKind; 7] = [
+        SummaryKind::Request,
+        SummaryKind::Queue,
+        SummaryKind::ComputeInput,
+        SummaryKind::ComputeInfer,
+        SummaryKind::ComputeOutput,
+        SummaryKind::CacheHit,
+        SummaryKind::CacheMiss,
+    ];
+    for kind in KINDS {
+        let with: Vec<(&ModelStatsSnapshot, &SummaryReading)> = models
+            .iter()
+            .filter_map(|m| {
+                let (_, reading) = m.latency.summaries.iter().find(|(k, _)| *k == kind)?;
+                Some((&m.stats, reading))
+            })
+            .collect();
+        if with.is_empty() {
+            continue;
+        }
+        let (name, help) = summary_family(kind);
+        write_header(out, name, help, "summary")?;
+        for (m, reading) in with {
+            let (model, version) = (escape(&m.name), m.version);
+            for (quantile, value) in &reading.quantiles {
+                let value = value.map_or_else(|| "NaN".to_string(), |v| v.to_string());
+                writeln!(
+                    out,
+                    "{name}{{model=\"{model}\",version=\"{version}\",quantile=\"{quantile}\"}} {value}"
+                )?;
+            }
+            writeln!(
+                out,
+                "{name}_sum{{model=\"{model}\",version=\"{version}\"}} {}",
+                reading.sum
+            )?;
+            writeln!(
+                out,
+                "{name}_count{{model=\"{model}\",version=\"{version}\"}} {}",
+                reading.count
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// `nv_model_load_duration_secs` (Triton's name and help from 2.52 on; 2.51 has no
+/// load-time family).
+fn write_load_durations(out: &mut String, models: &[ModelMetrics]) -> std::fmt::Result {
+    if models.is_empty() {
+        return Ok(());
+    }
+    let name = "nv_model_load_duration_secs";
+    write_header(out, name, "Model load time in seconds", "gauge")?;
+    for m in models {
+        writeln!(
+            out,
+            "{name}{{model=\"{}\",version=\"{}\"}} {}",
+            escape(&m.stats.name),
+            m.stats.version,
+            m.load_duration.as_secs_f64()
+        )?;
+    }
+    Ok(())
 }
 
 /// One gauge family read from a per-model value of type `T`.
@@ -173,12 +306,12 @@ const STATE_GAUGES: [Gauge<StateUsage>; 4] = [
 fn write_gauges<T: Copy>(
     out: &mut String,
     families: &[Gauge<T>],
-    models: &[ModelStatsSnapshot],
+    models: &[&ModelStatsSnapshot],
     value_of: fn(&ModelStatsSnapshot) -> Option<T>,
 ) -> std::fmt::Result {
     let with: Vec<(&ModelStatsSnapshot, T)> = models
         .iter()
-        .filter_map(|m| value_of(m).map(|v| (m, v)))
+        .filter_map(|&m| value_of(m).map(|v| (m, v)))
         .collect();
     if with.is_empty() {
         return Ok(());
@@ -204,6 +337,7 @@ fn write_header(out: &mut String, name: &str, help: &str, kind: &str) -> std::fm
     writeln!(out, "# TYPE {name} {kind}")
 }
 
+/// `families` for each of `models`.
 fn write_families<'a>(
     out: &mut String,
     families: &[Family],
@@ -275,7 +409,8 @@ fn write_cache(out: &mut String, c: &CacheSnapshot) -> std::fmt::Result {
     Ok(())
 }
 
-fn write_failures(out: &mut String, models: &[ModelStatsSnapshot]) -> std::fmt::Result {
+/// `nv_inference_request_failure`, one sample per model and reason.
+fn write_failures(out: &mut String, models: &[&ModelStatsSnapshot]) -> std::fmt::Result {
     writeln!(
         out,
         "# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes"
@@ -315,11 +450,60 @@ mod tests {
         };
         s.inference_stats.success.count = 3;
         s.failures[0] = 2;
-        let text = render(&[s], None);
+        let m = ModelMetrics {
+            stats: s,
+            latency: LatencyMetrics {
+                counters: true,
+                summaries: Vec::new(),
+            },
+            load_duration: Duration::from_millis(1500),
+        };
+        let text = render(std::slice::from_ref(&m), None);
         assert!(text.contains("nv_inference_request_success{model=\"add_sub\",version=\"1\"} 3\n"));
         assert!(text.contains(
             "nv_inference_request_failure{model=\"add_sub\",reason=\"BACKEND\",version=\"1\"} 2\n"
         ));
         assert!(text.contains("# TYPE nv_inference_pending_request_count gauge"));
+        assert!(text.contains("# TYPE nv_inference_queue_duration_us counter"));
+        assert!(text.contains("nv_model_load_duration_secs{model=\"add_sub\",version=\"1\"} 1.5\n"));
+        assert!(!text.contains("summary"));
+
+        let mut quiet = m;
+        quiet.latency.counters = false;
+        let text = render(&[quiet], None);
+        assert!(!text.contains("_duration_us"), "{text}");
+        assert!(text.contains("nv_inference_request_success{"));
+    }
+
+    #[test]
+    fn renders_summaries_as_prometheus_cpp() {
+        let reading = SummaryReading {
+            quantiles: vec![(0.5, Some(12.0)), (0.99, None)],
+            count: 4,
+            sum: 50.0,
+        };
+        let m = ModelMetrics {
+            stats: ModelStatsSnapshot {
+                name: "m".into(),
+                version: 2,
+                ..Default::default()
+            },
+            latency: LatencyMetrics {
+                counters: true,
+                summaries: vec![(SummaryKind::Queue, reading)],
+            },
+            load_duration: Duration::ZERO,
+        };
+        let text = render(&[m], None);
+        for line in [
+            "# TYPE nv_inference_queue_summary_us summary\n",
+            "nv_inference_queue_summary_us{model=\"m\",version=\"2\",quantile=\"0.5\"} 12\n",
+            "nv_inference_queue_summary_us{model=\"m\",version=\"2\",quantile=\"0.99\"} NaN\n",
+            "nv_inference_queue_summary_us_sum{model=\"m\",version=\"2\"} 50\n",
+            "nv_inference_queue_summary_us_count{model=\"m\",version=\"2\"} 4\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(!text.contains("nv_inference_request_summary_us"));
     }
 }
