@@ -64,6 +64,8 @@ pub struct Options {
     /// How long the repository waits for its storage (`--repository-timeout-secs`,
     /// `--model-load-timeout-secs`).
     pub storage_limits: StorageLimits,
+    /// The trace extension's start-up settings (`--trace-config`).
+    pub trace: nereid_core::trace::TraceOptions,
 }
 
 /// See [`Options::on_server`].
@@ -92,6 +94,7 @@ impl Default for Options {
             exit_timeout: Duration::from_secs(30),
             shm_limits: ShmLimits::default(),
             storage_limits: StorageLimits::default(),
+            trace: nereid_core::trace::TraceOptions::default(),
         }
     }
 }

@@ -34,7 +34,11 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 )]
 pub struct Cli {
     /// Model repository directory (repeatable).
-    #[arg(long = "model-repository", visible_alias = "model-store", required = true)]
+    #[arg(
+        long = "model-repository",
+        visible_alias = "model-store",
+        required = true
+    )]
     pub model_repository: Vec<PathBuf>,
     /// HTTP port (0 picks a free one).
     #[arg(long, default_value_t = 8000)]
@@ -134,6 +138,25 @@ pub struct Cli {
     /// TRITONCACHE library's name).
     #[arg(long)]
     pub cache_config: Vec<String>,
+    /// `[<mode>,]<setting>=<value>` (repeatable): the trace extension's start-up settings
+    /// (`level`, `rate`, `count`, `mode`, `triton,file`, `triton,log-frequency`).
+    #[arg(long)]
+    pub trace_config: Vec<String>,
+    /// Deprecated: `--trace-config triton,file=<path>`.
+    #[arg(long)]
+    pub trace_file: Option<String>,
+    /// Deprecated: `--trace-config level=<OFF|TIMESTAMPS|TENSORS>` (repeatable).
+    #[arg(long)]
+    pub trace_level: Vec<String>,
+    /// Deprecated: `--trace-config rate=<n>`.
+    #[arg(long, allow_hyphen_values = true)]
+    pub trace_rate: Option<String>,
+    /// Deprecated: `--trace-config count=<n>`.
+    #[arg(long, allow_hyphen_values = true)]
+    pub trace_count: Option<String>,
+    /// Deprecated: `--trace-config triton,log-frequency=<n>`.
+    #[arg(long, allow_hyphen_values = true)]
+    pub trace_log_frequency: Option<String>,
     /// Deprecated: the same as `--cache-config local,size=N`.
     #[arg(long)]
     pub response_cache_byte_size: Option<u64>,
@@ -246,6 +269,9 @@ pub struct Config {
     pub http_header_forward: Option<Arc<HeaderForward>>,
     /// Compiled `--grpc-header-forward-pattern`, when given.
     pub grpc_header_forward: Option<Arc<HeaderForward>>,
+    /// The trace extension's start-up settings (`--trace-config` and the deprecated
+    /// `--trace-*` flags).
+    pub trace: nereid_core::trace::TraceOptions,
 }
 
 impl Config {
@@ -322,7 +348,18 @@ impl Config {
                 );
             }
         }
+        let trace = crate::trace_flags::parse(
+            &cli.trace_config,
+            &crate::trace_flags::Deprecated {
+                file: cli.trace_file.as_deref(),
+                level: &cli.trace_level,
+                rate: cli.trace_rate.as_deref(),
+                count: cli.trace_count.as_deref(),
+                log_frequency: cli.trace_log_frequency.as_deref(),
+            },
+        )?;
         Ok(Self {
+            trace,
             cli,
             control_mode,
             log_format,

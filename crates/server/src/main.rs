@@ -6,6 +6,7 @@ mod cli;
 mod listen;
 mod logging;
 mod signal;
+mod trace_flags;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -116,6 +117,7 @@ fn options(config: &Config, cache: Option<Arc<dyn CacheStore>>) -> Options {
         exit_timeout: Duration::from_secs(cli.exit_timeout_secs),
         shm_limits: config.shm_limits(),
         storage_limits: config.storage_limits(),
+        trace: config.trace.clone(),
         ..Options::default()
     }
 }
