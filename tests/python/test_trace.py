@@ -287,3 +287,15 @@ def test_a_trace_file_in_a_missing_folder_is_refused_at_start(tmp_path, make_rep
     )
     assert srv.wait_exit(30) not in (None, 0)
     assert "does not exist" in srv.log()
+
+
+def test_trace_routes_belong_to_the_trace_api_group(make_repo, start_server):
+    srv = start_server(make_repo(["add_sub"]), "--http-restricted-api=trace:key=secret")
+    for path in ("/v2/trace/setting", "/v2/models/add_sub/trace/setting"):
+        resp = srv.request("GET", path)
+        assert resp.status == 403, resp
+        assert resp.json()["error"] == "This API is restricted, expecting header 'key'"
+        resp = srv.request("GET", path, headers={"key": "secret"})
+        assert resp.status == 200, resp
+    # Inference is not in the group.
+    infer_add_sub(srv.http_client(), httpclient)
