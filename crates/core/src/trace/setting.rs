@@ -175,7 +175,7 @@ impl Setting {
             return false;
         }
         counters.seen += 1;
-        if counters.seen % u64::from(self.values.rate) != 0 {
+        if !counters.seen.is_multiple_of(u64::from(self.values.rate)) {
             return false;
         }
         if counters.count > 0 {
