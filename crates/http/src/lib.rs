@@ -88,7 +88,7 @@ pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
     let body_limit = options.body_limit();
     let state = AppState { server, options };
     let guard = |group, route| restrict::route(&restrictions, group, route);
-    let stamp = axum::middleware::from_fn_with_state(state.clone(), trace::stamp_arrival);
+    let stamp = axum::middleware::from_fn_with_state(state.server.clone(), trace::stamp_arrival);
     let model_routes = Router::new()
         .route("/", guard(ApiGroup::Metadata, get(admin::model_metadata)))
         .route("/ready", guard(ApiGroup::Health, get(admin::model_ready)))

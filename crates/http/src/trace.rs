@@ -3,6 +3,7 @@
 //! strings, `null` clears), and the HTTP timestamps of a sampled inference.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -13,7 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::Frame;
 use nereid_core::trace::{RequestTrace, SettingValue, TraceSettingsView};
-use nereid_core::Error;
+use nereid_core::{Error, Server};
 
 use crate::error::ApiResult;
 use crate::AppState;
@@ -25,11 +26,11 @@ pub(crate) struct Arrival(pub Instant);
 
 /// Stamps [`Arrival`] on requests while any trace setting traces (one atomic check).
 pub(crate) async fn stamp_arrival(
-    State(state): State<AppState>,
+    State(server): State<Arc<Server>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    if state.server.trace().is_active() {
+    if server.trace().is_active() {
         request.extensions_mut().insert(Arrival(Instant::now()));
     }
     next.run(request).await

@@ -185,20 +185,23 @@ impl Setting {
         true
     }
 
-    /// Adds one finished trace (its records, already comma separated) to the stream, and
-    /// writes the stream to the next indexed file every `log_frequency` traces, or once
-    /// the last trace the count allowed is in.
+    /// Adds one finished trace (its records, already comma separated; none when nothing
+    /// was recorded) to the stream, and writes the stream to the next indexed file every
+    /// `log_frequency` traces, or once the last trace the count allowed is in.
     pub(crate) fn collect(&self, records: &str) {
         let mut counters = self.counters.lock();
-        if counters.in_stream != 0 {
-            counters.stream.push(',');
-        }
-        counters.stream.push_str(records);
-        counters.in_stream += 1;
         counters.collected += 1;
+        if !records.is_empty() {
+            if counters.in_stream != 0 {
+                counters.stream.push(',');
+            }
+            counters.stream.push_str(records);
+            counters.in_stream += 1;
+        }
         let frequency = self.values.log_frequency;
         let done = counters.count == 0 && counters.collected == counters.created;
-        if done || (frequency != 0 && counters.in_stream >= frequency) {
+        let full = frequency != 0 && counters.in_stream >= frequency;
+        if counters.in_stream > 0 && (done || full) {
             counters.in_stream = 0;
             let stream = std::mem::take(&mut counters.stream);
             drop(counters);

@@ -278,3 +278,28 @@ fn tensor_data_is_formatted_as_tritons_tracer() {
     }
     assert_eq!(format_data(DataType::Bytes, &strings), "\"ab\",\"c\"");
 }
+
+#[test]
+fn a_trace_with_no_records_leaves_the_file_valid() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("t.json");
+    let mut opts = options(&file, 1, -1, 0);
+    // TENSORS alone: a request without tensors records nothing.
+    opts.level = TraceLevel {
+        timestamps: false,
+        tensors: true,
+    };
+    let manager = TraceManager::new(&opts).expect("valid");
+    drop(manager.sample("m").expect("sampled"));
+    let trace = manager.sample("m").expect("sampled");
+    trace.tensor(
+        TensorActivity::QueueInput,
+        "IN",
+        DataType::Int32,
+        &[1],
+        &[1, 0, 0, 0],
+    );
+    drop(trace);
+    manager.flush();
+    assert_eq!(read(&file).as_array().map(Vec::len), Some(1));
+}
