@@ -14,6 +14,7 @@
 //! - [`config`]: `config.pbtxt` parsing, Triton's defaults and validation.
 //! - [`classification`]: the classification extension (top-k strings, label files); the
 //!   facade applies it to responses and model specs hold the labels.
+//! - [`trace`]: the trace extension (settings, sampling, Triton's trace files).
 //! - [`response_stream`]: the many-response answers of decoupled models.
 //! - [`request`], [`sequence_flags`], [`shm`], [`error`]: the vocabulary underneath.
 
@@ -41,6 +42,7 @@ pub mod shm;
 pub mod stats;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod trace;
 pub mod validate;
 
 pub use error::{Error, ErrorKind, Result};

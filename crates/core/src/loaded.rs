@@ -19,6 +19,7 @@ use crate::request::{select_outputs, Answer, InferRequest, InferResponse, Output
 use crate::response_stream::{ResponseSender, ResponseStream};
 use crate::scheduler::{Job, Reply, Scheduler};
 use crate::stats::{FailureReason, ModelStats, ModelStatsSnapshot, RequestRecord, StepTimes};
+use crate::trace::{RequestTrace, TensorActivity};
 use crate::validate::validate_request;
 
 /// How a model version executes what it admits.
@@ -149,10 +150,24 @@ impl LoadedModel {
             received_at,
             step_times,
         };
-        if let Some(cache) = self.cache.clone() {
-            return Box::pin(async move { self.infer_cached(&cache, request, admitted).await });
+        let trace = request.trace.clone();
+        if let Some(trace) = &trace {
+            trace.request_start(&self.spec.name, self.spec.version, &request.id, received_at);
         }
-        self.start(request, admitted)
+        let answer = match self.cache.clone() {
+            Some(cache) => {
+                Box::pin(async move { self.infer_cached(&cache, request, admitted).await })
+            }
+            None => self.start(request, admitted),
+        };
+        match trace {
+            None => answer,
+            Some(trace) => Box::pin(async move {
+                let result = answer.await;
+                trace.timestamp("REQUEST_END", Instant::now());
+                result
+            }),
+        }
     }
 
     /// The cache stores every output; the request's own selection is applied afterwards,
@@ -220,6 +235,9 @@ impl LoadedModel {
         // The ensemble's own `reshape`s: its steps see the inputs in their reshape
         // layout, and its outputs, produced in theirs, go back to the client in `dims`.
         self.spec.reshape_inputs(&mut request.inputs);
+        if let Some(trace) = &request.trace {
+            trace.timestamp("QUEUE_START", Instant::now());
+        }
         let run = ensemble.start(request, times.clone());
         let this = self.clone();
         Box::pin(async move {
@@ -306,6 +324,10 @@ impl LoadedModel {
             id = %request.id
         );
         let (reply, answer) = oneshot::channel();
+        let enqueued_at = crate::scheduler::now();
+        if let Some(trace) = &request.trace {
+            trace_queued(trace, &request, enqueued_at);
+        }
         let job = Job {
             request,
             batch_size: admitted.batch_size,
@@ -316,7 +338,7 @@ impl LoadedModel {
                 admitted.step_times,
                 FailureReason::Rejected,
             ),
-            enqueued_at: crate::scheduler::now(),
+            enqueued_at,
             span,
             padding: false,
             on_outputs: None,
@@ -367,6 +389,23 @@ impl StepModel for LoadedModel {
         times: Arc<StepTimes>,
     ) -> Answer {
         self.submit_in(request, received_at, Some(times))
+    }
+}
+
+/// A queued request's `QUEUE_START` and, at the `TENSORS` level, its inputs.
+fn trace_queued(trace: &RequestTrace, request: &InferRequest, at: Instant) {
+    trace.timestamp("QUEUE_START", at);
+    if trace.traces_tensors() {
+        for input in &request.inputs {
+            let activity = TensorActivity::QueueInput;
+            trace.tensor(
+                activity,
+                &input.name,
+                input.datatype,
+                &input.shape,
+                &input.data,
+            );
+        }
     }
 }
 

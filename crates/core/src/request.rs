@@ -73,6 +73,8 @@ pub struct InferRequest {
     /// output name and class count. The server facade applies them to the response (see
     /// [`crate::classification`]); models and the response cache never see them.
     pub classification: Classifications,
+    /// The request's trace when it was sampled (the trace extension); `None` otherwise.
+    pub trace: Option<crate::trace::RequestTrace>,
 }
 
 /// A successful inference response.

@@ -29,6 +29,7 @@ pub const EXTENSIONS: &[&str] = &[
     "binary_tensor_data",
     "parameters",
     "statistics",
+    "trace",
     "sequence",
 ];
 
@@ -73,6 +74,7 @@ pub struct Server {
     repository: Arc<ModelRepository>,
     strict_readiness: bool,
     shm: crate::shm::ShmRegistry,
+    trace: crate::trace::TraceManager,
     /// `true` once shutdown has begun; long-lived calls (streams) watch it.
     stopping: tokio::sync::watch::Sender<bool>,
     /// The process's log settings, when the process lets clients change them.
@@ -92,6 +94,7 @@ impl Server {
             repository,
             strict_readiness,
             shm: crate::shm::ShmRegistry::default(),
+            trace: crate::trace::TraceManager::disabled(),
             stopping: tokio::sync::watch::Sender::new(false),
             log_control: None,
         }
@@ -135,6 +138,41 @@ impl Server {
     pub fn with_shm_limits(mut self, limits: crate::shm::ShmLimits) -> Self {
         self.shm = crate::shm::ShmRegistry::with_limits(limits);
         self
+    }
+
+    /// Sets the trace settings and sampling (before serving starts).
+    pub fn with_trace(mut self, trace: crate::trace::TraceManager) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// The trace extension: frontends sample requests with it ([`TraceManager::sample`])
+    /// and the owner flushes it at shutdown.
+    ///
+    /// [`TraceManager::sample`]: crate::trace::TraceManager::sample
+    pub fn trace(&self) -> &crate::trace::TraceManager {
+        &self.trace
+    }
+
+    /// The trace settings of `model` (its own where it has them, else the global ones),
+    /// or the global ones, after applying `update` when there is one. Triton's refusal
+    /// for a model that is not ready comes first.
+    pub fn trace_settings(
+        &self,
+        model: Option<&str>,
+        update: Option<&[(String, crate::trace::SettingValue)]>,
+    ) -> Result<crate::trace::TraceSettingsView> {
+        if let Some(model) = model {
+            if self.repository.ready_versions(model).is_empty() {
+                return Err(Error::invalid_arg(format!(
+                    "Request for unknown model : {model}"
+                )));
+            }
+        }
+        if let Some(update) = update {
+            self.trace.update(model, update)?;
+        }
+        Ok(self.trace.settings(model))
     }
 
     /// The shared-memory regions, for the frontends to resolve tensors in them at the

@@ -11,6 +11,7 @@ use nereid_core::cache::ResponseCache;
 use nereid_core::config::NormalizeOptions;
 use nereid_core::repository::LoadSettings;
 use nereid_core::server::ServerIdentity;
+use nereid_core::trace::TraceManager;
 use nereid_core::{ControlMode, Error, ModelRepository, RepositoryOptions, Result, Server};
 use tokio::task::JoinHandle;
 
@@ -69,7 +70,8 @@ impl Nereid {
             repository.clone(),
             options.strict_readiness,
         )
-        .with_shm_limits(options.shm_limits);
+        .with_shm_limits(options.shm_limits)
+        .with_trace(TraceManager::new(&options.trace)?);
         if let Some(control) = &options.log_control {
             server = server.with_log_control(control.clone());
         }
@@ -127,6 +129,7 @@ impl Nereid {
             poll.abort();
         }
         if self.abandoned.load(Ordering::Relaxed) {
+            self.server.trace().flush();
             return;
         }
         let repository = self.server.repository().clone();
@@ -134,6 +137,8 @@ impl Nereid {
         if tokio::time::timeout(self.exit_timeout, stop).await.is_err() {
             tracing::warn!("exit timeout expired while stopping models");
         }
+        // After the models, so the traces of the last requests are in.
+        self.server.trace().flush();
         tracing::info!("exiting");
     }
 }

@@ -72,6 +72,8 @@ pub struct Options {
     pub log_control: Option<Arc<LogControl>>,
     /// The latency metrics each model exports (`--metrics-config`).
     pub metrics_config: MetricsConfig,
+    /// The trace extension's start-up settings (`--trace-config`).
+    pub trace: nereid_core::trace::TraceOptions,
 }
 
 /// See [`Options::on_server`].
@@ -102,6 +104,7 @@ impl Default for Options {
             storage_limits: StorageLimits::default(),
             log_control: None,
             metrics_config: MetricsConfig::default(),
+            trace: nereid_core::trace::TraceOptions::default(),
         }
     }
 }

@@ -75,6 +75,7 @@ pub fn decode_request(
             inputs,
             requested_outputs,
             classification,
+            trace: None,
         },
         targets,
     ))

@@ -8,6 +8,7 @@
 //! - [`contents`]: typed tensor `contents` → little-endian bytes.
 //! - [`admin`]: metadata, configuration, statistics, repository.
 //! - [`shm`]: the system and CUDA shared-memory RPCs.
+//! - [`trace`]: the trace extension's `TraceSetting`.
 //! - [`stream`]: the bidirectional `ModelStreamInfer`.
 //! - [`forward`]: `--grpc-header-forward-pattern`, metadata as request parameters.
 //! - [`limits`]: the connection cap and idle timer on tonic's server.
@@ -24,10 +25,11 @@ pub mod restrict;
 pub mod shm;
 pub mod status;
 pub mod stream;
+pub mod trace;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nereid_core::header_forward::HeaderForward;
 use nereid_core::restricted::Restrictions;
@@ -219,6 +221,13 @@ impl GrpcInferenceService for InferenceService {
     ) -> Result<Response<ModelInferResponse>, Status> {
         let forwarded = forward::forwarded(self.header_forward.as_deref(), request.metadata());
         let request = request.into_inner();
+        // tonic hands over the message already read: both read timestamps are now.
+        let trace = self.server.trace().sample(&request.model_name);
+        if let Some(trace) = &trace {
+            let now = Instant::now();
+            trace.timestamp("GRPC_WAITREAD_START", now);
+            trace.timestamp("GRPC_WAITREAD_END", now);
+        }
         // Before the inputs are read, as Triton checks the transaction policy first.
         let version = convert::parse_version(&request.model_version).map_err(to_status)?;
         self.server
@@ -228,10 +237,19 @@ impl GrpcInferenceService for InferenceService {
             convert::decode_request(request, self.server.shm()).map_err(to_status)?;
         // After the body's parameters, as Triton's `ForwardHeadersAsParameters` runs.
         request.parameters.extend(forwarded.map_err(to_status)?);
+        request.trace = trace.clone();
         let response = self.server.infer(request).await.map_err(to_status)?;
-        Ok(Response::new(
-            convert::encode_response(response, &targets).map_err(to_status)?,
-        ))
+        let Some(trace) = trace else {
+            return Ok(Response::new(
+                convert::encode_response(response, &targets).map_err(to_status)?,
+            ));
+        };
+        trace.timestamp("INFER_RESPONSE_COMPLETE", Instant::now());
+        trace.timestamp("GRPC_SEND_START", Instant::now());
+        let encoded = convert::encode_response(response, &targets).map_err(to_status)?;
+        // tonic writes the message after this returns; the end is when it is handed over.
+        trace.timestamp("GRPC_SEND_END", Instant::now());
+        Ok(Response::new(encoded))
     }
 
     type ModelStreamInferStream = stream::ResponseStream;
@@ -334,9 +352,9 @@ impl GrpcInferenceService for InferenceService {
 
     async fn trace_setting(
         &self,
-        _request: Request<TraceSettingRequest>,
+        request: Request<TraceSettingRequest>,
     ) -> Result<Response<TraceSettingResponse>, Status> {
-        Err(unsupported("trace settings are not supported yet"))
+        reply(trace::setting(&self.server, request.into_inner()))
     }
 
     async fn log_settings(
@@ -345,11 +363,6 @@ impl GrpcInferenceService for InferenceService {
     ) -> Result<Response<LogSettingsResponse>, Status> {
         reply(logging::log_settings(&self.server, request.into_inner()))
     }
-}
-
-/// Features that do not exist yet answer UNIMPLEMENTED instead of pretending to work.
-fn unsupported(message: &str) -> Status {
-    to_status(nereid_core::Error::unsupported(message))
 }
 
 /// `grpc.health.v1.Health`: SERVING while the server is ready, for any service name.

@@ -375,10 +375,26 @@ async fn repository_and_unsupported_features() {
         e.message(),
         "Unable to find system shared memory region: 'zz'"
     );
-    let e = h
+    // Tracing is off by default; the settings answer as Triton's.
+    let settings = h
         .client
         .trace_setting(TraceSettingRequest::default())
         .await
-        .expect_err("trace");
-    assert_eq!(e.code(), Code::Unimplemented);
+        .expect("trace settings")
+        .into_inner()
+        .settings;
+    let value = |k: &str| settings.get(k).map(|v| v.value.clone()).unwrap_or_default();
+    assert_eq!(value("trace_level"), ["OFF"]);
+    assert_eq!(value("trace_rate"), ["1000"]);
+    assert_eq!(value("trace_count"), ["-1"]);
+    let e = h
+        .client
+        .trace_setting(TraceSettingRequest {
+            model_name: "nosuch".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("unknown model");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(e.message(), "Request for unknown model : nosuch");
 }

@@ -211,6 +211,7 @@ pub fn decode(
             inputs,
             requested_outputs,
             classification,
+            trace: None,
         },
         format,
     ))

@@ -17,11 +17,12 @@ mod logging;
 mod restrict;
 mod serve;
 mod shm;
+mod trace;
 
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -88,6 +89,7 @@ pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
     let body_limit = options.body_limit();
     let state = AppState { server, options };
     let guard = |group, route| restrict::route(&restrictions, group, route);
+    let stamp = axum::middleware::from_fn_with_state(state.server.clone(), trace::stamp_arrival);
     let model_routes = Router::new()
         .route("/", guard(ApiGroup::Metadata, get(admin::model_metadata)))
         .route("/ready", guard(ApiGroup::Health, get(admin::model_ready)))
@@ -99,7 +101,10 @@ pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
             "/stats",
             guard(ApiGroup::Statistics, get(admin::model_stats)),
         )
-        .route("/infer", guard(ApiGroup::Inference, post(infer_handler)))
+        .route(
+            "/infer",
+            guard(ApiGroup::Inference, post(infer_handler).layer(stamp)),
+        )
         .route(
             "/generate",
             guard(ApiGroup::Inference, post(generate::generate)),
@@ -153,6 +158,20 @@ pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
             "/v2/repository/models/{model}/unload",
             guard(repository, post(admin::unload)),
         )
+        .route(
+            "/v2/trace/setting",
+            guard(
+                ApiGroup::Trace,
+                get(trace::get_global).post(trace::post_global),
+            ),
+        )
+        .route(
+            "/v2/models/{model}/trace/setting",
+            guard(
+                ApiGroup::Trace,
+                get(trace::get_model).post(trace::post_model),
+            ),
+        )
         .fallback(|| async { error_body(StatusCode::NOT_FOUND, "Not Found") })
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
@@ -164,9 +183,16 @@ async fn infer_handler(
     State(state): State<AppState>,
     Path(path): Path<Vec<(String, String)>>,
     headers: HeaderMap,
+    arrival: Option<Extension<trace::Arrival>>,
     body: Bytes,
 ) -> ApiResult<Response> {
     let (model, version) = admin::model_path(&path)?;
+    // Only requests stamped while tracing was on are considered for sampling.
+    let trace = arrival.and_then(|Extension(at)| {
+        let trace = state.server.trace().sample(&model)?;
+        trace::received(&trace, at.0);
+        Some(trace)
+    });
     // Before the body is read, as Triton checks the transaction policy first.
     state
         .server
@@ -192,10 +218,17 @@ async fn infer_handler(
         let forwarded = forward.parameters(headers.iter().map(|(n, v)| (n.as_str(), v)))?;
         request.parameters.extend(forwarded);
     }
+    request.trace = trace.clone();
     let response = state.server.infer(request).await?;
-    Ok(infer::encode(
-        &response,
-        &format,
-        compression::accepted(&headers),
-    )?)
+    let accepted = compression::accepted(&headers);
+    let Some(trace) = trace else {
+        return Ok(infer::encode(&response, &format, accepted)?);
+    };
+    let now = std::time::Instant::now();
+    trace.timestamp("INFER_RESPONSE_COMPLETE", now);
+    trace.timestamp("HTTP_SEND_START", now);
+    Ok(trace::send(
+        trace,
+        infer::encode(&response, &format, accepted)?,
+    ))
 }

@@ -147,6 +147,25 @@ pub struct Cli {
     /// TRITONCACHE library's name).
     #[arg(long)]
     pub cache_config: Vec<String>,
+    /// `[<mode>,]<setting>=<value>` (repeatable): the trace extension's start-up settings
+    /// (`level`, `rate`, `count`, `mode`, `triton,file`, `triton,log-frequency`).
+    #[arg(long)]
+    pub trace_config: Vec<String>,
+    /// Deprecated: `--trace-config triton,file=<path>`.
+    #[arg(long)]
+    pub trace_file: Option<String>,
+    /// Deprecated: `--trace-config level=<OFF|TIMESTAMPS|TENSORS>` (repeatable).
+    #[arg(long)]
+    pub trace_level: Vec<String>,
+    /// Deprecated: `--trace-config rate=<n>`.
+    #[arg(long, allow_hyphen_values = true)]
+    pub trace_rate: Option<String>,
+    /// Deprecated: `--trace-config count=<n>`.
+    #[arg(long, allow_hyphen_values = true)]
+    pub trace_count: Option<String>,
+    /// Deprecated: `--trace-config triton,log-frequency=<n>`.
+    #[arg(long, allow_hyphen_values = true)]
+    pub trace_log_frequency: Option<String>,
     /// Deprecated: the same as `--cache-config local,size=N`.
     #[arg(long)]
     pub response_cache_byte_size: Option<u64>,
@@ -256,6 +275,9 @@ pub struct Config {
     pub grpc_header_forward: Option<Arc<HeaderForward>>,
     /// Parsed `--metrics-config` settings.
     pub metrics_config: MetricsConfig,
+    /// The trace extension's start-up settings (`--trace-config` and the deprecated
+    /// `--trace-*` flags).
+    pub trace: nereid_core::trace::TraceOptions,
 }
 
 impl Config {
@@ -338,7 +360,18 @@ impl Config {
                 );
             }
         }
+        let trace = crate::trace_flags::parse(
+            &cli.trace_config,
+            &crate::trace_flags::Deprecated {
+                file: cli.trace_file.as_deref(),
+                level: &cli.trace_level,
+                rate: cli.trace_rate.as_deref(),
+                count: cli.trace_count.as_deref(),
+                log_frequency: cli.trace_log_frequency.as_deref(),
+            },
+        )?;
         Ok(Self {
+            trace,
             cli,
             control_mode,
             log_format,

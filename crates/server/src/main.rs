@@ -6,6 +6,7 @@ mod cli;
 mod listen;
 mod logging;
 mod signal;
+mod trace_flags;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -129,6 +130,7 @@ fn options(
         storage_limits: config.storage_limits(),
         log_control: Some(log_control),
         metrics_config: config.metrics_config.clone(),
+        trace: config.trace.clone(),
         ..Options::default()
     }
 }

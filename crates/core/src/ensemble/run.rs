@@ -19,6 +19,7 @@ use super::{Ensemble, StepModels};
 use crate::error::{Error, Result};
 use crate::request::{InferRequest, InputTensor, OutputTensor, Parameters};
 use crate::stats::StepTimes;
+use crate::trace::RequestTrace;
 use crate::DataType;
 
 /// One ensemble tensor's value.
@@ -40,6 +41,8 @@ pub struct Run {
     /// The request's id and parameters, passed on to every step.
     id: String,
     parameters: Parameters,
+    /// The request's trace, if sampled: each step traces under a child id.
+    trace: Option<RequestTrace>,
     /// Tensor values by tensor index (`None` until written, or for an omitted optional
     /// ensemble input).
     values: Vec<Option<Value>>,
@@ -63,6 +66,7 @@ impl Run {
             models: ensemble.models.upgrade(),
             id: request.id,
             parameters: request.parameters,
+            trace: request.trace,
             values: vec![None; tensor_count],
             waiting: plan.steps.iter().map(|s| s.inputs.len()).collect(),
             running: FuturesUnordered::new(),
@@ -135,6 +139,7 @@ impl Run {
             inputs,
             requested_outputs: Some(step.outputs.iter().map(|(n, _)| n.clone()).collect()),
             classification: Vec::new(),
+            trace: self.trace.as_ref().map(RequestTrace::child),
         };
         match models.step_model(&step.model, step.version) {
             Ok(model) => {

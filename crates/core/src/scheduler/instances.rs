@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
@@ -18,6 +18,7 @@ use crate::request::{select_outputs, InferResponse, OutputTensor};
 use crate::response_stream::ResponseSender;
 use crate::sequence_flags::SequenceId;
 use crate::stats::ModelStats;
+use crate::trace::{RequestTrace, TensorActivity};
 
 /// The requests one instance executes together.
 #[derive(Debug)]
@@ -241,6 +242,9 @@ impl Worker {
         if job.padding {
             return;
         }
+        if let Some(trace) = &job.request.trace {
+            trace_execution(trace, &job, &result, started, timing);
+        }
         let response = result.and_then(|outputs| self.response(&job, outputs));
         let queue = started.duration_since(job.enqueued_at);
         job.answer(response, queue, timing);
@@ -263,4 +267,48 @@ impl Worker {
             outputs,
         })
     }
+}
+
+/// A traced job's execution: `COMPUTE_START`, `COMPUTE_INPUT_END`, `COMPUTE_OUTPUT_START`
+/// and `COMPUTE_END` from the phases the backend measured for the statistics, and at the
+/// `TENSORS` level the inputs the backend got and the outputs it produced.
+fn trace_execution(
+    trace: &RequestTrace,
+    job: &Job,
+    result: &Result<Vec<OutputTensor>>,
+    started: Instant,
+    timing: ComputeTiming,
+) {
+    let input_end = started + Duration::from_nanos(timing.input_ns);
+    let output_start = input_end + Duration::from_nanos(timing.infer_ns);
+    let end = output_start + Duration::from_nanos(timing.output_ns);
+    trace.timestamp("COMPUTE_START", started);
+    let tensors = trace.traces_tensors();
+    if tensors {
+        for input in &job.request.inputs {
+            let activity = TensorActivity::BackendInput;
+            trace.tensor(
+                activity,
+                &input.name,
+                input.datatype,
+                &input.shape,
+                &input.data,
+            );
+        }
+    }
+    trace.timestamp("COMPUTE_INPUT_END", input_end);
+    trace.timestamp("COMPUTE_OUTPUT_START", output_start);
+    if let (true, Ok(outputs)) = (tensors, result) {
+        for output in outputs {
+            let activity = TensorActivity::BackendOutput;
+            trace.tensor(
+                activity,
+                &output.name,
+                output.datatype,
+                &output.shape,
+                &output.data,
+            );
+        }
+    }
+    trace.timestamp("COMPUTE_END", end);
 }

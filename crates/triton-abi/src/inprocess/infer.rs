@@ -174,6 +174,7 @@ fn core_request(
         requested_outputs: (!request.requested_outputs.is_empty())
             .then(|| request.requested_outputs.clone()),
         classification: Vec::new(),
+        trace: None,
     })
 }
 

@@ -1,0 +1,297 @@
+//! A sampled request's trace: the records Triton's `TraceActivity` and
+//! `TraceTensorActivity` write, collected per trace id and handed to the setting's stream
+//! when the last part of the request lets go of it.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use super::setting::{Setting, TraceLevel, TraceMode};
+use super::Clock;
+use crate::DataType;
+
+/// Trace ids, process-wide and from 1 as Triton's.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Where a tensor was seen (Triton's tensor activities).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TensorActivity {
+    /// An input as the request was queued.
+    QueueInput,
+    /// An input as the backend received it.
+    BackendInput,
+    /// An output as the backend produced it.
+    BackendOutput,
+}
+
+impl TensorActivity {
+    fn as_str(self) -> &'static str {
+        match self {
+            TensorActivity::QueueInput => "TENSOR_QUEUE_INPUT",
+            TensorActivity::BackendInput => "TENSOR_BACKEND_INPUT",
+            TensorActivity::BackendOutput => "TENSOR_BACKEND_OUTPUT",
+        }
+    }
+}
+
+/// The records of one sampled request and its ensemble steps. Dropping it (when the
+/// frontend has sent the answer and every step is done) collects them.
+struct TraceBuffer {
+    setting: Arc<Setting>,
+    clock: Clock,
+    // One stream of records per trace id, in the order the ids first wrote; locked for
+    // each record, by the request's own threads only.
+    streams: Mutex<Vec<(u64, String)>>,
+}
+
+impl Drop for TraceBuffer {
+    fn drop(&mut self) {
+        if self.setting.mode != TraceMode::Triton {
+            return;
+        }
+        let streams = std::mem::take(&mut *self.streams.lock());
+        let mut records = String::new();
+        for (_, stream) in streams.iter().filter(|(_, s)| !s.is_empty()) {
+            if !records.is_empty() {
+                records.push(',');
+            }
+            records.push_str(stream);
+        }
+        self.setting.collect(&records);
+    }
+}
+
+/// A handle on one traced request (an ensemble step gets its own id under the same
+/// buffer, with the ensemble's as `parent_id`). Cheap to clone; travels with the request.
+#[derive(Clone)]
+pub struct RequestTrace {
+    buffer: Arc<TraceBuffer>,
+    id: u64,
+    parent_id: u64,
+}
+
+impl std::fmt::Debug for RequestTrace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestTrace")
+            .field("id", &self.id)
+            .field("parent_id", &self.parent_id)
+            .finish()
+    }
+}
+
+impl RequestTrace {
+    pub(crate) fn new(setting: Arc<Setting>, clock: Clock) -> Self {
+        Self {
+            buffer: Arc::new(TraceBuffer {
+                setting,
+                clock,
+                streams: Mutex::new(Vec::new()),
+            }),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            parent_id: 0,
+        }
+    }
+
+    /// The trace id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The trace of a request this one makes (an ensemble step).
+    pub fn child(&self) -> Self {
+        Self {
+            buffer: self.buffer.clone(),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            parent_id: self.id,
+        }
+    }
+
+    fn level(&self) -> TraceLevel {
+        self.buffer.setting.values.level
+    }
+
+    /// Appends one record to this id's stream.
+    fn record(&self, write: impl FnOnce(&mut String)) {
+        let mut streams = self.buffer.streams.lock();
+        let index = match streams.iter().position(|(id, _)| *id == self.id) {
+            Some(index) => index,
+            None => {
+                streams.push((self.id, String::new()));
+                streams.len() - 1
+            }
+        };
+        let stream = &mut streams[index].1;
+        if !stream.is_empty() {
+            stream.push(',');
+        }
+        write(stream);
+    }
+
+    /// Records the activity `name` at `at` (with the `TIMESTAMPS` level).
+    pub fn timestamp(&self, name: &str, at: Instant) {
+        if !self.level().timestamps {
+            return;
+        }
+        let ns = self.buffer.clock.ns(at);
+        let id = self.id;
+        self.record(|s| {
+            let _ = write!(
+                s,
+                r#"{{"id":{id},"timestamps":[{{"name":"{name}","ns":{ns}}}]}}"#
+            );
+        });
+    }
+
+    /// Records the request's identity and its `REQUEST_START`, as Triton writes them
+    /// when the core takes the request.
+    pub fn request_start(&self, model: &str, version: i64, request_id: &str, at: Instant) {
+        if !self.level().timestamps {
+            return;
+        }
+        let id = self.id;
+        let parent_id = self.parent_id;
+        self.record(|s| {
+            let _ = write!(
+                s,
+                r#"{{"id":{id},"model_name":{},"model_version":{version}"#,
+                json_string(model)
+            );
+            if !request_id.is_empty() {
+                let _ = write!(s, r#","request_id":{}"#, json_string(request_id));
+            }
+            if parent_id != 0 {
+                let _ = write!(s, r#","parent_id":{parent_id}"#);
+            }
+            s.push('}');
+        });
+        self.timestamp("REQUEST_START", at);
+    }
+
+    /// Records a tensor (with the `TENSORS` level): name, data, shape and type in
+    /// Triton's format (see [`format_data`]).
+    pub fn tensor(
+        &self,
+        activity: TensorActivity,
+        name: &str,
+        datatype: DataType,
+        shape: &[i64],
+        data: &[u8],
+    ) {
+        if !self.level().tensors {
+            return;
+        }
+        let id = self.id;
+        self.record(|s| {
+            let _ = write!(
+                s,
+                r#"{{"id":{id},"activity":"{}","tensor":{{"name":{},"data":"#,
+                activity.as_str(),
+                json_string(name)
+            );
+            s.push_str(&json_string(&format_data(datatype, data)));
+            let shape: Vec<String> = shape.iter().map(i64::to_string).collect();
+            let _ = write!(
+                s,
+                r#","shape":"{}","dtype":"{}"}}}}"#,
+                shape.join(","),
+                datatype.as_str()
+            );
+        });
+    }
+
+    /// Whether tensors are traced, so callers skip walking them otherwise.
+    pub fn traces_tensors(&self) -> bool {
+        self.level().tensors
+    }
+}
+
+/// A JSON string literal (Triton writes names unescaped; escaping keeps the file JSON).
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\""))
+}
+
+/// A tensor's elements as Triton's tracer prints them: comma separated, numbers as C++
+/// streams print them (`%g` with 6 significant digits for floats), booleans as 0/1,
+/// strings as `"..."`. Two deliberate differences: INT8/UINT8 print as numbers (Triton
+/// streams them as raw characters) and FP16/BF16 print their values (Triton prints none).
+/// Data shorter than the shape claims stops at the last whole element.
+pub fn format_data(datatype: DataType, data: &[u8]) -> String {
+    let mut out = String::new();
+    let mut push = |item: &dyn std::fmt::Display| {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        let _ = write!(out, "{item}");
+    };
+    macro_rules! each {
+        ($t:ty, $f:expr) => {
+            for chunk in data.chunks_exact(std::mem::size_of::<$t>()) {
+                let mut bytes = [0u8; std::mem::size_of::<$t>()];
+                bytes.copy_from_slice(chunk);
+                push(&$f(<$t>::from_le_bytes(bytes)));
+            }
+        };
+    }
+    match datatype {
+        DataType::Bool => each!(u8, |v: u8| u8::from(v != 0)),
+        DataType::Uint8 => each!(u8, |v| v),
+        DataType::Uint16 => each!(u16, |v| v),
+        DataType::Uint32 => each!(u32, |v| v),
+        DataType::Uint64 => each!(u64, |v| v),
+        DataType::Int8 => each!(i8, |v| v),
+        DataType::Int16 => each!(i16, |v| v),
+        DataType::Int32 => each!(i32, |v| v),
+        DataType::Int64 => each!(i64, |v| v),
+        DataType::Fp16 => each!(u16, |v| format_g(f64::from(half::f16::from_bits(v)))),
+        DataType::Bf16 => each!(u16, |v| format_g(f64::from(half::bf16::from_bits(v)))),
+        DataType::Fp32 => each!(f32, |v| format_g(f64::from(v))),
+        DataType::Fp64 => each!(f64, format_g),
+        DataType::Bytes => {
+            let mut rest = data;
+            while rest.len() >= 4 {
+                let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+                let Some(bytes) = rest.get(4..4 + len) else {
+                    break;
+                };
+                push(&format_args!("\"{}\"", String::from_utf8_lossy(bytes)));
+                rest = &rest[4 + len..];
+            }
+        }
+    }
+    out
+}
+
+/// `v` as C++'s default stream output prints a double: `%g`, 6 significant digits.
+pub fn format_g(v: f64) -> String {
+    if v.is_nan() {
+        return if v.is_sign_negative() { "-nan" } else { "nan" }.to_string();
+    }
+    if v.is_infinite() {
+        return if v < 0.0 { "-inf" } else { "inf" }.to_string();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.to_string();
+    }
+    const PRECISION: i32 = 6;
+    let scientific = format!("{:.*e}", (PRECISION - 1) as usize, v);
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if (-4..PRECISION).contains(&exponent) {
+        let decimals = (PRECISION - 1 - exponent).max(0) as usize;
+        trim_zeros(&format!("{v:.decimals$}")).to_string()
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim_zeros(mantissa), exponent.abs())
+    }
+}
+
+fn trim_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}

@@ -1,0 +1,305 @@
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::DataType;
+
+fn options(file: &std::path::Path, rate: u32, count: i32, log_frequency: u32) -> TraceOptions {
+    TraceOptions {
+        level: TraceLevel {
+            timestamps: true,
+            tensors: false,
+        },
+        rate,
+        count,
+        log_frequency,
+        file: file.display().to_string(),
+        mode: TraceMode::Triton,
+    }
+}
+
+fn scalar(name: &str, value: &str) -> (String, SettingValue) {
+    (name.to_string(), SettingValue::Scalar(value.to_string()))
+}
+
+fn read(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).expect("trace file written");
+    serde_json::from_str(&text).expect("trace file is JSON")
+}
+
+/// Samples `n` requests for `model`, finishing each trace at once.
+fn run(manager: &TraceManager, model: &str, n: usize) -> usize {
+    (0..n)
+        .filter_map(|_| manager.sample(model))
+        .map(|trace| trace.timestamp("REQUEST_START", Instant::now()))
+        .count()
+}
+
+#[test]
+fn off_by_default_and_samples_nothing() {
+    let manager = TraceManager::disabled();
+    assert!(!manager.is_active());
+    assert!(manager.sample("m").is_none());
+    let view = manager.settings(None);
+    assert_eq!(view.level, TraceLevel::OFF);
+    assert_eq!((view.rate, view.count, view.log_frequency), (1000, -1, 0));
+}
+
+#[test]
+fn every_rate_th_request_is_sampled_while_the_count_lasts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("t.json");
+    let manager = TraceManager::new(&options(&file, 3, -1, 0)).expect("valid");
+    assert_eq!(run(&manager, "m", 9), 3);
+    let manager = TraceManager::new(&options(&file, 2, 2, 0)).expect("valid");
+    assert_eq!(manager.settings(None).count, 2);
+    assert_eq!(run(&manager, "m", 10), 2);
+    // The count counts down, as the settings answer shows.
+    assert_eq!(manager.settings(None).count, 0);
+    assert!(manager.sample("m").is_none());
+    // A new count starts sampling again.
+    manager
+        .update(None, &[scalar("trace_count", "1")])
+        .expect("new count");
+    assert_eq!(run(&manager, "m", 4), 1);
+}
+
+#[test]
+fn log_frequency_writes_indexed_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("t.json");
+    let manager = TraceManager::new(&options(&file, 1, -1, 2)).expect("valid");
+    assert_eq!(run(&manager, "m", 5), 5);
+    let first = read(&dir.path().join("t.json.0"));
+    let second = read(&dir.path().join("t.json.1"));
+    assert_eq!(first.as_array().map(Vec::len), Some(2));
+    assert_eq!(second.as_array().map(Vec::len), Some(2));
+    assert!(!dir.path().join("t.json.2").exists());
+    // The fifth trace waits for the next batch, or shutdown.
+    manager.flush();
+    assert_eq!(
+        read(&dir.path().join("t.json.2")).as_array().map(Vec::len),
+        Some(1)
+    );
+    assert!(!file.exists());
+}
+
+#[test]
+fn without_log_frequency_the_file_is_written_at_shutdown() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("t.json");
+    let manager = TraceManager::new(&options(&file, 1, -1, 0)).expect("valid");
+    assert_eq!(run(&manager, "m", 3), 3);
+    assert!(!file.exists());
+    manager.flush();
+    let records = read(&file);
+    assert_eq!(records.as_array().map(Vec::len), Some(3));
+}
+
+#[test]
+fn the_last_counted_trace_writes_the_batch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("t.json");
+    let manager = TraceManager::new(&options(&file, 1, 2, 0)).expect("valid");
+    assert_eq!(run(&manager, "m", 3), 2);
+    assert_eq!(
+        read(&dir.path().join("t.json.0")).as_array().map(Vec::len),
+        Some(2)
+    );
+}
+
+#[test]
+fn records_have_tritons_shape() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("t.json");
+    let mut opts = options(&file, 1, -1, 1);
+    opts.level.tensors = true;
+    let manager = TraceManager::new(&opts).expect("valid");
+    let trace = manager.sample("m").expect("sampled");
+    let start = Instant::now();
+    trace.request_start("m", 3, "req\"1", start);
+    trace.timestamp("QUEUE_START", start + Duration::from_nanos(10));
+    let data: Vec<u8> = [1.5f32, -2.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    trace.tensor(
+        TensorActivity::QueueInput,
+        "IN",
+        DataType::Fp32,
+        &[1, 2],
+        &data,
+    );
+    let child = trace.child();
+    child.request_start("step", 1, "", start);
+    let id = trace.id();
+    drop((trace, child));
+    let records = read(&dir.path().join("t.json.0"));
+    let records = records.as_array().expect("array");
+    assert_eq!(
+        records[0],
+        serde_json::json!({"id": id, "model_name": "m", "model_version": 3, "request_id": "req\"1"})
+    );
+    assert_eq!(records[1]["timestamps"][0]["name"], "REQUEST_START");
+    assert_eq!(records[2]["timestamps"][0]["name"], "QUEUE_START");
+    let ns = |r: &serde_json::Value| r["timestamps"][0]["ns"].as_u64().expect("ns");
+    assert_eq!(ns(&records[2]) - ns(&records[1]), 10);
+    assert_eq!(
+        records[3],
+        serde_json::json!({"id": id, "activity": "TENSOR_QUEUE_INPUT",
+            "tensor": {"name": "IN", "data": "1.5,-2", "shape": "1,2", "dtype": "FP32"}})
+    );
+    assert_eq!(
+        records[4],
+        serde_json::json!({"id": id + 1, "model_name": "step", "model_version": 1, "parent_id": id})
+    );
+}
+
+#[test]
+fn model_settings_fall_back_to_the_global_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("t.json");
+    let manager = TraceManager::new(&options(&file, 1, -1, 0)).expect("valid");
+    manager
+        .update(Some("m"), &[scalar("trace_rate", "4")])
+        .expect("model rate");
+    assert_eq!(manager.settings(Some("m")).rate, 4);
+    assert_eq!(manager.settings(Some("other")).rate, 1);
+    // Unset keys follow later global updates.
+    manager
+        .update(None, &[scalar("log_frequency", "7")])
+        .expect("global frequency");
+    assert_eq!(manager.settings(Some("m")).log_frequency, 7);
+    assert_eq!(manager.settings(Some("m")).rate, 4);
+    // Clearing the model's only value removes its setting.
+    manager
+        .update(
+            Some("m"),
+            &[("trace_rate".to_string(), SettingValue::Clear)],
+        )
+        .expect("clear");
+    assert_eq!(manager.settings(Some("m")).rate, 1);
+    // A model can trace while the global setting is off.
+    let off = [(
+        "trace_level".to_string(),
+        SettingValue::List(vec!["OFF".into()]),
+    )];
+    manager.update(None, &off).expect("off");
+    let on = [(
+        "trace_level".to_string(),
+        SettingValue::List(vec!["TIMESTAMPS".into()]),
+    )];
+    manager.update(Some("m"), &on).expect("model on");
+    assert!(manager.is_active());
+    assert!(manager.sample("other").is_none());
+    assert!(manager.sample("m").is_some());
+}
+
+#[test]
+fn bad_updates_are_refused_with_tritons_messages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manager = TraceManager::new(&options(&dir.path().join("t.json"), 1, -1, 0)).expect("valid");
+    let message = |settings: &[(String, SettingValue)]| {
+        manager
+            .update(None, settings)
+            .expect_err("refused")
+            .message()
+            .to_string()
+    };
+    assert_eq!(
+        message(&[scalar("trace_rate", "abc")]),
+        "Unable to parse 'trace_rate', got: abc"
+    );
+    assert_eq!(
+        message(&[scalar("trace_rate", "-1")]),
+        "Unable to parse 'trace_rate', value is out of range [ 0, 4294967295 ], got: -1"
+    );
+    assert_eq!(
+        message(&[scalar("trace_rate", "0")]),
+        "Attempting to set invalid trace setting :sample rate must be non-zero"
+    );
+    assert_eq!(
+        message(&[scalar("trace_count", "-2")]),
+        "Unable to parse 'trace_count'. Expecting value >= -1, got:-2"
+    );
+    assert!(message(&[scalar("trace_level", "TIMESTAMPS")]).contains("expected an array"));
+    let levels = |l: &[&str]| {
+        vec![(
+            "trace_level".to_string(),
+            SettingValue::List(l.iter().map(|s| s.to_string()).collect()),
+        )]
+    };
+    assert_eq!(
+        message(&levels(&["OFF", "TIMESTAMPS"])),
+        "Expect only one trace level 'OFF' is specified"
+    );
+    assert!(message(&levels(&["LOUD"])).contains("got: LOUD"));
+    assert!(message(&[scalar("colour", "red")]).contains("unknown trace setting 'colour'"));
+    let refused = manager
+        .update(None, &[scalar("trace_file", "/tmp/x")])
+        .expect_err("refused");
+    assert_eq!(refused.kind(), crate::ErrorKind::Unsupported);
+    // Nothing changed.
+    assert_eq!(manager.settings(None).rate, 1);
+}
+
+#[test]
+fn a_missing_trace_folder_is_refused_at_start() {
+    let error = TraceManager::new(&options(
+        std::path::Path::new("/nonexistent-folder/t.json"),
+        1,
+        -1,
+        0,
+    ))
+    .err()
+    .expect("refused");
+    assert!(error
+        .message()
+        .contains("folder '/nonexistent-folder' does not exist"));
+}
+
+#[test]
+fn tensor_data_is_formatted_as_tritons_tracer() {
+    assert_eq!(format_g(1.0), "1");
+    assert_eq!(format_g(4.5), "4.5");
+    assert_eq!(format_g(0.1f32 as f64), "0.1");
+    assert_eq!(format_g(1234567.0), "1.23457e+06");
+    assert_eq!(format_g(0.0001), "0.0001");
+    assert_eq!(format_g(0.00001), "1e-05");
+    assert_eq!(format_g(-0.0), "-0");
+    assert_eq!(format_g(f64::INFINITY), "inf");
+    let bytes: Vec<u8> = [3i32, -4].iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!(format_data(DataType::Int32, &bytes), "3,-4");
+    assert_eq!(format_data(DataType::Bool, &[0, 1, 2]), "0,1,1");
+    assert_eq!(format_data(DataType::Uint8, &[7, 255]), "7,255");
+    let mut strings = Vec::new();
+    for s in ["ab", "c"] {
+        strings.extend((s.len() as u32).to_le_bytes());
+        strings.extend(s.as_bytes());
+    }
+    assert_eq!(format_data(DataType::Bytes, &strings), "\"ab\",\"c\"");
+}
+
+#[test]
+fn a_trace_with_no_records_leaves_the_file_valid() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("t.json");
+    let mut opts = options(&file, 1, -1, 0);
+    // TENSORS alone: a request without tensors records nothing.
+    opts.level = TraceLevel {
+        timestamps: false,
+        tensors: true,
+    };
+    let manager = TraceManager::new(&opts).expect("valid");
+    drop(manager.sample("m").expect("sampled"));
+    let trace = manager.sample("m").expect("sampled");
+    trace.tensor(
+        TensorActivity::QueueInput,
+        "IN",
+        DataType::Int32,
+        &[1],
+        &[1, 0, 0, 0],
+    );
+    drop(trace);
+    manager.flush();
+    assert_eq!(read(&file).as_array().map(Vec::len), Some(1));
+}

@@ -1,0 +1,221 @@
+//! The trace flags as tritonserver 2.51 reads them: `--trace-config [<mode>,]<setting>=<value>`
+//! (global `level`, `rate`, `count`, `mode`; `triton,file`, `triton,log-frequency`) and
+//! the deprecated `--trace-file`, `--trace-level`, `--trace-rate`, `--trace-count`,
+//! `--trace-log-frequency`, which `--trace-config` overrides. Unlike tritonserver,
+//! unknown settings and out-of-range numbers are refused rather than ignored.
+
+use anyhow::{bail, Context};
+use nereid_core::trace::{TraceLevel, TraceMode, TraceOptions};
+
+/// The deprecated flags' values, as given.
+#[derive(Debug, Default)]
+pub struct Deprecated<'a> {
+    /// `--trace-file`.
+    pub file: Option<&'a str>,
+    /// `--trace-level` (repeatable).
+    pub level: &'a [String],
+    /// `--trace-rate`.
+    pub rate: Option<&'a str>,
+    /// `--trace-count`.
+    pub count: Option<&'a str>,
+    /// `--trace-log-frequency`.
+    pub log_frequency: Option<&'a str>,
+}
+
+/// Builds the start-up trace settings from the flags.
+pub fn parse(config: &[String], deprecated: &Deprecated<'_>) -> anyhow::Result<TraceOptions> {
+    let mut options = TraceOptions::default();
+    let mut level = TraceLevel::OFF;
+    let mut disable = false;
+    for name in deprecated.level {
+        add_level(&mut level, &mut disable, name).context("Bad option: \"--trace-level\"")?;
+    }
+    if let Some(file) = deprecated.file {
+        options.file = file.to_string();
+    }
+    if let Some(rate) = deprecated.rate {
+        options.rate = rate_value(rate).context("Bad option: \"--trace-rate\"")?;
+    }
+    if let Some(count) = deprecated.count {
+        options.count = count_value(count).context("Bad option: \"--trace-count\"")?;
+    }
+    if let Some(frequency) = deprecated.log_frequency {
+        options.log_frequency =
+            frequency_value(frequency).context("Bad option: \"--trace-log-frequency\"")?;
+    }
+    for arg in config {
+        let (mode, setting, value) = split(arg)?;
+        let bad = || format!("Bad option: \"--trace-config {arg}\"");
+        match (mode, setting) {
+            (None, "level") => add_level(&mut level, &mut disable, value).with_context(bad)?,
+            (None, "rate") => options.rate = rate_value(value).with_context(bad)?,
+            (None, "count") => options.count = count_value(value).with_context(bad)?,
+            (None, "mode") => options.mode = mode_value(value).with_context(bad)?,
+            (Some(TraceMode::Triton), "file") => options.file = value.to_string(),
+            (Some(TraceMode::Triton), "log-frequency") => {
+                options.log_frequency = frequency_value(value).with_context(bad)?
+            }
+            (Some(TraceMode::OpenTelemetry), _) => bail!(
+                "{}: the opentelemetry trace mode is not supported by this build",
+                bad()
+            ),
+            (None, other) => bail!(
+                "{}: unknown trace setting '{other}' (expected level, rate, count, mode, or \
+                 triton,file / triton,log-frequency)",
+                bad()
+            ),
+            (Some(TraceMode::Triton), other) => bail!(
+                "{}: unknown triton trace setting '{other}' (expected file or log-frequency)",
+                bad()
+            ),
+        }
+    }
+    options.level = if disable { TraceLevel::OFF } else { level };
+    Ok(options)
+}
+
+/// `[<mode>,]<setting>=<value>`, with tritonserver's messages.
+fn split(arg: &str) -> anyhow::Result<(Option<TraceMode>, &str, &str)> {
+    let (mode, rest) = match arg.split_once(',') {
+        Some(("", _)) => bail!(
+            "No trace mode specified. --trace-config option format is <trace mode>,<setting>=<value> \
+             or <setting>=<value>. Got {arg}"
+        ),
+        Some((mode, rest)) => (Some(mode_value(mode)?), rest),
+        None => (None, arg),
+    };
+    match rest.split_once('=') {
+        Some((setting, value)) if !setting.is_empty() && !value.is_empty() => {
+            Ok((mode, setting, value))
+        }
+        _ => bail!("--trace-config option format is '<trace mode>,<setting>=<value>'. Got {arg}"),
+    }
+}
+
+fn mode_value(value: &str) -> anyhow::Result<TraceMode> {
+    match value.to_ascii_lowercase().as_str() {
+        "triton" => Ok(TraceMode::Triton),
+        "opentelemetry" => Ok(TraceMode::OpenTelemetry),
+        _ => bail!(
+            "invalid value for trace mode option: {value}. Available options are \"triton\" and \
+             \"opentelemetry\""
+        ),
+    }
+}
+
+/// tritonserver's level names (any case): OFF anywhere disables tracing.
+fn add_level(level: &mut TraceLevel, disable: &mut bool, value: &str) -> anyhow::Result<()> {
+    match value.to_ascii_lowercase().as_str() {
+        "false" | "off" => *disable = true,
+        "true" | "on" | "min" | "max" | "timestamps" => level.timestamps = true,
+        "tensors" => level.tensors = true,
+        _ => bail!("invalid value for trace level option: {value}"),
+    }
+    Ok(())
+}
+
+fn integer(value: &str) -> anyhow::Result<i64> {
+    value
+        .parse()
+        .map_err(|_| anyhow::anyhow!("invalid value '{value}': expected an integer"))
+}
+
+fn rate_value(value: &str) -> anyhow::Result<u32> {
+    match u32::try_from(integer(value)?) {
+        Ok(rate) if rate > 0 => Ok(rate),
+        _ => bail!("invalid trace rate {value}: expected 1 to {}", u32::MAX),
+    }
+}
+
+fn count_value(value: &str) -> anyhow::Result<i32> {
+    match i32::try_from(integer(value)?) {
+        Ok(count) if count >= -1 => Ok(count),
+        _ => bail!(
+            "invalid trace count {value}: expected -1 (no limit) to {}",
+            i32::MAX
+        ),
+    }
+}
+
+fn frequency_value(value: &str) -> anyhow::Result<u32> {
+    u32::try_from(integer(value)?).map_err(|_| {
+        anyhow::anyhow!(
+            "invalid trace log frequency {value}: expected 0 to {}",
+            u32::MAX
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str]) -> anyhow::Result<TraceOptions> {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        parse(&args, &Deprecated::default())
+    }
+
+    fn error(args: &[&str]) -> String {
+        format!("{:#}", config(args).expect_err("refused"))
+    }
+
+    #[test]
+    fn trace_config_reads_tritons_settings() {
+        let options = config(&[
+            "triton,file=/tmp/t.json",
+            "level=TIMESTAMPS",
+            "level=tensors",
+            "rate=5",
+            "count=3",
+            "triton,log-frequency=2",
+            "mode=triton",
+        ])
+        .expect("valid");
+        assert_eq!(options.file, "/tmp/t.json");
+        assert!(options.level.timestamps && options.level.tensors);
+        assert_eq!(
+            (options.rate, options.count, options.log_frequency),
+            (5, 3, 2)
+        );
+        assert_eq!(config(&[]).expect("defaults"), TraceOptions::default());
+        // OFF anywhere wins, as in tritonserver.
+        assert!(config(&["level=TIMESTAMPS", "level=OFF"])
+            .expect("ok")
+            .level
+            .is_off());
+    }
+
+    #[test]
+    fn trace_config_overrides_the_deprecated_flags() {
+        let levels = vec!["TIMESTAMPS".to_string()];
+        let deprecated = Deprecated {
+            file: Some("/tmp/old.json"),
+            level: &levels,
+            rate: Some("7"),
+            count: Some("2"),
+            log_frequency: Some("4"),
+        };
+        let options = parse(&["rate=9".to_string()], &deprecated).expect("valid");
+        assert_eq!(options.file, "/tmp/old.json");
+        assert!(options.level.timestamps);
+        assert_eq!(
+            (options.rate, options.count, options.log_frequency),
+            (9, 2, 4)
+        );
+    }
+
+    #[test]
+    fn bad_trace_flags_are_refused_with_a_reason() {
+        assert!(error(&["level=LOUD"]).contains("invalid value for trace level option: LOUD"));
+        assert!(error(&["rate=0"]).contains("invalid trace rate 0"));
+        assert!(error(&["rate=-3"]).contains("invalid trace rate -3"));
+        assert!(error(&["count=-2"]).contains("invalid trace count -2"));
+        assert!(error(&["triton,log-frequency=x"]).contains("expected an integer"));
+        assert!(error(&["colour=red"]).contains("unknown trace setting 'colour'"));
+        assert!(error(&["triton,url=x"]).contains("unknown triton trace setting 'url'"));
+        assert!(error(&["opentelemetry,url=x"]).contains("not supported"));
+        assert!(error(&["jaeger,file=x"]).contains("invalid value for trace mode option: jaeger"));
+        assert!(error(&["level"]).contains("option format is"));
+        assert!(error(&[",level=OFF"]).contains("No trace mode specified"));
+    }
+}
