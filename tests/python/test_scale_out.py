@@ -333,4 +333,7 @@ def test_new_replica_joins_through_the_runtime_api(cluster, start_server, poll):
             add_sub(client, np.full((1, 4), 7e6, F32))
             return stats(new, "add_sub")["success"] > start
 
-        poll(reaches_new, what=f"a request through {module_of(client).__name__} on the new replica")
+        try:
+            poll(reaches_new, what=f"a request through {module_of(client).__name__} on the new replica")
+        finally:
+            client.close()
