@@ -71,7 +71,10 @@ impl Nereid {
             options.strict_readiness,
         )
         .with_shm_limits(options.shm_limits)
-        .with_trace(TraceManager::new(&options.trace)?);
+        .with_trace(TraceManager::new(
+            &options.trace,
+            options.span_sink.clone(),
+        )?);
         if let Some(control) = &options.log_control {
             server = server.with_log_control(control.clone());
         }

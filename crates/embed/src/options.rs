@@ -74,6 +74,9 @@ pub struct Options {
     pub metrics_config: MetricsConfig,
     /// The trace extension's start-up settings (`--trace-config`).
     pub trace: nereid_core::trace::TraceOptions,
+    /// Where the `opentelemetry` trace mode's spans go (the binary passes its OTLP
+    /// exporter); that mode is refused without one.
+    pub span_sink: Option<Arc<dyn nereid_core::trace::SpanSink>>,
 }
 
 /// See [`Options::on_server`].
@@ -105,6 +108,7 @@ impl Default for Options {
             log_control: None,
             metrics_config: MetricsConfig::default(),
             trace: nereid_core::trace::TraceOptions::default(),
+            span_sink: None,
         }
     }
 }

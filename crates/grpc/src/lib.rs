@@ -220,9 +220,14 @@ impl GrpcInferenceService for InferenceService {
         request: Request<ModelInferRequest>,
     ) -> Result<Response<ModelInferResponse>, Status> {
         let forwarded = forward::forwarded(self.header_forward.as_deref(), request.metadata());
-        let request = request.into_inner();
+        let (metadata, _, request) = request.into_parts();
         // tonic hands over the message already read: both read timestamps are now.
-        let trace = self.server.trace().sample(&request.model_name);
+        let trace = self
+            .server
+            .trace()
+            .sample_propagated(&request.model_name, &|name| {
+                trace::metadata_text(&metadata, name)
+            });
         if let Some(trace) = &trace {
             let now = Instant::now();
             trace.timestamp("GRPC_WAITREAD_START", now);

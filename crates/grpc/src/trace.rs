@@ -27,11 +27,24 @@ pub fn setting(
         .collect();
     let update = (!update.is_empty()).then_some(update.as_slice());
     let view = server.trace_settings(model, update)?;
-    Ok(TraceSettingResponse {
-        settings: view
-            .entries()
-            .into_iter()
-            .map(|(name, value)| (name.to_string(), ResponseValue { value }))
-            .collect(),
-    })
+    let mut settings: std::collections::HashMap<String, ResponseValue> = view
+        .entries()
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), ResponseValue { value }))
+        .collect();
+    // The mode's own settings; one given twice lists both values, as in Triton.
+    for (name, value) in view.mode_entries() {
+        settings
+            .entry(name.to_string())
+            .or_default()
+            .value
+            .push(value.to_string());
+    }
+    Ok(TraceSettingResponse { settings })
+}
+
+/// A request's metadata value as text, for trace-context propagation (`None` if absent
+/// or not ASCII).
+pub(crate) fn metadata_text(metadata: &tonic::metadata::MetadataMap, name: &str) -> Option<String> {
+    metadata.get(name)?.to_str().ok().map(str::to_string)
 }

@@ -189,7 +189,10 @@ async fn infer_handler(
     let (model, version) = admin::model_path(&path)?;
     // Only requests stamped while tracing was on are considered for sampling.
     let trace = arrival.and_then(|Extension(at)| {
-        let trace = state.server.trace().sample(&model)?;
+        let trace = state
+            .server
+            .trace()
+            .sample_propagated(&model, &|name| trace::header_text(&headers, name))?;
         trace::received(&trace, at.0);
         Some(trace)
     });

@@ -89,6 +89,14 @@ fn render(view: &TraceSettingsView) -> String {
             };
             format!("\"{name}\":{value}")
         })
+        .chain(view.mode_entries().map(|(name, value)| {
+            // A setting given twice appears twice, as in Triton's answer.
+            format!(
+                "{}:{}",
+                serde_json::Value::from(name),
+                serde_json::Value::from(value)
+            )
+        }))
         .collect();
     format!("{{{}}}", fields.join(","))
 }
@@ -133,6 +141,12 @@ fn wrong_type(name: &str, value: &serde_json::Value) -> Error {
         "Unable to parse '{name}': expected a string (an array of strings for \
          'trace_level') or null, got {value}"
     ))
+}
+
+/// A request header as text, for trace-context propagation (`None` if absent or not
+/// visible ASCII).
+pub(crate) fn header_text(headers: &axum::http::HeaderMap, name: &str) -> Option<String> {
+    headers.get(name)?.to_str().ok().map(str::to_string)
 }
 
 /// A sampled HTTP inference's frontend timestamps.

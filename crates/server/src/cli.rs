@@ -278,6 +278,8 @@ pub struct Config {
     /// The trace extension's start-up settings (`--trace-config` and the deprecated
     /// `--trace-*` flags).
     pub trace: nereid_core::trace::TraceOptions,
+    /// The OTLP exporter's settings, in the `opentelemetry` trace mode.
+    pub otlp: Option<nereid_otel::OtlpOptions>,
 }
 
 impl Config {
@@ -370,8 +372,10 @@ impl Config {
                 log_frequency: cli.trace_log_frequency.as_deref(),
             },
         )?;
+        let otlp = crate::trace_flags::otlp_options(&trace)?;
         Ok(Self {
             trace,
+            otlp,
             cli,
             control_mode,
             log_format,

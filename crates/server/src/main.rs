@@ -16,7 +16,9 @@ use anyhow::Context;
 use clap::Parser;
 use nereid_core::cache::CacheStore;
 use nereid_core::log_settings::LogControl;
+use nereid_core::trace::SpanSink;
 use nereid_embed::{FrontendOptions, Listeners, Nereid, Options};
+use nereid_otel::OtlpSink;
 use tokio::net::TcpListener;
 use tritonserver::backend::{HostedBackends, HostedSettings};
 
@@ -99,6 +101,7 @@ fn options(
     config: &Config,
     cache: Option<Arc<dyn CacheStore>>,
     log_control: Arc<LogControl>,
+    span_sink: Option<Arc<OtlpSink>>,
 ) -> Options {
     let cli = &config.cli;
     let backend_config: Vec<_> = config
@@ -131,6 +134,7 @@ fn options(
         log_control: Some(log_control),
         metrics_config: config.metrics_config.clone(),
         trace: config.trace.clone(),
+        span_sink: span_sink.map(|sink| sink as Arc<dyn SpanSink>),
         ..Options::default()
     }
 }
@@ -153,7 +157,7 @@ async fn listeners(config: &Config) -> anyhow::Result<Listeners> {
 }
 
 /// The frontends' settings from the flags, each port capped to fit the fd limit.
-fn frontends(config: &Config) -> FrontendOptions {
+fn frontends(config: &Config, span_sink: Option<Arc<OtlpSink>>) -> FrontendOptions {
     let max_connections = listen::fitted_connection_cap(config.cli.max_connections);
     let http_limits = config.http_limits(max_connections);
     FrontendOptions {
@@ -165,9 +169,12 @@ fn frontends(config: &Config) -> FrontendOptions {
         },
         grpc: config.grpc_options(max_connections),
         metrics_limits: http_limits,
-        metrics_appendix: Some(Arc::new(|text: &mut String| {
+        metrics_appendix: Some(Arc::new(move |text: &mut String| {
             tritonserver::metrics::render(text);
             logging::render_lost_lines(text);
+            if let Some(sink) = &span_sink {
+                sink.render_metrics(text);
+            }
         })),
         metrics_interval: config.metrics_interval(),
     }
@@ -178,8 +185,15 @@ async fn run(config: Config, log_control: Arc<LogControl>) -> anyhow::Result<()>
     // a clean stop rather than the default kill.
     let mut signal = std::pin::pin!(signal::signal_listener()?);
     let cache = cache_store(&config)?;
+    let span_sink = match &config.otlp {
+        Some(otlp) => {
+            Some(OtlpSink::start(otlp).map_err(|e| anyhow::anyhow!("creating server: {e}"))?)
+        }
+        None => None,
+    };
+    let start = Nereid::start(options(&config, cache, log_control, span_sink.clone()));
     let nereid = tokio::select! {
-        started = Nereid::start(options(&config, cache, log_control)) => started.map_err(|e| {
+        started = start => started.map_err(|e| {
             anyhow::anyhow!("creating server: {} - {e}", e.kind().triton_name())
         })?,
         () = &mut signal => {
@@ -188,7 +202,7 @@ async fn run(config: Config, log_control: Arc<LogControl>) -> anyhow::Result<()>
         }
     };
     let listeners = listeners(&config).await?;
-    nereid_embed::serve(&nereid, listeners, frontends(&config), signal).await?;
+    nereid_embed::serve(&nereid, listeners, frontends(&config, span_sink), signal).await?;
     nereid.shutdown().await;
     Ok(())
 }

@@ -1,11 +1,13 @@
 //! The trace flags as tritonserver 2.51 reads them: `--trace-config [<mode>,]<setting>=<value>`
-//! (global `level`, `rate`, `count`, `mode`; `triton,file`, `triton,log-frequency`) and
+//! (global `level`, `rate`, `count`, `mode`; `triton,file`, `triton,log-frequency`;
+//! `opentelemetry,<setting>`, kept for the exporter, see [`otlp_options`]) and
 //! the deprecated `--trace-file`, `--trace-level`, `--trace-rate`, `--trace-count`,
 //! `--trace-log-frequency`, which `--trace-config` overrides. Unlike tritonserver,
 //! unknown settings and out-of-range numbers are refused rather than ignored.
 
 use anyhow::{bail, Context};
 use nereid_core::trace::{TraceLevel, TraceMode, TraceOptions};
+use nereid_otel::OtlpOptions;
 
 /// The deprecated flags' values, as given.
 #[derive(Debug, Default)]
@@ -25,6 +27,7 @@ pub struct Deprecated<'a> {
 /// Builds the start-up trace settings from the flags.
 pub fn parse(config: &[String], deprecated: &Deprecated<'_>) -> anyhow::Result<TraceOptions> {
     let mut options = TraceOptions::default();
+    let mut otel_settings = Vec::new();
     let mut level = TraceLevel::OFF;
     let mut disable = false;
     for name in deprecated.level {
@@ -55,10 +58,9 @@ pub fn parse(config: &[String], deprecated: &Deprecated<'_>) -> anyhow::Result<T
             (Some(TraceMode::Triton), "log-frequency") => {
                 options.log_frequency = frequency_value(value).with_context(bad)?
             }
-            (Some(TraceMode::OpenTelemetry), _) => bail!(
-                "{}: the opentelemetry trace mode is not supported by this build",
-                bad()
-            ),
+            (Some(TraceMode::OpenTelemetry), setting) => {
+                otel_settings.push((setting.to_string(), value.to_string()))
+            }
             (None, other) => bail!(
                 "{}: unknown trace setting '{other}' (expected level, rate, count, mode, or \
                  triton,file / triton,log-frequency)",
@@ -71,7 +73,23 @@ pub fn parse(config: &[String], deprecated: &Deprecated<'_>) -> anyhow::Result<T
         }
     }
     options.level = if disable { TraceLevel::OFF } else { level };
+    // As in tritonserver, a mode's own settings count only when that mode is chosen.
+    if options.mode == TraceMode::OpenTelemetry {
+        options.mode_settings = otel_settings;
+    }
     Ok(options)
+}
+
+/// The OTLP exporter's options when the `opentelemetry` mode is chosen, with the
+/// `OTEL_BSP_*` variables as defaults; bad settings stop start-up.
+pub fn otlp_options(options: &TraceOptions) -> anyhow::Result<Option<OtlpOptions>> {
+    if options.mode != TraceMode::OpenTelemetry {
+        return Ok(None);
+    }
+    let env = |name: &str| std::env::var(name).ok();
+    OtlpOptions::from_settings(&options.mode_settings, &env)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("Bad option: \"--trace-config {e}\""))
 }
 
 /// `[<mode>,]<setting>=<value>`, with tritonserver's messages.
@@ -120,11 +138,11 @@ fn integer(value: &str) -> anyhow::Result<i64> {
         .map_err(|_| anyhow::anyhow!("invalid value '{value}': expected an integer"))
 }
 
+/// A rate of 0 traces only requests that carry an OpenTelemetry context (Triton's way
+/// to trace just those).
 fn rate_value(value: &str) -> anyhow::Result<u32> {
-    match u32::try_from(integer(value)?) {
-        Ok(rate) if rate > 0 => Ok(rate),
-        _ => bail!("invalid trace rate {value}: expected 1 to {}", u32::MAX),
-    }
+    u32::try_from(integer(value)?)
+        .map_err(|_| anyhow::anyhow!("invalid trace rate {value}: expected 0 to {}", u32::MAX))
 }
 
 fn count_value(value: &str) -> anyhow::Result<i32> {
@@ -205,15 +223,39 @@ mod tests {
     }
 
     #[test]
+    fn opentelemetry_settings_reach_the_exporter() {
+        let options = config(&[
+            "mode=opentelemetry",
+            "opentelemetry,url=collector:4318/v1/traces",
+            "opentelemetry,resource=service.name=nereid",
+            "opentelemetry,bsp_max_queue_size=16",
+            "rate=0",
+        ])
+        .expect("valid");
+        assert_eq!(options.mode, TraceMode::OpenTelemetry);
+        assert_eq!(options.rate, 0);
+        assert_eq!(options.mode_settings.len(), 3);
+        let otlp = otlp_options(&options).expect("valid").expect("otel mode");
+        assert_eq!(otlp.url.as_deref(), Some("http://collector:4318/v1/traces"));
+        assert_eq!(otlp.max_queue_size, 16);
+        // Another mode's settings are ignored, as in tritonserver.
+        let options = config(&["opentelemetry,url=x"]).expect("valid");
+        assert!(options.mode_settings.is_empty());
+        assert_eq!(otlp_options(&options).expect("valid"), None);
+        let bad =
+            config(&["mode=opentelemetry", "opentelemetry,bsp_schedule_delay=0"]).expect("parsed");
+        let message = format!("{:#}", otlp_options(&bad).expect_err("refused"));
+        assert!(message.contains("bsp_schedule_delay=0"), "{message}");
+    }
+
+    #[test]
     fn bad_trace_flags_are_refused_with_a_reason() {
         assert!(error(&["level=LOUD"]).contains("invalid value for trace level option: LOUD"));
-        assert!(error(&["rate=0"]).contains("invalid trace rate 0"));
         assert!(error(&["rate=-3"]).contains("invalid trace rate -3"));
         assert!(error(&["count=-2"]).contains("invalid trace count -2"));
         assert!(error(&["triton,log-frequency=x"]).contains("expected an integer"));
         assert!(error(&["colour=red"]).contains("unknown trace setting 'colour'"));
         assert!(error(&["triton,url=x"]).contains("unknown triton trace setting 'url'"));
-        assert!(error(&["opentelemetry,url=x"]).contains("not supported"));
         assert!(error(&["jaeger,file=x"]).contains("invalid value for trace mode option: jaeger"));
         assert!(error(&["level"]).contains("option format is"));
         assert!(error(&[",level=OFF"]).contains("No trace mode specified"));

@@ -3,6 +3,10 @@
 //! `trace_count` lasts, and the sampled requests' timestamps and tensors written as
 //! Triton's JSON trace files.
 //!
+//! The `opentelemetry` mode records the same activities and hands each finished
+//! request's spans to a [`SpanSink`] (see [`spans`] for their shape); a client's W3C
+//! trace context is continued and forces sampling, as in Triton.
+//!
 //! Cost when tracing is off: one atomic load per request ([`TraceManager::sample`]).
 //! A sampled request carries a [`RequestTrace`] in its [`crate::request::InferRequest`];
 //! the frontends, the model and the instance worker add their records to it, and the
@@ -11,17 +15,19 @@
 
 mod record;
 mod setting;
+mod spans;
 mod update;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use parking_lot::Mutex;
 
 pub use record::{format_data, format_g, RequestTrace, TensorActivity};
 pub use setting::{TraceFile, TraceLevel, TraceMode};
+pub use spans::{AttributeValue, FinishedSpan, FinishedTrace, RemoteParent, SpanSink};
 pub use update::SettingValue;
 
 use crate::error::{Error, Result};
@@ -43,6 +49,9 @@ pub struct TraceOptions {
     pub file: String,
     /// `mode=`.
     pub mode: TraceMode,
+    /// The mode's own settings as given (`opentelemetry,url=...`), listed in the settings
+    /// answer as Triton lists them.
+    pub mode_settings: Vec<(String, String)>,
 }
 
 impl Default for TraceOptions {
@@ -54,6 +63,7 @@ impl Default for TraceOptions {
             log_frequency: 0,
             file: String::new(),
             mode: TraceMode::Triton,
+            mode_settings: Vec::new(),
         }
     }
 }
@@ -61,14 +71,27 @@ impl Default for TraceOptions {
 /// Turns `Instant`s into the nanoseconds traces show: a monotonic clock counted from
 /// when the trace manager started (Triton shows its steady clock, whose origin differs;
 /// only differences between timestamps carry meaning in either).
+/// Spans carry wall-clock times instead: the origin's wall time plus the same difference.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {
     origin: Instant,
+    wall_origin: SystemTime,
 }
 
 impl Clock {
+    fn now() -> Self {
+        Self {
+            origin: Instant::now(),
+            wall_origin: SystemTime::now(),
+        }
+    }
+
     pub(crate) fn ns(&self, at: Instant) -> u128 {
         at.saturating_duration_since(self.origin).as_nanos()
+    }
+
+    pub(crate) fn wall(&self, at: Instant) -> SystemTime {
+        self.wall_origin + at.saturating_duration_since(self.origin)
     }
 }
 
@@ -87,6 +110,8 @@ pub struct TraceSettingsView {
     pub file: String,
     /// `trace_mode`.
     pub mode: TraceMode,
+    /// The mode's own start-up settings, listed after the mode.
+    pub mode_settings: Vec<(String, String)>,
 }
 
 impl TraceSettingsView {
@@ -108,6 +133,14 @@ impl TraceSettingsView {
         entries.push(("trace_mode", vec![self.mode.as_str().to_string()]));
         entries
     }
+
+    /// The mode's own settings (`url`, `resource`, ...), each value a string; a setting
+    /// given twice is listed twice, as Triton does.
+    pub fn mode_entries(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.mode_settings
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+    }
 }
 
 /// Triton's `TraceManager`: the settings and the sampling decision.
@@ -118,6 +151,9 @@ pub struct TraceManager {
     // Read once per request while tracing is on (to find the model's setting) and
     // written by setting updates; no I/O or await inside.
     state: Mutex<State>,
+    /// Where the `opentelemetry` mode's spans go.
+    sink: Option<Arc<dyn SpanSink>>,
+    mode_settings: Vec<(String, String)>,
 }
 
 struct State {
@@ -131,12 +167,13 @@ struct State {
 }
 
 impl TraceManager {
-    /// A manager with `options` as the global setting. Refuses the OpenTelemetry mode
-    /// and a trace file whose folder does not exist.
-    pub fn new(options: &TraceOptions) -> Result<Self> {
-        if options.mode == TraceMode::OpenTelemetry {
+    /// A manager with `options` as the global setting, sending the `opentelemetry`
+    /// mode's spans to `sink`. Refuses that mode without a sink, and a trace file whose
+    /// folder does not exist.
+    pub fn new(options: &TraceOptions, sink: Option<Arc<dyn SpanSink>>) -> Result<Self> {
+        if options.mode == TraceMode::OpenTelemetry && sink.is_none() {
             return Err(Error::unsupported(
-                "trace mode 'opentelemetry' is not supported by this build; use 'triton'",
+                "trace mode 'opentelemetry' needs a span exporter, and none was configured",
             ));
         }
         check_writable(&options.file)?;
@@ -164,10 +201,10 @@ impl TraceManager {
         };
         let manager = Self {
             active: AtomicBool::new(false),
-            clock: Clock {
-                origin: Instant::now(),
-            },
+            clock: Clock::now(),
             state: Mutex::new(state),
+            sink,
+            mode_settings: options.mode_settings.clone(),
         };
         manager.refresh_active(&manager.state.lock());
         Ok(manager)
@@ -175,7 +212,7 @@ impl TraceManager {
 
     /// Tracing off, the default: every request passes one atomic check.
     pub fn disabled() -> Self {
-        Self::new(&TraceOptions::default()).expect("the default options are valid")
+        Self::new(&TraceOptions::default(), None).expect("the default options are valid")
     }
 
     /// Whether any setting traces (so frontends skip even reading the clock otherwise).
@@ -185,6 +222,18 @@ impl TraceManager {
 
     /// Decides whether to trace a request for `model` and, if so, starts its trace.
     pub fn sample(&self, model: &str) -> Option<RequestTrace> {
+        self.sample_propagated(model, &|_| None)
+    }
+
+    /// As [`TraceManager::sample`], for a request whose headers (or gRPC metadata)
+    /// `header` looks up: in the `opentelemetry` mode a W3C trace context there is
+    /// continued and the request is traced whatever the rate and count (Triton's
+    /// context propagation).
+    pub fn sample_propagated(
+        &self,
+        model: &str,
+        header: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<RequestTrace> {
         if !self.active.load(Ordering::Relaxed) {
             return None;
         }
@@ -192,9 +241,17 @@ impl TraceManager {
             let state = self.state.lock();
             state.models.get(model).unwrap_or(&state.global).clone()
         };
+        let remote_parent = match &self.sink {
+            Some(sink)
+                if setting.mode == TraceMode::OpenTelemetry && !setting.values.level.is_off() =>
+            {
+                sink.extract(header)
+            }
+            _ => None,
+        };
         setting
-            .sample()
-            .then(|| RequestTrace::new(setting, self.clock))
+            .sample(remote_parent.is_some())
+            .then(|| RequestTrace::new(setting, self.clock, self.sink.as_ref(), remote_parent))
     }
 
     /// The setting in force for `model` (its own, else the global one), or the global
@@ -212,6 +269,7 @@ impl TraceManager {
             log_frequency: values.log_frequency,
             file: setting.file.name().to_string(),
             mode: setting.mode,
+            mode_settings: self.mode_settings.clone(),
         }
     }
 
@@ -324,6 +382,9 @@ impl TraceManager {
         }
         for file in files {
             file.close();
+        }
+        if let Some(sink) = &self.sink {
+            sink.shutdown();
         }
     }
 }

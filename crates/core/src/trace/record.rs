@@ -10,6 +10,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use super::setting::{Setting, TraceLevel, TraceMode};
+use super::spans::{RemoteParent, SpanRecorder, SpanSink};
 use super::Clock;
 use crate::DataType;
 
@@ -42,25 +43,42 @@ impl TensorActivity {
 struct TraceBuffer {
     setting: Arc<Setting>,
     clock: Clock,
-    // One stream of records per trace id, in the order the ids first wrote; locked for
-    // each record, by the request's own threads only.
-    streams: Mutex<Vec<(u64, String)>>,
+    records: Records,
+}
+
+/// How the mode keeps records until the trace ends. Locked for each record, by the
+/// request's own threads only.
+enum Records {
+    /// `triton`: one stream of JSON records per trace id, in the order the ids first
+    /// wrote.
+    Json(Mutex<Vec<(u64, String)>>),
+    /// `opentelemetry`: the activities, replayed into spans for the sink at the end.
+    Spans {
+        recorder: Mutex<Option<SpanRecorder>>,
+        sink: Arc<dyn SpanSink>,
+    },
 }
 
 impl Drop for TraceBuffer {
     fn drop(&mut self) {
-        if self.setting.mode != TraceMode::Triton {
-            return;
-        }
-        let streams = std::mem::take(&mut *self.streams.lock());
-        let mut records = String::new();
-        for (_, stream) in streams.iter().filter(|(_, s)| !s.is_empty()) {
-            if !records.is_empty() {
-                records.push(',');
+        match &self.records {
+            Records::Json(streams) => {
+                let streams = std::mem::take(&mut *streams.lock());
+                let mut records = String::new();
+                for (_, stream) in streams.iter().filter(|(_, s)| !s.is_empty()) {
+                    if !records.is_empty() {
+                        records.push(',');
+                    }
+                    records.push_str(stream);
+                }
+                self.setting.collect(&records);
             }
-            records.push_str(stream);
+            Records::Spans { recorder, sink } => {
+                if let Some(recorder) = recorder.lock().take() {
+                    sink.submit(recorder.finish(&self.clock, Instant::now()));
+                }
+            }
         }
-        self.setting.collect(&records);
     }
 }
 
@@ -83,12 +101,26 @@ impl std::fmt::Debug for RequestTrace {
 }
 
 impl RequestTrace {
-    pub(crate) fn new(setting: Arc<Setting>, clock: Clock) -> Self {
+    /// A new trace; in the `opentelemetry` mode (with a sink) its spans continue
+    /// `remote_parent` when the client sent one.
+    pub(crate) fn new(
+        setting: Arc<Setting>,
+        clock: Clock,
+        sink: Option<&Arc<dyn SpanSink>>,
+        remote_parent: Option<RemoteParent>,
+    ) -> Self {
+        let records = match sink {
+            Some(sink) if setting.mode == TraceMode::OpenTelemetry => Records::Spans {
+                recorder: Mutex::new(Some(SpanRecorder::new(Instant::now(), remote_parent))),
+                sink: sink.clone(),
+            },
+            _ => Records::Json(Mutex::new(Vec::new())),
+        };
         Self {
             buffer: Arc::new(TraceBuffer {
                 setting,
                 clock,
-                streams: Mutex::new(Vec::new()),
+                records,
             }),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             parent_id: 0,
@@ -113,9 +145,12 @@ impl RequestTrace {
         self.buffer.setting.values.level
     }
 
-    /// Appends one record to this id's stream.
+    /// Appends one JSON record to this id's stream (`triton` mode only).
     fn record(&self, write: impl FnOnce(&mut String)) {
-        let mut streams = self.buffer.streams.lock();
+        let Records::Json(streams) = &self.buffer.records else {
+            return;
+        };
+        let mut streams = streams.lock();
         let index = match streams.iter().position(|(id, _)| *id == self.id) {
             Some(index) => index,
             None => {
@@ -130,9 +165,21 @@ impl RequestTrace {
         write(stream);
     }
 
+    /// The span recorder, in the `opentelemetry` mode while the trace is running.
+    fn spans(&self) -> Option<parking_lot::MappedMutexGuard<'_, SpanRecorder>> {
+        let Records::Spans { recorder, .. } = &self.buffer.records else {
+            return None;
+        };
+        parking_lot::MutexGuard::try_map(recorder.lock(), Option::as_mut).ok()
+    }
+
     /// Records the activity `name` at `at` (with the `TIMESTAMPS` level).
     pub fn timestamp(&self, name: &str, at: Instant) {
         if !self.level().timestamps {
+            return;
+        }
+        if let Some(mut spans) = self.spans() {
+            spans.timestamp(self.id, name, at);
             return;
         }
         let ns = self.buffer.clock.ns(at);
@@ -153,6 +200,10 @@ impl RequestTrace {
         }
         let id = self.id;
         let parent_id = self.parent_id;
+        if let Some(mut spans) = self.spans() {
+            spans.request_start(id, parent_id, model, version, request_id, at);
+            return;
+        }
         self.record(|s| {
             let _ = write!(
                 s,
@@ -171,7 +222,8 @@ impl RequestTrace {
     }
 
     /// Records a tensor (with the `TENSORS` level): name, data, shape and type in
-    /// Triton's format (see [`format_data`]).
+    /// Triton's format (see [`format_data`]). The `opentelemetry` mode records no
+    /// tensors, as Triton's.
     pub fn tensor(
         &self,
         activity: TensorActivity,
@@ -204,7 +256,7 @@ impl RequestTrace {
 
     /// Whether tensors are traced, so callers skip walking them otherwise.
     pub fn traces_tensors(&self) -> bool {
-        self.level().tensors
+        self.level().tensors && matches!(self.buffer.records, Records::Json(_))
     }
 }
 

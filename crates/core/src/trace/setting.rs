@@ -45,13 +45,13 @@ impl TraceLevel {
     }
 }
 
-/// How traces are reported (`--trace-config mode=`); only `triton` (JSON files) works.
+/// How traces are reported (`--trace-config mode=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TraceMode {
     /// Triton's JSON trace files.
     #[default]
     Triton,
-    /// OpenTelemetry export (refused at start-up: not built in).
+    /// Spans handed to a [`super::SpanSink`] (the binary's OTLP exporter).
     OpenTelemetry,
 }
 
@@ -165,24 +165,31 @@ impl Setting {
     }
 
     /// Whether this request is one to trace: every `rate`-th request while the count
-    /// lasts (Triton's `SampleTrace`).
-    pub(crate) fn sample(&self) -> bool {
-        if self.values.level.is_off() || self.values.rate == 0 || self.file.name().is_empty() {
+    /// lasts, or any request with `force` (a propagated OpenTelemetry context), which
+    /// still counts towards the rate (Triton's `SampleTrace`). A rate of 0 samples
+    /// only forced requests.
+    pub(crate) fn sample(&self, force: bool) -> bool {
+        if self.values.level.is_off()
+            || (self.mode == TraceMode::Triton && self.file.name().is_empty())
+        {
             return false;
         }
+        if self.values.rate == 0 {
+            return force;
+        }
         let mut counters = self.counters.lock();
-        if counters.count == 0 {
+        if counters.count == 0 && !force {
             return false;
         }
         counters.seen += 1;
-        if !counters.seen.is_multiple_of(u64::from(self.values.rate)) {
-            return false;
-        }
-        if counters.count > 0 {
+        let hit = counters.seen.is_multiple_of(u64::from(self.values.rate)) && counters.count != 0;
+        if hit && counters.count > 0 {
             counters.count -= 1;
         }
-        counters.created += 1;
-        true
+        if hit {
+            counters.created += 1;
+        }
+        hit || force
     }
 
     /// Adds one finished trace (its records, already comma separated; none when nothing

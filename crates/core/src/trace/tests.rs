@@ -14,6 +14,7 @@ fn options(file: &std::path::Path, rate: u32, count: i32, log_frequency: u32) ->
         log_frequency,
         file: file.display().to_string(),
         mode: TraceMode::Triton,
+        mode_settings: Vec::new(),
     }
 }
 
@@ -48,9 +49,9 @@ fn off_by_default_and_samples_nothing() {
 fn every_rate_th_request_is_sampled_while_the_count_lasts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("t.json");
-    let manager = TraceManager::new(&options(&file, 3, -1, 0)).expect("valid");
+    let manager = TraceManager::new(&options(&file, 3, -1, 0), None).expect("valid");
     assert_eq!(run(&manager, "m", 9), 3);
-    let manager = TraceManager::new(&options(&file, 2, 2, 0)).expect("valid");
+    let manager = TraceManager::new(&options(&file, 2, 2, 0), None).expect("valid");
     assert_eq!(manager.settings(None).count, 2);
     assert_eq!(run(&manager, "m", 10), 2);
     // The count counts down, as the settings answer shows.
@@ -67,7 +68,7 @@ fn every_rate_th_request_is_sampled_while_the_count_lasts() {
 fn log_frequency_writes_indexed_files() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("t.json");
-    let manager = TraceManager::new(&options(&file, 1, -1, 2)).expect("valid");
+    let manager = TraceManager::new(&options(&file, 1, -1, 2), None).expect("valid");
     assert_eq!(run(&manager, "m", 5), 5);
     let first = read(&dir.path().join("t.json.0"));
     let second = read(&dir.path().join("t.json.1"));
@@ -87,7 +88,7 @@ fn log_frequency_writes_indexed_files() {
 fn without_log_frequency_the_file_is_written_at_shutdown() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("t.json");
-    let manager = TraceManager::new(&options(&file, 1, -1, 0)).expect("valid");
+    let manager = TraceManager::new(&options(&file, 1, -1, 0), None).expect("valid");
     assert_eq!(run(&manager, "m", 3), 3);
     assert!(!file.exists());
     manager.flush();
@@ -99,7 +100,7 @@ fn without_log_frequency_the_file_is_written_at_shutdown() {
 fn the_last_counted_trace_writes_the_batch() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("t.json");
-    let manager = TraceManager::new(&options(&file, 1, 2, 0)).expect("valid");
+    let manager = TraceManager::new(&options(&file, 1, 2, 0), None).expect("valid");
     assert_eq!(run(&manager, "m", 3), 2);
     assert_eq!(
         read(&dir.path().join("t.json.0")).as_array().map(Vec::len),
@@ -113,7 +114,7 @@ fn records_have_tritons_shape() {
     let file = dir.path().join("t.json");
     let mut opts = options(&file, 1, -1, 1);
     opts.level.tensors = true;
-    let manager = TraceManager::new(&opts).expect("valid");
+    let manager = TraceManager::new(&opts, None).expect("valid");
     let trace = manager.sample("m").expect("sampled");
     let start = Instant::now();
     trace.request_start("m", 3, "req\"1", start);
@@ -158,7 +159,7 @@ fn records_have_tritons_shape() {
 fn model_settings_fall_back_to_the_global_ones() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("t.json");
-    let manager = TraceManager::new(&options(&file, 1, -1, 0)).expect("valid");
+    let manager = TraceManager::new(&options(&file, 1, -1, 0), None).expect("valid");
     manager
         .update(Some("m"), &[scalar("trace_rate", "4")])
         .expect("model rate");
@@ -197,7 +198,8 @@ fn model_settings_fall_back_to_the_global_ones() {
 #[test]
 fn bad_updates_are_refused_with_tritons_messages() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let manager = TraceManager::new(&options(&dir.path().join("t.json"), 1, -1, 0)).expect("valid");
+    let manager =
+        TraceManager::new(&options(&dir.path().join("t.json"), 1, -1, 0), None).expect("valid");
     let message = |settings: &[(String, SettingValue)]| {
         manager
             .update(None, settings)
@@ -244,12 +246,10 @@ fn bad_updates_are_refused_with_tritons_messages() {
 
 #[test]
 fn a_missing_trace_folder_is_refused_at_start() {
-    let error = TraceManager::new(&options(
-        std::path::Path::new("/nonexistent-folder/t.json"),
-        1,
-        -1,
-        0,
-    ))
+    let error = TraceManager::new(
+        &options(std::path::Path::new("/nonexistent-folder/t.json"), 1, -1, 0),
+        None,
+    )
     .err()
     .expect("refused");
     assert!(error
@@ -289,7 +289,7 @@ fn a_trace_with_no_records_leaves_the_file_valid() {
         timestamps: false,
         tensors: true,
     };
-    let manager = TraceManager::new(&opts).expect("valid");
+    let manager = TraceManager::new(&opts, None).expect("valid");
     drop(manager.sample("m").expect("sampled"));
     let trace = manager.sample("m").expect("sampled");
     trace.tensor(
@@ -302,4 +302,166 @@ fn a_trace_with_no_records_leaves_the_file_valid() {
     drop(trace);
     manager.flush();
     assert_eq!(read(&file).as_array().map(Vec::len), Some(1));
+}
+
+/// A sink keeping what it is given, and reading `traceparent` as `trace-span` in hex.
+#[derive(Default)]
+struct KeptSpans(parking_lot::Mutex<Vec<FinishedTrace>>);
+
+impl SpanSink for KeptSpans {
+    fn extract(&self, header: &dyn Fn(&str) -> Option<String>) -> Option<RemoteParent> {
+        let value = header("traceparent")?;
+        let (trace, span) = value.split_once('-')?;
+        Some(RemoteParent {
+            trace_id: u128::from_str_radix(trace, 16).ok()?.to_be_bytes(),
+            span_id: u64::from_str_radix(span, 16).ok()?.to_be_bytes(),
+            flags: 1,
+            trace_state: String::new(),
+        })
+    }
+    fn submit(&self, trace: FinishedTrace) {
+        self.0.lock().push(trace);
+    }
+    fn shutdown(&self) {}
+}
+
+fn otel_manager(rate: u32) -> (TraceManager, Arc<KeptSpans>) {
+    let sink = Arc::new(KeptSpans::default());
+    let options = TraceOptions {
+        level: TraceLevel {
+            timestamps: true,
+            tensors: true,
+        },
+        rate,
+        mode: TraceMode::OpenTelemetry,
+        mode_settings: vec![("url".into(), "localhost:4318/v1/traces".into())],
+        ..TraceOptions::default()
+    };
+    let manager = TraceManager::new(&options, Some(sink.clone())).expect("valid");
+    (manager, sink)
+}
+
+#[test]
+fn opentelemetry_mode_needs_a_sink_and_lists_its_settings() {
+    let options = TraceOptions {
+        mode: TraceMode::OpenTelemetry,
+        ..TraceOptions::default()
+    };
+    let refused = TraceManager::new(&options, None).err().expect("refused");
+    assert_eq!(refused.kind(), crate::ErrorKind::Unsupported);
+    let (manager, _) = otel_manager(1);
+    let view = manager.settings(None);
+    let names: Vec<&str> = view.entries().iter().map(|(n, _)| *n).collect();
+    assert_eq!(
+        names,
+        ["trace_level", "trace_rate", "trace_count", "trace_mode"]
+    );
+    assert_eq!(
+        view.mode_entries().collect::<Vec<_>>(),
+        [("url", "localhost:4318/v1/traces")]
+    );
+}
+
+#[test]
+fn opentelemetry_spans_nest_as_tritons() {
+    let (manager, sink) = otel_manager(1);
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let trace = manager.sample("ens").expect("sampled");
+    trace.timestamp("HTTP_RECV_START", at(0));
+    trace.request_start("ens", 1, "req-7", at(1));
+    trace.timestamp("QUEUE_START", at(2));
+    let step = trace.child();
+    step.request_start("add", 2, "", at(3));
+    step.timestamp("QUEUE_START", at(4));
+    step.timestamp("COMPUTE_START", at(5));
+    step.tensor(
+        TensorActivity::BackendInput,
+        "IN",
+        DataType::Int32,
+        &[1],
+        &[1, 0, 0, 0],
+    );
+    step.timestamp("COMPUTE_INPUT_END", at(6));
+    step.timestamp("COMPUTE_OUTPUT_START", at(7));
+    step.timestamp("COMPUTE_END", at(8));
+    step.timestamp("REQUEST_END", at(9));
+    trace.timestamp("REQUEST_END", at(10));
+    trace.timestamp("HTTP_SEND_START", at(11));
+    assert!(
+        !step.traces_tensors(),
+        "no tensors in the opentelemetry mode"
+    );
+    drop(step);
+    assert!(
+        sink.0.lock().is_empty(),
+        "exported when the last holder lets go"
+    );
+    drop(trace);
+
+    let traces = sink.0.lock();
+    let spans = &traces[0].spans;
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["InferRequest", "ens", "add", "compute"]);
+    let parents: Vec<Option<usize>> = spans.iter().map(|s| s.parent).collect();
+    assert_eq!(parents, [None, Some(0), Some(1), Some(2)]);
+    let events =
+        |i: usize| -> Vec<&str> { spans[i].events.iter().map(|(n, _)| n.as_str()).collect() };
+    assert_eq!(events(0), ["HTTP_RECV_START", "HTTP_SEND_START"]);
+    assert_eq!(events(1), ["REQUEST_START", "QUEUE_START", "REQUEST_END"]);
+    assert_eq!(events(2), ["REQUEST_START", "QUEUE_START", "REQUEST_END"]);
+    assert_eq!(
+        events(3),
+        [
+            "COMPUTE_START",
+            "COMPUTE_INPUT_END",
+            "COMPUTE_OUTPUT_START",
+            "COMPUTE_END"
+        ]
+    );
+    let wall = |ms: u64| manager.clock.wall(at(ms));
+    assert_eq!((spans[3].start, spans[3].end), (wall(5), wall(8)));
+    assert_eq!((spans[2].start, spans[2].end), (wall(3), wall(9)));
+    assert_eq!((spans[1].start, spans[1].end), (wall(1), wall(10)));
+    assert_eq!(spans[0].events[1].1, wall(11));
+    assert!(spans[1]
+        .attributes
+        .contains(&("triton.request_id", AttributeValue::Str("req-7".into()))));
+    assert!(spans[2].attributes.contains(&(
+        "triton.trace_parent_id",
+        AttributeValue::Int(spans_id(&spans[1]))
+    )));
+}
+
+fn spans_id(span: &FinishedSpan) -> i64 {
+    span.attributes
+        .iter()
+        .find_map(|(name, value)| match (name, value) {
+            (&"triton.trace_id", AttributeValue::Int(id)) => Some(*id),
+            _ => None,
+        })
+        .expect("a model span has its trace id")
+}
+
+#[test]
+fn a_propagated_context_forces_sampling() {
+    // Rate 0: only requests with a client's context are traced (Triton's workaround).
+    let (manager, sink) = otel_manager(0);
+    assert!(manager.sample("m").is_none());
+    let parent = "000000000000000000000000000000ab-00000000000000cd";
+    let header = |name: &str| (name == "traceparent").then(|| parent.to_string());
+    drop(manager.sample_propagated("m", &header).expect("forced"));
+    let traces = sink.0.lock();
+    let remote = traces[0].remote_parent.as_ref().expect("continued");
+    assert_eq!(remote.trace_id[15], 0xab);
+    assert_eq!(remote.span_id[7], 0xcd);
+
+    // With a rate, forced requests still count towards it.
+    let (manager, _) = otel_manager(2);
+    assert!(manager.sample_propagated("m", &header).is_some());
+    assert!(
+        manager.sample("m").is_some(),
+        "the 2nd request hits the rate"
+    );
+    assert!(manager.sample("m").is_none());
 }
