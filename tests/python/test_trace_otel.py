@@ -191,6 +191,10 @@ def test_spans_have_tritons_shape_resource_and_scope(collector, start_server, ma
         settings = client.get_trace_settings()
     assert settings["trace_mode"] == "opentelemetry"
     assert settings["url"] == f"127.0.0.1:{collector.port}/v1/traces"
+    # The batch processor's settings, given or defaulted, as Triton 2.51 lists them.
+    assert settings["bsp_schedule_delay"] == "20"
+    assert settings["bsp_max_queue_size"] == "2048"
+    assert settings["bsp_max_export_batch_size"] == "512"
     assert "trace_file" not in settings and "log_frequency" not in settings
     grpc_settings = srv.grpc_client().get_trace_settings(as_json=True)["settings"]
     assert grpc_settings["resource"]["value"] == [

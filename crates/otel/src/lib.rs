@@ -26,7 +26,7 @@ use opentelemetry_sdk::trace::SpanExporter as _;
 use opentelemetry_sdk::Resource;
 use parking_lot::Mutex;
 
-pub use options::{OtlpOptions, DEFAULT_SERVICE_NAME};
+pub use options::{bsp_defaults, OtlpOptions, DEFAULT_SERVICE_NAME};
 
 use queue::Queue;
 

@@ -1,9 +1,9 @@
 //! The exporter's settings as tritonserver 2.51 takes them: `--trace-config
 //! opentelemetry,<setting>=<value>` for `url`, `resource` (repeatable `key=value`) and the
 //! batch span processor's `bsp_max_queue_size`, `bsp_schedule_delay`,
-//! `bsp_max_export_batch_size`, whose defaults come from the `OTEL_BSP_*` variables as
-//! in the OpenTelemetry SDKs. Unlike tritonserver, unknown settings and bad numbers are
-//! refused instead of ignored.
+//! `bsp_max_export_batch_size`, whose defaults come from the `OTEL_BSP_*` variables
+//! ([`bsp_defaults`]). Unlike tritonserver, unknown settings and bad numbers are refused
+//! instead of ignored.
 
 use std::time::Duration;
 
@@ -41,29 +41,9 @@ impl Default for OtlpOptions {
 }
 
 impl OtlpOptions {
-    /// The options from `--trace-config opentelemetry,...` pairs, over the defaults
-    /// (which `env` — the `OTEL_BSP_*` variables — may change first).
-    pub fn from_settings(
-        settings: &[(String, String)],
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Self, String> {
+    /// The options from `--trace-config opentelemetry,...` pairs, over the defaults.
+    pub fn from_settings(settings: &[(String, String)]) -> Result<Self, String> {
         let mut options = Self::default();
-        let from_env = |name: &str| env(name).map(|value| (name.to_string(), value));
-        let bsp = [
-            ("OTEL_BSP_MAX_QUEUE_SIZE", "bsp_max_queue_size"),
-            ("OTEL_BSP_SCHEDULE_DELAY", "bsp_schedule_delay"),
-            (
-                "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
-                "bsp_max_export_batch_size",
-            ),
-        ];
-        for (variable, setting) in bsp {
-            if let Some((variable, value)) = from_env(variable) {
-                options
-                    .apply(setting, &value)
-                    .map_err(|e| format!("environment variable {variable}: {e}"))?;
-            }
-        }
         for (setting, value) in settings {
             options
                 .apply(setting, value)
@@ -115,6 +95,33 @@ fn endpoint(value: &str) -> Result<String, String> {
     Ok(url)
 }
 
+/// The batch span processor settings not given in `settings`, as tritonserver adds them
+/// to its configuration (and lists them in the trace settings answer): each from its
+/// `OTEL_BSP_*` variable (looked up with `env`), else the SDK default.
+pub fn bsp_defaults(
+    settings: &[(String, String)],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(String, String)> {
+    [
+        (
+            "bsp_max_export_batch_size",
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+            "512",
+        ),
+        ("bsp_max_queue_size", "OTEL_BSP_MAX_QUEUE_SIZE", "2048"),
+        ("bsp_schedule_delay", "OTEL_BSP_SCHEDULE_DELAY", "5000"),
+    ]
+    .into_iter()
+    .filter(|(name, _, _)| !settings.iter().any(|(given, _)| given == name))
+    .map(|(name, variable, default)| {
+        (
+            name.to_string(),
+            env(variable).unwrap_or_else(|| default.to_string()),
+        )
+    })
+    .collect()
+}
+
 fn positive(value: &str) -> Result<usize, String> {
     match value.parse::<u32>() {
         Ok(n) if n > 0 => Ok(n as usize),
@@ -138,22 +145,15 @@ mod tests {
 
     #[test]
     fn tritons_settings_and_defaults() {
-        let none = |_: &str| None;
-        assert_eq!(
-            OtlpOptions::from_settings(&[], &none),
-            Ok(OtlpOptions::default())
-        );
-        let options = OtlpOptions::from_settings(
-            &pairs(&[
-                ("url", "collector:4318/v1/traces"),
-                ("resource", "service.name=nereid"),
-                ("resource", "deployment=a=b"),
-                ("bsp_max_queue_size", "8"),
-                ("bsp_schedule_delay", "20"),
-                ("bsp_max_export_batch_size", "4"),
-            ]),
-            &none,
-        )
+        assert_eq!(OtlpOptions::from_settings(&[]), Ok(OtlpOptions::default()));
+        let options = OtlpOptions::from_settings(&pairs(&[
+            ("url", "collector:4318/v1/traces"),
+            ("resource", "service.name=nereid"),
+            ("resource", "deployment=a=b"),
+            ("bsp_max_queue_size", "8"),
+            ("bsp_schedule_delay", "20"),
+            ("bsp_max_export_batch_size", "4"),
+        ]))
         .expect("valid");
         assert_eq!(
             options.url.as_deref(),
@@ -169,21 +169,25 @@ mod tests {
     }
 
     #[test]
-    fn environment_gives_defaults_that_flags_override() {
+    fn bsp_defaults_fill_in_what_was_not_given_from_the_environment() {
         let env = |name: &str| (name == "OTEL_BSP_MAX_QUEUE_SIZE").then(|| "100".to_string());
-        let options = OtlpOptions::from_settings(&[], &env).expect("valid");
+        let given = pairs(&[("bsp_schedule_delay", "20")]);
+        assert_eq!(
+            bsp_defaults(&given, &env),
+            pairs(&[
+                ("bsp_max_export_batch_size", "512"),
+                ("bsp_max_queue_size", "100")
+            ])
+        );
+        let mut all = given.clone();
+        all.extend(bsp_defaults(&given, &env));
+        let options = OtlpOptions::from_settings(&all).expect("valid");
         assert_eq!(options.max_queue_size, 100);
-        let options = OtlpOptions::from_settings(&pairs(&[("bsp_max_queue_size", "600")]), &env)
-            .expect("valid");
-        assert_eq!(options.max_queue_size, 600);
-        let bad = |name: &str| (name == "OTEL_BSP_SCHEDULE_DELAY").then(|| "soon".to_string());
-        let error = OtlpOptions::from_settings(&[], &bad).expect_err("refused");
-        assert!(error.contains("OTEL_BSP_SCHEDULE_DELAY"), "{error}");
+        assert_eq!(options.max_export_batch_size, 100, "capped by the queue");
     }
 
     #[test]
     fn bad_settings_are_refused_with_the_setting_named() {
-        let none = |_: &str| None;
         for (setting, value, expected) in [
             ("bsp_max_queue_size", "0", "expected an integer"),
             ("bsp_schedule_delay", "-5", "expected an integer"),
@@ -191,18 +195,15 @@ mod tests {
             ("url", "https://collector", "no TLS"),
             ("ur1", "x", "unknown opentelemetry trace setting 'ur1'"),
         ] {
-            let error = OtlpOptions::from_settings(&pairs(&[(setting, value)]), &none)
-                .expect_err("refused");
+            let error =
+                OtlpOptions::from_settings(&pairs(&[(setting, value)])).expect_err("refused");
             assert!(error.contains(expected), "{error}");
             assert!(error.contains(setting), "{error}");
         }
-        let capped = OtlpOptions::from_settings(
-            &pairs(&[
-                ("bsp_max_queue_size", "4"),
-                ("bsp_max_export_batch_size", "5"),
-            ]),
-            &none,
-        )
+        let capped = OtlpOptions::from_settings(&pairs(&[
+            ("bsp_max_queue_size", "4"),
+            ("bsp_max_export_batch_size", "5"),
+        ]))
         .expect("valid");
         assert_eq!(capped.max_export_batch_size, 4);
     }

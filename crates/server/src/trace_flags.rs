@@ -7,7 +7,7 @@
 
 use anyhow::{bail, Context};
 use nereid_core::trace::{TraceLevel, TraceMode, TraceOptions};
-use nereid_otel::OtlpOptions;
+use nereid_otel::{bsp_defaults, OtlpOptions};
 
 /// The deprecated flags' values, as given.
 #[derive(Debug, Default)]
@@ -73,21 +73,24 @@ pub fn parse(config: &[String], deprecated: &Deprecated<'_>) -> anyhow::Result<T
         }
     }
     options.level = if disable { TraceLevel::OFF } else { level };
-    // As in tritonserver, a mode's own settings count only when that mode is chosen.
+    // As in tritonserver, a mode's own settings count only when that mode is chosen,
+    // and the batch span processor's missing ones are added from `OTEL_BSP_*`.
     if options.mode == TraceMode::OpenTelemetry {
+        let env = |name: &str| std::env::var(name).ok();
+        let defaults = bsp_defaults(&otel_settings, &env);
         options.mode_settings = otel_settings;
+        options.mode_settings.extend(defaults);
     }
     Ok(options)
 }
 
-/// The OTLP exporter's options when the `opentelemetry` mode is chosen, with the
-/// `OTEL_BSP_*` variables as defaults; bad settings stop start-up.
+/// The OTLP exporter's options when the `opentelemetry` mode is chosen; bad settings
+/// stop start-up.
 pub fn otlp_options(options: &TraceOptions) -> anyhow::Result<Option<OtlpOptions>> {
     if options.mode != TraceMode::OpenTelemetry {
         return Ok(None);
     }
-    let env = |name: &str| std::env::var(name).ok();
-    OtlpOptions::from_settings(&options.mode_settings, &env)
+    OtlpOptions::from_settings(&options.mode_settings)
         .map(Some)
         .map_err(|e| anyhow::anyhow!("Bad option: \"--trace-config {e}\""))
 }
@@ -234,7 +237,8 @@ mod tests {
         .expect("valid");
         assert_eq!(options.mode, TraceMode::OpenTelemetry);
         assert_eq!(options.rate, 0);
-        assert_eq!(options.mode_settings.len(), 3);
+        // The given three, then the batch processor's two missing defaults.
+        assert_eq!(options.mode_settings.len(), 5);
         let otlp = otlp_options(&options).expect("valid").expect("otel mode");
         assert_eq!(otlp.url.as_deref(), Some("http://collector:4318/v1/traces"));
         assert_eq!(otlp.max_queue_size, 16);
