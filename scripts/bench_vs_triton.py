@@ -16,6 +16,12 @@ Cells (c = concurrency, batch 1):
                                       (only where the wheel's python backend is unpacked)
   opt-in: model_{http,grpc}_c{1,16}, cache_{http,grpc}_c16 (latency checks against --base)
 
+With --trace-levels, each cell runs once per trace level on the same two servers, the
+level set over the trace extension before the load (`off`, `timestamps`, `tensors` =
+TIMESTAMPS+TENSORS, each on every request, and `timestamps@1000` = every 1000th); both
+servers then start in the --trace-mode given: `triton` writes JSON trace files every
+100 traces, `opentelemetry` exports to a local OTLP receiver that only counts bytes.
+
 Then mlp_large (compute-bound) served by Nereid at concurrency 1 in requests of a fixed
 batch size, against ONNX Runtime in-process on one thread, in CPU per inference. The
 tables go to OUT/summary.md, every run's figures to OUT/rows.json.
@@ -30,8 +36,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRITON = os.path.join(ROOT, "..", "shared", "triton")
@@ -140,10 +148,56 @@ def nereid_repository(with_python):
     return repo
 
 
-def start_nereid(port, with_python, log, binary=NEREID, name="nereid"):
+# trace level name -> (trace_level list, trace_rate), set over the trace extension.
+TRACE_LEVELS = {
+    "off": (["OFF"], "1000"),
+    "timestamps": (["TIMESTAMPS"], "1"),
+    "tensors": (["TIMESTAMPS", "TENSORS"], "1"),
+    "timestamps@1000": (["TIMESTAMPS"], "1000"),
+}
+
+
+def trace_flags(mode, out, name, collector_port):
+    """Start-up flags for tracing in `mode` (the level stays OFF until set)."""
+    if mode == "triton":
+        return ["--trace-config", f"triton,file={os.path.join(out, name + '-trace.json')}",
+                "--trace-config", "triton,log-frequency=100"]
+    return ["--trace-config", "mode=opentelemetry",
+            "--trace-config", f"opentelemetry,url=127.0.0.1:{collector_port}/v1/traces"]
+
+
+def set_trace_level(server, level):
+    levels, rate = TRACE_LEVELS[level]
+    body = json.dumps({"trace_level": levels, "trace_rate": rate, "trace_count": "-1"}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{server.http}/v2/trace/setting", data=body,
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        answer.read()
+
+
+def start_collector():
+    """An OTLP/HTTP receiver that takes every export and keeps only the byte count."""
+    received = [0]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            received[0] += len(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, received
+
+
+def start_nereid(port, with_python, log, binary=NEREID, name="nereid", extra=()):
     repo = nereid_repository(with_python)
     args = [binary, "--model-repository", repo, "--http-port", str(port), "--grpc-port", str(port + 1),
-            "--metrics-port", str(port + 2), "--cache-config", "local,size=1048576"]
+            "--metrics-port", str(port + 2), "--cache-config", "local,size=1048576", *extra]
     env = dict(os.environ)
     if with_python:
         args += ["--backend-directory", PY_BACKENDS]
@@ -159,11 +213,11 @@ def start_nereid(port, with_python, log, binary=NEREID, name="nereid"):
     return Server(name, process.pid, port, port + 1, stop)
 
 
-def start_triton(port):
+def start_triton(port, extra=()):
     anchor = os.path.join(TRITON, "triton-anchor.sh")
     pid = subprocess.run([anchor, "start", "--model-repository", os.path.join(TRITON, "models"),
                           "--http-port", str(port), "--grpc-port", str(port + 1),
-                          "--metrics-port", str(port + 2)],
+                          "--metrics-port", str(port + 2), *(["--", *extra] if extra else [])],
                          check=True, capture_output=True, text=True).stdout.split()[-1]
     wait_ready(port)
     return Server("triton", int(pid), port, port + 1,
@@ -283,6 +337,8 @@ def main():
     parser.add_argument("--servers", default="nereid,triton", help="nereid alone for quick iterations")
     parser.add_argument("--base", help="another nereid binary to put beside this build (before/after)")
     parser.add_argument("--ort-batches", default="1,8,32", help="'' skips the in-process ONNX Runtime part")
+    parser.add_argument("--trace-levels", default="", help=f"of {', '.join(TRACE_LEVELS)}: cells per level")
+    parser.add_argument("--trace-mode", default="triton", choices=("triton", "opentelemetry"))
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     with_python = os.path.isfile(os.path.join(PY_BACKENDS, "python", "triton_python_backend_stub")) and \
@@ -290,34 +346,52 @@ def main():
     cells = [c for c in args.cells.split(",") if c and (with_python or not c.startswith("python"))]
     tools = [t for t in args.tools.split(",") if t]
     names = [s for s in args.servers.split(",") if s]
+    levels = [level for level in args.trace_levels.split(",") if level]
     log = open(os.path.join(args.out, "servers.log"), "w")
     servers = {}
     rows = []
+    collector, received = start_collector() if levels and args.trace_mode == "opentelemetry" else (None, [0])
+
+    def extra(name):
+        if not levels:
+            return ()
+        return trace_flags(args.trace_mode, args.out, name, collector.server_address[1] if collector else 0)
+
     try:
         if "nereid" in names:
-            servers["nereid"] = start_nereid(18000, with_python, log)
+            servers["nereid"] = start_nereid(18000, with_python, log, extra=extra("nereid"))
         if "triton" in names:
-            servers["triton"] = start_triton(28000)
+            servers["triton"] = start_triton(28000, extra("triton"))
         if args.base:
-            servers["base"] = start_nereid(19000, with_python, log, args.base, "base")
+            servers["base"] = start_nereid(19000, with_python, log, args.base, "base", extra("base"))
         at_rest = {name: server.footprint() for name, server in servers.items()}
         for round_ in range(args.rounds):
             order = list(servers.values()) if round_ % 2 == 0 else list(servers.values())[::-1]
-            for cell in cells:
-                for tool in tools:
-                    for server in order:
-                        model = CELLS[cell][1] if server.name == "triton" else CELLS[cell][0]
-                        _, _, protocol, concurrency = CELLS[cell]
-                        path = os.path.join(args.out, f"{server.name}_{cell}_{tool}_r{round_}.csv")
-                        row = measure(tool, server, model, protocol, concurrency, args.window_ms, path)
-                        row.update(round=round_, cell=cell, tool=tool, server=server.name)
-                        rows.append(row)
-                        print(f"round {round_} {cell:15} {tool:13} {server.name:6} "
-                              f"{row['cpu_us_per_request']:7.1f} µs CPU/req {row['infer_per_s']:9.0f} infer/s "
-                              f"p50 {row['p50_us']:6.0f} p99 {row['p99_us']:6.0f}", flush=True)
+            for level in levels or [None]:
+                for server in servers.values():
+                    if level:
+                        set_trace_level(server, level)
+                for cell in cells:
+                    for tool in tools:
+                        for server in order:
+                            model = CELLS[cell][1] if server.name == "triton" else CELLS[cell][0]
+                            _, _, protocol, concurrency = CELLS[cell]
+                            label = f"{cell}@{level}" if level else cell
+                            path = os.path.join(args.out, f"{server.name}_{label}_{tool}_r{round_}.csv")
+                            row = measure(tool, server, model, protocol, concurrency, args.window_ms, path)
+                            row.update(round=round_, cell=label, tool=tool, server=server.name)
+                            rows.append(row)
+                            print(f"round {round_} {label:15} {tool:13} {server.name:6} "
+                                  f"{row['cpu_us_per_request']:7.1f} µs CPU/req {row['infer_per_s']:9.0f} "
+                                  f"infer/s p50 {row['p50_us']:6.0f} p99 {row['p99_us']:6.0f}", flush=True)
     finally:
         for server in servers.values():
             server.stop()
+        if collector:
+            collector.shutdown()
+            print(f"the OTLP receiver took {received[0]:,} bytes")
+    if levels:
+        cells = [f"{cell}@{level}" for cell in cells for level in levels]
     with open(os.path.join(args.out, "rows.json"), "w") as f:
         json.dump(rows, f, indent=1)
     report = ["| server | RSS MiB at rest | threads at rest | most RSS MiB after a load | most threads after a load |",
