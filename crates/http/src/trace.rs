@@ -135,8 +135,21 @@ fn wrong_type(name: &str, value: &serde_json::Value) -> Error {
     ))
 }
 
+/// Samples a request to `model` that was stamped on arrival (only requests stamped while
+/// tracing was on are considered) and records its `HTTP_RECV_*`.
+pub(crate) fn sample(
+    server: &Server,
+    model: &str,
+    arrival: Option<axum::Extension<Arrival>>,
+) -> Option<RequestTrace> {
+    let axum::Extension(at) = arrival?;
+    let trace = server.trace().sample(model)?;
+    received(&trace, at.0);
+    Some(trace)
+}
+
 /// A sampled HTTP inference's frontend timestamps.
-pub(crate) fn received(trace: &RequestTrace, arrival: Instant) {
+fn received(trace: &RequestTrace, arrival: Instant) {
     trace.timestamp("HTTP_RECV_START", arrival);
     trace.timestamp("HTTP_RECV_END", Instant::now());
 }
