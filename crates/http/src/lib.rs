@@ -225,12 +225,7 @@ async fn infer_handler(
     request.trace = trace.clone();
     let response = state.server.infer(request).await?;
     let accepted = compression::accepted(&headers);
-    let Some(trace) = trace else {
-        return Ok(infer::encode(&response, &format, accepted)?);
-    };
-    let now = std::time::Instant::now();
-    trace.timestamp("INFER_RESPONSE_COMPLETE", now);
-    trace.timestamp("HTTP_SEND_START", now);
+    trace::stamp(trace.as_ref(), "INFER_RESPONSE_COMPLETE");
     Ok(trace::send(
         trace,
         infer::encode(&response, &format, accepted)?,

@@ -154,15 +154,26 @@ fn received(trace: &RequestTrace, arrival: Instant) {
     trace.timestamp("HTTP_RECV_END", Instant::now());
 }
 
-/// The response of a sampled inference: `HTTP_SEND_START` now, `HTTP_SEND_END` once the
-/// server has written the body (when hyper drops it), which also ends the trace.
-pub(crate) fn send(trace: RequestTrace, response: Response) -> Response {
+/// The response of a request, traced if sampled: `HTTP_SEND_START` now, `HTTP_SEND_END`
+/// once the server has written the body (when hyper drops it), which also ends the trace.
+pub(crate) fn send(trace: Option<RequestTrace>, response: Response) -> Response {
+    let Some(trace) = trace else {
+        return response;
+    };
+    trace.timestamp("HTTP_SEND_START", Instant::now());
     response.map(|inner| {
         Body::new(TracedBody {
             inner,
             trace: Some(trace),
         })
     })
+}
+
+/// Records the frontend activity `name` now on a sampled request.
+pub(crate) fn stamp(trace: Option<&RequestTrace>, name: &str) {
+    if let Some(trace) = trace {
+        trace.timestamp(name, Instant::now());
+    }
 }
 
 /// A response body that records `HTTP_SEND_END` when it is dropped.

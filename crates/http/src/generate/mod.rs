@@ -18,7 +18,6 @@ mod request;
 mod response;
 
 use std::convert::Infallible;
-use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Extension, Path, State};
@@ -26,14 +25,13 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use nereid_core::request::{InferRequest, InferResponse};
-use nereid_core::trace::RequestTrace;
 use nereid_core::validate::validate_request;
 use nereid_core::Error;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::admin::model_path;
 use crate::error::{status_of, ApiResult};
-use crate::trace::{self, Arrival};
+use crate::trace::{self, stamp, Arrival};
 use crate::AppState;
 
 /// `Content-Type` of a generate stream.
@@ -100,25 +98,7 @@ async fn run(
     } else {
         json
     };
-    Ok(traced_reply(trace, reply(status, stream, Body::from(body))))
-}
-
-/// A reply written in one piece: `HTTP_SEND_START` now and `HTTP_SEND_END` once written.
-fn traced_reply(trace: Option<RequestTrace>, response: Response) -> Response {
-    match trace {
-        None => response,
-        Some(trace) => {
-            trace.timestamp("HTTP_SEND_START", Instant::now());
-            trace::send(trace, response)
-        }
-    }
-}
-
-/// Records the frontend activity `name` now on a traced request.
-fn stamp(trace: Option<&RequestTrace>, name: &str) {
-    if let Some(trace) = trace {
-        trace.timestamp(name, Instant::now());
-    }
+    Ok(trace::send(trace, reply(status, stream, Body::from(body))))
 }
 
 /// The reply's head and `body`: JSON, or events for a stream.
@@ -169,7 +149,7 @@ async fn decoupled(state: &AppState, request: InferRequest, stream: bool) -> Api
                 "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses",
             )),
         };
-        return Ok(traced_reply(trace, reply(status, false, Body::from(body))));
+        return Ok(trace::send(trace, reply(status, false, Body::from(body))));
     }
     let (events, body) = tokio::sync::mpsc::unbounded_channel::<Result<String, Infallible>>();
     tokio::spawn(async move {
