@@ -149,6 +149,7 @@ impl LoadedModel {
             batch_size,
             received_at,
             step_times,
+            queue_traced: false,
         };
         let trace = request.trace.clone();
         if let Some(trace) = &trace {
@@ -172,15 +173,24 @@ impl LoadedModel {
 
     /// The cache stores every output; the request's own selection is applied afterwards,
     /// so a request for any subset of outputs can be answered from the same entry.
+    ///
+    /// Traced as Triton's schedulers do (core `DynamicBatchScheduler::Enqueue`): the
+    /// request is queued (`QUEUE_START`, its inputs) before the lookup, once whether it
+    /// hits or not, and a hit's response records its outputs as the one a backend sends.
     async fn infer_cached(
         self: &Arc<Self>,
         cache: &ResponseCache,
         mut request: InferRequest,
-        admitted: Admitted,
+        mut admitted: Admitted,
     ) -> Result<InferResponse> {
         let wanted = request.requested_outputs.take();
         let id = request.id.clone();
         let received_at = admitted.received_at;
+        let trace = request.trace.clone();
+        if let Some(trace) = &trace {
+            trace_queued(trace, &request, Instant::now());
+            admitted.queue_traced = true;
+        }
         let key = CacheKey::of(&self.spec.name, self.spec.version, &request);
         let compute = || async move {
             let response = self.start(request, admitted).await?;
@@ -192,7 +202,11 @@ impl LoadedModel {
             Outcome::Miss { lookup_and_insert } => self.stats.cache_miss(lookup_and_insert),
             Outcome::Uncached => {}
         }
+        let hit = matches!(outcome, Outcome::Hit { .. });
         let outputs = select_outputs((*outputs?).clone(), wanted.as_deref(), &self.spec.name)?;
+        if let (true, Some(trace)) = (hit, &trace) {
+            trace_outputs(trace, &outputs);
+        }
         Ok(self.response(id, outputs))
     }
 
@@ -235,7 +249,7 @@ impl LoadedModel {
         // The ensemble's own `reshape`s: its steps see the inputs in their reshape
         // layout, and its outputs, produced in theirs, go back to the client in `dims`.
         self.spec.reshape_inputs(&mut request.inputs);
-        if let Some(trace) = &request.trace {
+        if let (false, Some(trace)) = (admitted.queue_traced, &request.trace) {
             trace.timestamp("QUEUE_START", Instant::now());
         }
         let run = ensemble.start(request, times.clone());
@@ -288,7 +302,15 @@ impl LoadedModel {
         let spec = self.spec.clone();
         let id = request.id.clone();
         let wanted = request.requested_outputs.clone();
+        let trace = request.trace.clone();
+        if let Some(trace) = &trace {
+            trace.request_start(&spec.name, spec.version, &id, received_at);
+        }
         let (sender, stream) = ResponseSender::channel(Box::new(move |outputs| {
+            // Each response records its outputs as it is sent (core `InferenceResponse::Send`).
+            if let Some(trace) = &trace {
+                trace_outputs(trace, &outputs);
+            }
             let mut outputs = select_outputs(outputs, wanted.as_deref(), &spec.name)?;
             spec.reshape_outputs(&mut outputs)?;
             Ok(InferResponse {
@@ -303,6 +325,7 @@ impl LoadedModel {
             batch_size,
             received_at,
             step_times: None,
+            queue_traced: false,
         };
         self.enqueue(scheduler.as_ref(), request, admitted, Some(sender))?;
         Ok(stream)
@@ -325,7 +348,7 @@ impl LoadedModel {
         );
         let (reply, answer) = oneshot::channel();
         let enqueued_at = crate::scheduler::now();
-        if let Some(trace) = &request.trace {
+        if let (false, Some(trace)) = (admitted.queue_traced, &request.trace) {
             trace_queued(trace, &request, enqueued_at);
         }
         let job = Job {
@@ -409,11 +432,31 @@ fn trace_queued(trace: &RequestTrace, request: &InferRequest, at: Instant) {
     }
 }
 
+/// A response's outputs at the `TENSORS` level, as the backend sent them (Triton records
+/// them in `InferenceResponse::Send`, for each response).
+pub(crate) fn trace_outputs(trace: &RequestTrace, outputs: &[OutputTensor]) {
+    if trace.traces_tensors() {
+        for output in outputs {
+            let activity = TensorActivity::BackendOutput;
+            trace.tensor(
+                activity,
+                &output.name,
+                output.datatype,
+                &output.shape,
+                &output.data,
+            );
+        }
+    }
+}
+
 /// What admission established about a request.
 struct Admitted {
     batch_size: usize,
     received_at: Instant,
     step_times: Option<Arc<StepTimes>>,
+    /// Whether its `QUEUE_START` is already recorded (before a cache lookup), so a miss
+    /// going on to the queue does not record it again.
+    queue_traced: bool,
 }
 
 #[cfg(test)]

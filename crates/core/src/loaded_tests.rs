@@ -213,6 +213,92 @@ async fn a_cache_hit_skips_the_model_and_still_selects_outputs() {
     );
 }
 
+/// The records of trace file `<file>.<index>` (written once its request lets go of its
+/// trace, which the instance thread may do just after answering): (timestamp names,
+/// tensor activity and name pairs).
+fn trace_records(file: &std::path::Path, index: usize) -> (Vec<String>, Vec<(String, String)>) {
+    let path = std::path::PathBuf::from(format!("{}.{index}", file.display()));
+    for _ in 0..200 {
+        if path.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let text = std::fs::read_to_string(&path).expect("trace written");
+    let records: Vec<serde_json::Value> = serde_json::from_str(&text).expect("JSON");
+    let text_of = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let names = records
+        .iter()
+        .filter_map(|r| r["timestamps"][0]["name"].as_str())
+        .map(str::to_string)
+        .collect();
+    let tensors = records
+        .iter()
+        .filter(|r| r["activity"].is_string())
+        .map(|r| (text_of(&r["activity"]), text_of(&r["tensor"]["name"])))
+        .collect();
+    (names, tensors)
+}
+
+#[tokio::test]
+async fn a_traced_cache_hit_is_queued_once_and_records_the_cached_outputs() {
+    use crate::trace::{TraceLevel, TraceManager, TraceMode, TraceOptions};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("trace.json");
+    let manager = TraceManager::new(&TraceOptions {
+        level: TraceLevel {
+            timestamps: true,
+            tensors: true,
+        },
+        rate: 1,
+        count: -1,
+        log_frequency: 1,
+        file: file.display().to_string(),
+        mode: TraceMode::Triton,
+    })
+    .expect("valid options");
+    let cache = Arc::new(ResponseCache::new(Arc::new(
+        LocalCache::new(1 << 20).expect("cache"),
+    )));
+    let (m, _) = model(Some(cache));
+    for id in ["miss", "hit"] {
+        let mut request = request(id, &[5, 6]);
+        request.trace = manager.sample("m");
+        m.clone()
+            .submit(request, Instant::now())
+            .await
+            .expect("answered");
+    }
+    let tensor = |activity: &str, name: &str| (activity.to_string(), name.to_string());
+    let queued = [
+        tensor("TENSOR_QUEUE_INPUT", "IN"),
+        tensor("TENSOR_BACKEND_INPUT", "IN"),
+    ];
+    let produced = [
+        tensor("TENSOR_BACKEND_OUTPUT", "OUT0"),
+        tensor("TENSOR_BACKEND_OUTPUT", "OUT1"),
+    ];
+    // The miss: queued before its lookup, not again on its way to the model.
+    let (names, tensors) = trace_records(&file, 0);
+    assert_eq!(
+        names,
+        [
+            "REQUEST_START",
+            "QUEUE_START",
+            "COMPUTE_START",
+            "COMPUTE_INPUT_END",
+            "COMPUTE_OUTPUT_START",
+            "COMPUTE_END",
+            "REQUEST_END"
+        ]
+    );
+    assert_eq!(tensors, [&queued[..], &produced[..]].concat());
+    // The hit: queued, answered from the cache with its outputs, never computed.
+    let (names, tensors) = trace_records(&file, 1);
+    assert_eq!(names, ["REQUEST_START", "QUEUE_START", "REQUEST_END"]);
+    assert_eq!(tensors, [&queued[..1], &produced[..]].concat());
+}
+
 /// Model `r`: INT32 `IN` with dims [4] and reshape [2, 2], echoed to `OUT0` (dims [4],
 /// reshape [2, 2]) and to `OUT1` (dims [2, 2], no reshape: what the backend saw).
 fn reshaped(cache: Option<Arc<ResponseCache>>) -> Arc<LoadedModel> {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nereid_core::testing::{self, Streaming, TestBackend};
+use nereid_core::trace::{TraceLevel, TraceManager, TraceMode, TraceOptions};
 use nereid_core::{ControlMode, Error};
 use nereid_proto::inference::infer_parameter::ParameterChoice;
 use nereid_proto::inference::model_infer_request::InferInputTensor;
@@ -13,7 +14,7 @@ use nereid_proto::inference::*;
 use tokio_stream::StreamExt;
 use tonic::Code;
 
-use crate::tests::{start_with, Harness, CONFIG};
+use crate::tests::{start_traced, start_with, Harness, CONFIG};
 
 const DECOUPLED: &str = r#"
 backend: "identity"
@@ -26,19 +27,19 @@ model_transaction_policy { decoupled: true }
 /// `dec` answers each request `responses` times, then the final flag alone, from
 /// another thread after `late` (as a python model's response sender); `-1` fails.
 async fn start(late: Duration) -> Harness {
-    let backend = TestBackend::identity()
+    start_with(ControlMode::None, MODELS, &backend(late)).await
+}
+
+const MODELS: &[(&str, &str)] = &[("dec", DECOUPLED), ("ident", CONFIG)];
+
+fn backend(late: Duration) -> TestBackend {
+    TestBackend::identity()
         .failing_on(-1, Error::internal("boom"))
         .streaming(Streaming {
             responses: 1,
             final_alone: true,
             late: Some(late),
-        });
-    start_with(
-        ControlMode::None,
-        &[("dec", DECOUPLED), ("ident", CONFIG)],
-        &backend,
-    )
-    .await
+        })
 }
 
 fn int64(value: i64) -> InferParameter {
@@ -239,4 +240,90 @@ async fn unary_infer_refuses_a_decoupled_model_before_reading_its_inputs() {
             "ModelInfer RPC doesn't support models with decoupled transaction policy"
         );
     }
+}
+
+/// Every request traced (timestamps) into `<file>.<n>`, one file per trace.
+fn tracing(file: &std::path::Path) -> TraceManager {
+    TraceManager::new(&TraceOptions {
+        level: TraceLevel {
+            timestamps: true,
+            tensors: false,
+        },
+        rate: 1,
+        count: -1,
+        log_frequency: 1,
+        file: file.display().to_string(),
+        mode: TraceMode::Triton,
+    })
+    .expect("valid trace options")
+}
+
+/// The activity names of each of the `count` traces written to `<file>.<n>`, by request
+/// id, in file order (waiting for them to be written).
+async fn traced_names(file: &std::path::Path, count: usize) -> BTreeMap<String, Vec<String>> {
+    let path = |i: usize| std::path::PathBuf::from(format!("{}.{i}", file.display()));
+    for _ in 0..200 {
+        if (0..count).all(|i| path(i).exists()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut names_of = BTreeMap::new();
+    let mut by_request = BTreeMap::new();
+    for i in 0..count {
+        let text = std::fs::read_to_string(path(i)).expect("trace written");
+        let records: Vec<serde_json::Value> = serde_json::from_str(&text).expect("JSON");
+        for record in records {
+            let id = record["id"].as_u64().expect("an id");
+            if let Some(request) = record["request_id"].as_str() {
+                by_request.insert(request.to_string(), id);
+            }
+            if let Some(name) = record["timestamps"][0]["name"].as_str() {
+                names_of
+                    .entry(id)
+                    .or_insert_with(Vec::new)
+                    .push(name.to_string());
+            }
+        }
+    }
+    by_request
+        .into_iter()
+        .map(|(request, id)| (request, names_of.remove(&id).unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test]
+async fn stream_requests_are_traced_until_their_last_message() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("trace.json");
+    // Answers sent from another thread after the execution returned: the request ends
+    // (REQUEST_END) before its responses, and its trace still waits for them.
+    let late = backend(Duration::from_millis(100));
+    let mut h = start_traced(ControlMode::None, MODELS, &late, tracing(&file)).await;
+    let requests = vec![decoupled("late", 1, 2, true), plain("plain")];
+    let (by_id, _) = exchange(&mut h, requests).await;
+    assert_eq!(by_id["late"].len(), 3);
+    let names = traced_names(&file, 2).await;
+    let core = [
+        "REQUEST_START",
+        "QUEUE_START",
+        "COMPUTE_START",
+        "COMPUTE_INPUT_END",
+        "COMPUTE_OUTPUT_START",
+        "COMPUTE_END",
+        "REQUEST_END",
+    ];
+    let send = ["GRPC_SEND_START", "GRPC_SEND_END"];
+    let mut plain = vec!["GRPC_WAITREAD_START", "GRPC_WAITREAD_END"];
+    plain.extend(core);
+    plain.push("INFER_RESPONSE_COMPLETE");
+    plain.extend(send);
+    assert_eq!(names["plain"], plain);
+    // Two responses and the empty final one asked for: three messages written, the
+    // response completed once, at the first.
+    let mut late = vec!["GRPC_WAITREAD_START", "GRPC_WAITREAD_END"];
+    late.extend(core);
+    late.push("INFER_RESPONSE_COMPLETE");
+    late.extend(send.repeat(3));
+    assert_eq!(names["late"], late);
 }

@@ -265,10 +265,11 @@ impl GrpcInferenceService for InferenceService {
     ) -> Result<Response<Self::ModelStreamInferStream>, Status> {
         // The stream's metadata applies to each of its requests.
         let forwarded = forward::forwarded(self.header_forward.as_deref(), request.metadata());
+        let metadata = stream::StreamMetadata::new(request.metadata(), forwarded);
         Ok(Response::new(stream::start(
             self.server.clone(),
             request.into_inner(),
-            forwarded,
+            metadata,
         )))
     }
 

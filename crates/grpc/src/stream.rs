@@ -15,12 +15,20 @@
 //! in the bounded outgoing channel is reserved for its answer, so requests in flight plus
 //! answers not yet sent never exceed [`STREAM_CAPACITY`]; a client that stops reading
 //! answers stops being read from once its read-ahead is full.
+//!
+//! Each request is sampled for tracing once decoded, as Triton's `ModelStreamInferHandler`
+//! does: `GRPC_WAITREAD_START` when the stream began waiting for it, `GRPC_WAITREAD_END`
+//! when it was read, the core's records, `INFER_RESPONSE_COMPLETE` when its first answer
+//! (or final flag) comes, and `GRPC_SEND_START` / `GRPC_SEND_END` around each message
+//! written for it (server `src/grpc/stream_infer_handler.cc`, `infer_handler.h`).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant;
 
 use nereid_core::request::Parameters;
+use nereid_core::trace::RequestTrace;
 use nereid_core::Server;
 use nereid_proto::inference::{ModelInferRequest, ModelInferResponse, ModelStreamInferResponse};
 use prost::Message;
@@ -42,24 +50,57 @@ pub type ResponseStream = ReceiverStream<Result<ModelStreamInferResponse, Status
 
 type Outgoing = mpsc::Sender<Result<ModelStreamInferResponse, Status>>;
 
-/// A request read ahead, holding its share of [`READ_AHEAD_BYTES`] until admitted.
-type ReadAhead = (ModelInferRequest, OwnedSemaphorePermit);
+/// A request read ahead, holding its share of [`READ_AHEAD_BYTES`] until admitted, with
+/// when the stream began waiting for it and when it was read (only while tracing is on).
+type ReadAhead = (ModelInferRequest, OwnedSemaphorePermit, Option<WaitRead>);
 
-/// An admitted request: its slot in the outgoing channel and the task computing its
-/// answer.
+/// When the stream began waiting for a request and when it had read it.
+#[derive(Debug, Clone, Copy)]
+struct WaitRead {
+    start: Instant,
+    end: Instant,
+}
+
+/// What a stream's metadata gives each of its requests.
+pub struct StreamMetadata {
+    /// The parameters forwarded from the metadata (or the error each request fails with).
+    pub forwarded: nereid_core::Result<Parameters>,
+    /// The W3C trace-context entries (`traceparent`, `tracestate`) present.
+    pub trace_context: Vec<(&'static str, String)>,
+}
+
+impl StreamMetadata {
+    /// Reads the trace context from `metadata` beside the `forwarded` parameters.
+    pub fn new(
+        metadata: &tonic::metadata::MetadataMap,
+        forwarded: nereid_core::Result<Parameters>,
+    ) -> Self {
+        let trace_context = ["traceparent", "tracestate"]
+            .into_iter()
+            .filter_map(|name| Some((name, crate::trace::metadata_text(metadata, name)?)))
+            .collect();
+        Self {
+            forwarded,
+            trace_context,
+        }
+    }
+}
+
+/// An admitted request: its slot in the outgoing channel, the task computing its answer
+/// and its trace, if sampled.
 type Answer = (
     mpsc::OwnedPermit<Result<ModelStreamInferResponse, Status>>,
     JoinHandle<ModelStreamInferResponse>,
+    Option<RequestTrace>,
 );
 
 /// Starts answering `inbound`; the returned stream ends once the client has closed its
 /// side (or the server begins shutting down) and every request read has been answered.
-/// `forwarded` holds the parameters forwarded from the stream's metadata, appended to
-/// every request (or the error each request fails with).
+/// `metadata` is what the stream's metadata gives each of its requests.
 pub fn start(
     server: Arc<Server>,
     inbound: Streaming<ModelInferRequest>,
-    forwarded: nereid_core::Result<Parameters>,
+    metadata: StreamMetadata,
 ) -> ResponseStream {
     let (outgoing, receiver) = mpsc::channel(STREAM_CAPACITY);
     // Both queues are bounded by what their items hold: read-ahead bytes, outgoing slots.
@@ -72,7 +113,7 @@ pub fn start(
         read_ahead,
     ));
     tokio::spawn(admit_in_order(
-        server, forwarded, to_admit, outgoing, answers,
+        server, metadata, to_admit, outgoing, answers,
     ));
     tokio::spawn(write_in_order(in_order));
     ReceiverStream::new(receiver)
@@ -87,6 +128,8 @@ async fn read_requests(
 ) {
     let budget = Arc::new(Semaphore::new(READ_AHEAD_BYTES));
     loop {
+        // Stamped only while tracing is on: one atomic check otherwise.
+        let wait_start = server.trace().is_active().then(Instant::now);
         // At shutdown the stream takes no new requests; those read are still answered,
         // then the response stream ends.
         let next = tokio::select! {
@@ -104,10 +147,14 @@ async fn read_requests(
         };
         // A request larger than the whole budget waits for all of it.
         let share = request.encoded_len().clamp(1, READ_AHEAD_BYTES) as u32;
+        let wait = wait_start.map(|start| WaitRead {
+            start,
+            end: Instant::now(),
+        });
         let Ok(held) = Arc::clone(&budget).acquire_many_owned(share).await else {
             return; // never closed
         };
-        if read_ahead.send((request, held)).is_err() {
+        if read_ahead.send((request, held, wait)).is_err() {
             return; // the client dropped the response stream
         }
     }
@@ -118,20 +165,20 @@ async fn read_requests(
 /// they are forwarded as the model sends them, as in Triton.
 async fn admit_in_order(
     server: Arc<Server>,
-    forwarded: nereid_core::Result<Parameters>,
+    metadata: StreamMetadata,
     mut to_admit: mpsc::UnboundedReceiver<ReadAhead>,
     outgoing: Outgoing,
     answers: mpsc::UnboundedSender<Answer>,
 ) {
-    while let Some((request, held)) = to_admit.recv().await {
+    while let Some((request, held, wait)) = to_admit.recv().await {
         let Ok(slot) = outgoing.clone().reserve_owned().await else {
             return; // the client dropped the response stream
         };
-        let admission = submit(&server, &forwarded, request);
+        let admission = submit(&server, &metadata, request, wait);
         drop(held);
         match admission {
-            Admission::Ordered(answer) => {
-                if answers.send((slot, tokio::spawn(answer))).is_err() {
+            Admission::Ordered(answer, trace) => {
+                if answers.send((slot, tokio::spawn(answer), trace)).is_err() {
                     return; // the writer stopped after a failed answer
                 }
             }
@@ -148,10 +195,13 @@ async fn admit_in_order(
 
 /// Sends each answer once it and every answer before it are ready.
 async fn write_in_order(mut in_order: mpsc::UnboundedReceiver<Answer>) {
-    while let Some((slot, answer)) = in_order.recv().await {
+    while let Some((slot, answer, trace)) = in_order.recv().await {
         match answer.await {
             Ok(message) => {
+                // tonic writes the message after this hand-over, as for `ModelInfer`.
+                stamp(trace.as_ref(), "GRPC_SEND_START");
                 slot.send(Ok(message));
+                stamp(trace.as_ref(), "GRPC_SEND_END");
             }
             // The answering task panicked: the stream cannot keep its order promise.
             Err(e) => {
@@ -165,8 +215,11 @@ async fn write_in_order(mut in_order: mpsc::UnboundedReceiver<Answer>) {
 
 /// How one admitted request is answered.
 enum Admission {
-    /// One answer, written in stream order.
-    Ordered(Pin<Box<dyn Future<Output = ModelStreamInferResponse> + Send>>),
+    /// One answer, written in stream order, and the request's trace.
+    Ordered(
+        Pin<Box<dyn Future<Output = ModelStreamInferResponse> + Send>>,
+        Option<RequestTrace>,
+    ),
     /// A decoupled model's answers, forwarded as they come.
     Streamed(Box<Forward>),
     /// A decoupled model's request refused before it was issued: written at once.
@@ -177,11 +230,13 @@ enum Admission {
 /// with the request's identity), or, for a decoupled model, the stream of its answers.
 /// An error before the request is issued (its version, model, inputs) carries only the
 /// request's id, as in Triton; a response that completes its request is marked
-/// `triton_final_response`.
+/// `triton_final_response`. A request whose read was timed (`wait`) may be sampled for
+/// tracing once it is decoded, where Triton samples it.
 fn submit(
     server: &Server,
-    forwarded: &nereid_core::Result<Parameters>,
+    metadata: &StreamMetadata,
     request: ModelInferRequest,
+    wait: Option<WaitRead>,
 ) -> Admission {
     let echo = ModelInferResponse {
         model_name: request.model_name.clone(),
@@ -196,20 +251,24 @@ fn submit(
         .and_then(|version| server.model_spec(&request.model_name, version))
     {
         Ok(spec) => spec.decoupled,
-        Err(e) => return Admission::Ordered(Box::pin(std::future::ready(refused(e, echo.id)))),
+        Err(e) => return refused_in_order(e, echo.id),
     };
     let decoded =
         convert::decode_request(request, server.shm()).and_then(|(mut request, targets)| {
-            request.parameters.extend(forwarded.clone()?);
+            request.parameters.extend(metadata.forwarded.clone()?);
+            request.trace =
+                wait.and_then(|wait| sample(server, metadata, &request.model_name, wait));
             Ok((request, targets))
         });
     if decoupled {
         let admitted = decoded.and_then(|(request, targets)| {
+            let trace = request.trace.clone();
             Ok(Box::new(Forward {
                 answers: server.submit_stream(request)?,
                 echo: echo.clone(),
                 targets,
                 empty_final,
+                trace,
             }))
         });
         return match admitted {
@@ -217,16 +276,18 @@ fn submit(
             Err(e) => Admission::Now(refused(e, echo.id)),
         };
     }
-    let (answer, targets) = match decoded {
-        Ok((request, targets)) => (server.submit(request), targets),
-        Err(e) => {
-            return Admission::Ordered(Box::pin(std::future::ready(refused(e, echo.id))));
+    let (answer, targets, trace) = match decoded {
+        Ok((request, targets)) => {
+            let trace = request.trace.clone();
+            (server.submit(request), targets, trace)
         }
+        Err(e) => return refused_in_order(e, echo.id),
     };
-    Admission::Ordered(Box::pin(async move {
-        let result = answer
-            .await
-            .and_then(|response| convert::encode_response(response, &targets));
+    let completed = trace.clone();
+    let answering = Box::pin(async move {
+        let result = answer.await;
+        stamp(completed.as_ref(), "INFER_RESPONSE_COMPLETE");
+        let result = result.and_then(|response| convert::encode_response(response, &targets));
         let mut written = message(result, echo);
         if written.error_message.is_empty() {
             if let Some(response) = written.infer_response.as_mut() {
@@ -234,7 +295,41 @@ fn submit(
             }
         }
         written
-    }))
+    });
+    Admission::Ordered(answering, trace)
+}
+
+/// Samples a decoded request for tracing (continuing the stream's trace context in the
+/// opentelemetry mode) and records how its read went.
+fn sample(
+    server: &Server,
+    metadata: &StreamMetadata,
+    model: &str,
+    wait: WaitRead,
+) -> Option<RequestTrace> {
+    let header = |name: &str| {
+        metadata
+            .trace_context
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.clone())
+    };
+    let trace = server.trace().sample_propagated(model, &header)?;
+    trace.timestamp("GRPC_WAITREAD_START", wait.start);
+    trace.timestamp("GRPC_WAITREAD_END", wait.end);
+    Some(trace)
+}
+
+/// Records the frontend activity `name` now on a traced request.
+fn stamp(trace: Option<&RequestTrace>, name: &str) {
+    if let Some(trace) = trace {
+        trace.timestamp(name, Instant::now());
+    }
+}
+
+/// [`refused`], written in stream order.
+fn refused_in_order(error: nereid_core::Error, id: String) -> Admission {
+    Admission::Ordered(Box::pin(std::future::ready(refused(error, id))), None)
 }
 
 /// The stream message for a request refused before it was issued: the error and the
@@ -256,13 +351,20 @@ struct Forward {
     targets: convert::OutputTargets,
     /// Whether a final flag sent alone becomes an empty response.
     empty_final: bool,
+    /// The request's trace, if sampled; dropped (and so written) once the stream ends.
+    trace: Option<RequestTrace>,
 }
 
 impl Forward {
     /// Writes each answer as it comes, marked with `triton_final_response`; a final
     /// flag alone is written only when the request asked for it, as in Triton.
     async fn run(mut self, outgoing: Outgoing) {
+        let mut first = true;
         while let Some(answer) = self.answers.recv().await {
+            // Triton stamps the first callback only, a response or a final flag alone.
+            if std::mem::take(&mut first) {
+                stamp(self.trace.as_ref(), "INFER_RESPONSE_COMPLETE");
+            }
             let mut written = match answer.result {
                 Some(result) => message(
                     result.and_then(|r| convert::encode_response(r, &self.targets)),
@@ -282,7 +384,10 @@ impl Forward {
             if let Some(response) = written.infer_response.as_mut() {
                 convert::mark_final(response, answer.last);
             }
-            if outgoing.send(Ok(written)).await.is_err() || answer.last {
+            stamp(self.trace.as_ref(), "GRPC_SEND_START");
+            let sent = outgoing.send(Ok(written)).await;
+            stamp(self.trace.as_ref(), "GRPC_SEND_END");
+            if sent.is_err() || answer.last {
                 return; // done, or the client is gone (dropping the answers cancels)
             }
         }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use nereid_core::server::ServerIdentity;
 use nereid_core::testing::{self, fp32_bytes, TestBackend, MODEL_FILE};
+use nereid_core::trace::TraceManager;
 use nereid_core::{ControlMode, ModelRepository};
 use nereid_proto::health::health_client::HealthClient;
 use nereid_proto::health::HealthCheckRequest;
@@ -45,6 +46,16 @@ pub(crate) async fn start_with(
     models: &[(&str, &str)],
     backend: &TestBackend,
 ) -> Harness {
+    start_traced(control_mode, models, backend, TraceManager::disabled()).await
+}
+
+/// [`start_with`], tracing as `trace` says.
+pub(crate) async fn start_traced(
+    control_mode: ControlMode,
+    models: &[(&str, &str)],
+    backend: &TestBackend,
+    trace: TraceManager,
+) -> Harness {
     let repo = tempfile::tempdir().expect("temp dir");
     for (name, config) in models {
         testing::write_model(repo.path(), name, config, &[1]);
@@ -57,7 +68,7 @@ pub(crate) async fn start_with(
         name: "nereid".into(),
         version: "0.0.0".into(),
     };
-    let server = Arc::new(nereid_core::Server::new(identity, repository, true));
+    let server = Arc::new(nereid_core::Server::new(identity, repository, true).with_trace(trace));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

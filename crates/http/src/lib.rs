@@ -103,15 +103,24 @@ pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
         )
         .route(
             "/infer",
-            guard(ApiGroup::Inference, post(infer_handler).layer(stamp)),
+            guard(
+                ApiGroup::Inference,
+                post(infer_handler).layer(stamp.clone()),
+            ),
         )
         .route(
             "/generate",
-            guard(ApiGroup::Inference, post(generate::generate)),
+            guard(
+                ApiGroup::Inference,
+                post(generate::generate).layer(stamp.clone()),
+            ),
         )
         .route(
             "/generate_stream",
-            guard(ApiGroup::Inference, post(generate::generate_stream)),
+            guard(
+                ApiGroup::Inference,
+                post(generate::generate_stream).layer(stamp),
+            ),
         );
     let repository = ApiGroup::ModelRepository;
     Router::new()
@@ -187,15 +196,7 @@ async fn infer_handler(
     body: Bytes,
 ) -> ApiResult<Response> {
     let (model, version) = admin::model_path(&path)?;
-    // Only requests stamped while tracing was on are considered for sampling.
-    let trace = arrival.and_then(|Extension(at)| {
-        let trace = state
-            .server
-            .trace()
-            .sample_propagated(&model, &|name| trace::header_text(&headers, name))?;
-        trace::received(&trace, at.0);
-        Some(trace)
-    });
+    let trace = trace::sample(&state.server, &model, &headers, arrival);
     // Before the body is read, as Triton checks the transaction policy first.
     state
         .server
@@ -224,12 +225,7 @@ async fn infer_handler(
     request.trace = trace.clone();
     let response = state.server.infer(request).await?;
     let accepted = compression::accepted(&headers);
-    let Some(trace) = trace else {
-        return Ok(infer::encode(&response, &format, accepted)?);
-    };
-    let now = std::time::Instant::now();
-    trace.timestamp("INFER_RESPONSE_COMPLETE", now);
-    trace.timestamp("HTTP_SEND_START", now);
+    trace::stamp(trace.as_ref(), "INFER_RESPONSE_COMPLETE");
     Ok(trace::send(
         trace,
         infer::encode(&response, &format, accepted)?,

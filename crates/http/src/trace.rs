@@ -143,27 +143,48 @@ fn wrong_type(name: &str, value: &serde_json::Value) -> Error {
     ))
 }
 
-/// A request header as text, for trace-context propagation (`None` if absent or not
-/// visible ASCII).
-pub(crate) fn header_text(headers: &axum::http::HeaderMap, name: &str) -> Option<String> {
-    headers.get(name)?.to_str().ok().map(str::to_string)
+/// Samples a request to `model` that was stamped on arrival (only requests stamped while
+/// tracing was on are considered), continuing the client's trace context from `headers`
+/// in the opentelemetry mode, and records its `HTTP_RECV_*`.
+pub(crate) fn sample(
+    server: &Server,
+    model: &str,
+    headers: &axum::http::HeaderMap,
+    arrival: Option<axum::Extension<Arrival>>,
+) -> Option<RequestTrace> {
+    let axum::Extension(at) = arrival?;
+    let header = |name: &str| Some(headers.get(name)?.to_str().ok()?.to_string());
+    let trace = server.trace().sample_propagated(model, &header)?;
+    received(&trace, at.0);
+    Some(trace)
 }
 
 /// A sampled HTTP inference's frontend timestamps.
-pub(crate) fn received(trace: &RequestTrace, arrival: Instant) {
+fn received(trace: &RequestTrace, arrival: Instant) {
     trace.timestamp("HTTP_RECV_START", arrival);
     trace.timestamp("HTTP_RECV_END", Instant::now());
 }
 
-/// The response of a sampled inference: `HTTP_SEND_START` now, `HTTP_SEND_END` once the
-/// server has written the body (when hyper drops it), which also ends the trace.
-pub(crate) fn send(trace: RequestTrace, response: Response) -> Response {
+/// The response of a request, traced if sampled: `HTTP_SEND_START` now, `HTTP_SEND_END`
+/// once the server has written the body (when hyper drops it), which also ends the trace.
+pub(crate) fn send(trace: Option<RequestTrace>, response: Response) -> Response {
+    let Some(trace) = trace else {
+        return response;
+    };
+    trace.timestamp("HTTP_SEND_START", Instant::now());
     response.map(|inner| {
         Body::new(TracedBody {
             inner,
             trace: Some(trace),
         })
     })
+}
+
+/// Records the frontend activity `name` now on a sampled request.
+pub(crate) fn stamp(trace: Option<&RequestTrace>, name: &str) {
+    if let Some(trace) = trace {
+        trace.timestamp(name, Instant::now());
+    }
 }
 
 /// A response body that records `HTTP_SEND_END` when it is dropped.

@@ -13,6 +13,7 @@ use super::Job;
 use crate::backend::{ComputeTiming, InstanceBackend};
 use crate::batch::Batch;
 use crate::error::{Error, Result};
+use crate::loaded::trace_outputs;
 use crate::model::ModelSpec;
 use crate::request::{select_outputs, InferResponse, OutputTensor};
 use crate::response_stream::ResponseSender;
@@ -213,6 +214,12 @@ impl Worker {
         self.publish_state_usage();
         self.count_execution(&payload, total_batch, timing);
         for job in payload.into_iter().filter(|j| !j.padding) {
+            if let Some(trace) = &job.request.trace {
+                // Triton's backends release a request when its execution returns, which
+                // records `REQUEST_END`; its responses may still be streaming.
+                trace_execution(trace, &job, None, started, timing);
+                trace.timestamp("REQUEST_END", Instant::now());
+            }
             let queue = started.duration_since(job.enqueued_at);
             job.streamed(queue, timing);
         }
@@ -243,7 +250,7 @@ impl Worker {
             return;
         }
         if let Some(trace) = &job.request.trace {
-            trace_execution(trace, &job, &result, started, timing);
+            trace_execution(trace, &job, Some(&result), started, timing);
         }
         let response = result.and_then(|outputs| self.response(&job, outputs));
         let queue = started.duration_since(job.enqueued_at);
@@ -272,10 +279,13 @@ impl Worker {
 /// A traced job's execution: `COMPUTE_START`, `COMPUTE_INPUT_END`, `COMPUTE_OUTPUT_START`
 /// and `COMPUTE_END` from the phases the backend measured for the statistics, and at the
 /// `TENSORS` level the inputs the backend got and the outputs it produced.
+///
+/// A decoupled model's job has no `result`: its responses record their outputs as they are
+/// sent.
 fn trace_execution(
     trace: &RequestTrace,
     job: &Job,
-    result: &Result<Vec<OutputTensor>>,
+    result: Option<&Result<Vec<OutputTensor>>>,
     started: Instant,
     timing: ComputeTiming,
 ) {
@@ -298,17 +308,8 @@ fn trace_execution(
     }
     trace.timestamp("COMPUTE_INPUT_END", input_end);
     trace.timestamp("COMPUTE_OUTPUT_START", output_start);
-    if let (true, Ok(outputs)) = (tensors, result) {
-        for output in outputs {
-            let activity = TensorActivity::BackendOutput;
-            trace.tensor(
-                activity,
-                &output.name,
-                output.datatype,
-                &output.shape,
-                &output.data,
-            );
-        }
+    if let Some(Ok(outputs)) = result {
+        trace_outputs(trace, outputs);
     }
     trace.timestamp("COMPUTE_END", end);
 }

@@ -7,6 +7,12 @@
 //! Errors before inference (the model, the body, the request's validation) are answered
 //! as a JSON error with its status, as on every endpoint; an inference error on a stream
 //! is an `data: {"error": ...}` event under the error's status, as Triton sends it.
+//!
+//! A sampled request is traced as Triton's `GenerateRequestClass` does: `HTTP_RECV_*`,
+//! the core's records, `INFER_RESPONSE_COMPLETE` for each message of the model (a final
+//! flag alone included) and `HTTP_SEND_START` / `HTTP_SEND_END` for each event or reply
+//! written (server `src/http_server.cc`). Triton 2.51 writes 0 for those two (its FIXME:
+//! evhtp does not time chunked sends); the real times are written here.
 
 mod request;
 mod response;
@@ -14,7 +20,7 @@ mod response;
 use std::convert::Infallible;
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -25,6 +31,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::admin::model_path;
 use crate::error::{status_of, ApiResult};
+use crate::trace::{self, stamp, Arrival};
 use crate::AppState;
 
 /// `Content-Type` of a generate stream.
@@ -35,9 +42,10 @@ pub async fn generate(
     state: State<AppState>,
     path: Path<Vec<(String, String)>>,
     headers: HeaderMap,
+    arrival: Option<Extension<Arrival>>,
     body: Bytes,
 ) -> ApiResult<Response> {
-    run(state, path, headers, body, false).await
+    run(state, path, headers, arrival, body, false).await
 }
 
 /// `POST /v2/models/{m}[/versions/{v}]/generate_stream`.
@@ -45,19 +53,22 @@ pub async fn generate_stream(
     state: State<AppState>,
     path: Path<Vec<(String, String)>>,
     headers: HeaderMap,
+    arrival: Option<Extension<Arrival>>,
     body: Bytes,
 ) -> ApiResult<Response> {
-    run(state, path, headers, body, true).await
+    run(state, path, headers, arrival, body, true).await
 }
 
 async fn run(
     State(state): State<AppState>,
     Path(path): Path<Vec<(String, String)>>,
     headers: HeaderMap,
+    arrival: Option<Extension<Arrival>>,
     body: Bytes,
     stream: bool,
 ) -> ApiResult<Response> {
     let (model, version) = model_path(&path)?;
+    let trace = trace::sample(&state.server, &model, &headers, arrival);
     let spec = state.server.model_spec(&model, version)?;
     // Triton reads generate bodies uncompressed only.
     let encoded = headers
@@ -69,12 +80,15 @@ async fn run(
         )
         .into());
     }
-    let request = request::decode(&spec, version, &body, state.options.max_input_size)?;
+    let mut request = request::decode(&spec, version, &body, state.options.max_input_size)?;
     validate_request(&spec, &request)?;
+    request.trace = trace.clone();
     if spec.decoupled {
         return decoupled(&state, request, stream).await;
     }
-    let (status, json) = match state.server.infer(request).await {
+    let answer = state.server.infer(request).await;
+    stamp(trace.as_ref(), "INFER_RESPONSE_COMPLETE");
+    let (status, json) = match answer {
         Ok(answer) => (StatusCode::OK, response::encode(&answer)?),
         Err(e) if stream => (status_of(e.kind()), error_json(&e)),
         Err(e) => return Err(e.into()),
@@ -84,7 +98,7 @@ async fn run(
     } else {
         json
     };
-    Ok(reply(status, stream, Body::from(body)))
+    Ok(trace::send(trace, reply(status, stream, Body::from(body))))
 }
 
 /// The reply's head and `body`: JSON, or events for a stream.
@@ -108,8 +122,10 @@ fn reply(status: StatusCode, stream: bool, body: Body) -> Response {
 /// event as it comes; `generate` needs exactly one response (an error counts as one)
 /// and otherwise answers Triton's error under that same status.
 async fn decoupled(state: &AppState, request: InferRequest, stream: bool) -> ApiResult<Response> {
+    let trace = request.trace.clone();
     let mut answers = state.server.submit_stream(request)?;
     let first = answers.recv().await;
+    stamp(trace.as_ref(), "INFER_RESPONSE_COMPLETE");
     let status = match first.as_ref().and_then(|m| m.result.as_ref()) {
         Some(Err(e)) => status_of(e.kind()),
         _ => StatusCode::OK,
@@ -122,7 +138,9 @@ async fn decoupled(state: &AppState, request: InferRequest, stream: bool) -> Api
             next = if message.last {
                 None
             } else {
-                answers.recv().await
+                let next = answers.recv().await;
+                stamp(trace.as_ref(), "INFER_RESPONSE_COMPLETE");
+                next
             };
         }
         let body = match (jsons.pop(), jsons.is_empty()) {
@@ -131,18 +149,26 @@ async fn decoupled(state: &AppState, request: InferRequest, stream: bool) -> Api
                 "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses",
             )),
         };
-        return Ok(reply(status, false, Body::from(body)));
+        return Ok(trace::send(trace, reply(status, false, Body::from(body))));
     }
     let (events, body) = tokio::sync::mpsc::unbounded_channel::<Result<String, Infallible>>();
     tokio::spawn(async move {
         let mut next = first;
         while let Some(message) = next {
             let event = message.result.map(|r| format!("data: {}\n\n", json_of(r)));
-            // A client that went away stops the forwarding (dropping the answers).
-            if event.is_some_and(|e| events.send(Ok(e)).is_err()) || message.last {
+            // A client that went away stops the forwarding (dropping the answers). The body
+            // is written as hyper polls it; the send is the hand-over to it.
+            let gone = event.is_some_and(|e| {
+                stamp(trace.as_ref(), "HTTP_SEND_START");
+                let gone = events.send(Ok(e)).is_err();
+                stamp(trace.as_ref(), "HTTP_SEND_END");
+                gone
+            });
+            if gone || message.last {
                 return;
             }
             next = answers.recv().await;
+            stamp(trace.as_ref(), "INFER_RESPONSE_COMPLETE");
         }
     });
     Ok(reply(
