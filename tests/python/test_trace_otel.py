@@ -337,3 +337,36 @@ def test_bad_opentelemetry_settings_stop_start_up(start_server, make_repo, setti
     )
     assert srv.wait_exit(15) not in (None, 0)
     assert message in srv.log()
+
+
+def test_stream_requests_continue_the_streams_context(collector, start_server, make_repo):
+    srv = otel_server(
+        start_server, make_repo, f"127.0.0.1:{collector.port}/v1/traces",
+        "--trace-config", "rate=0",
+    )
+    ctx, headers = client_context()
+    answers = []
+    done = threading.Event()
+
+    def callback(result, error):
+        answers.append(error or result)
+        if len(answers) == 2:
+            done.set()
+
+    client = srv.grpc_client()
+    client.start_stream(callback, headers=headers)
+    a = np.ones((1, 4), dtype=np.float32)
+    for _ in range(2):
+        client.async_stream_infer("add_sub", add_sub_inputs(grpcclient, a, a))
+    assert done.wait(15)
+    client.stop_stream()
+    assert not any(isinstance(x, Exception) for x in answers), answers
+
+    # Each request of the stream is its own trace tree under the client's span.
+    spans = collector.trace(ctx.trace_id.to_bytes(16, "big"), 6)
+    stream_roots = [s for s in spans if s.name == "InferRequest"]
+    assert len(stream_roots) == 2
+    for root in stream_roots:
+        assert root.parent_span_id == ctx.span_id.to_bytes(8, "big")
+        assert events(root) == GRPC_ROOT_EVENTS
+    check_nesting(spans)
