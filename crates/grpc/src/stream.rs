@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nereid_core::request::Parameters;
-use nereid_core::trace::RequestTrace;
+use nereid_core::trace::{stamp, RequestTrace};
 use nereid_core::Server;
 use nereid_proto::inference::{ModelInferRequest, ModelInferResponse, ModelStreamInferResponse};
 use prost::Message;
@@ -318,13 +318,6 @@ fn sample(
     trace.timestamp("GRPC_WAITREAD_START", wait.start);
     trace.timestamp("GRPC_WAITREAD_END", wait.end);
     Some(trace)
-}
-
-/// Records the frontend activity `name` now on a traced request.
-fn stamp(trace: Option<&RequestTrace>, name: &str) {
-    if let Some(trace) = trace {
-        trace.timestamp(name, Instant::now());
-    }
 }
 
 /// [`refused`], written in stream order.

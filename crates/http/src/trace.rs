@@ -13,6 +13,7 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::Frame;
+pub(crate) use nereid_core::trace::stamp;
 use nereid_core::trace::{RequestTrace, SettingValue, TraceSettingsView};
 use nereid_core::{Error, Server};
 
@@ -178,13 +179,6 @@ pub(crate) fn send(trace: Option<RequestTrace>, response: Response) -> Response 
             trace: Some(trace),
         })
     })
-}
-
-/// Records the frontend activity `name` now on a sampled request.
-pub(crate) fn stamp(trace: Option<&RequestTrace>, name: &str) {
-    if let Some(trace) = trace {
-        trace.timestamp(name, Instant::now());
-    }
 }
 
 /// A response body that records `HTTP_SEND_END` when it is dropped.

@@ -25,7 +25,7 @@ use std::time::{Instant, SystemTime};
 
 use parking_lot::Mutex;
 
-pub use record::{format_data, format_g, RequestTrace, TensorActivity};
+pub use record::{format_data, format_g, stamp, RequestTrace, TensorActivity};
 pub use setting::{TraceFile, TraceLevel, TraceMode};
 pub use spans::{AttributeValue, FinishedSpan, FinishedTrace, RemoteParent, SpanSink};
 pub use update::SettingValue;

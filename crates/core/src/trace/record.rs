@@ -260,6 +260,14 @@ impl RequestTrace {
     }
 }
 
+/// Records the activity `name` now on a request, if it is traced (the frontends' many
+/// send and response stamps).
+pub fn stamp(trace: Option<&RequestTrace>, name: &str) {
+    if let Some(trace) = trace {
+        trace.timestamp(name, Instant::now());
+    }
+}
+
 /// A JSON string literal (Triton writes names unescaped; escaping keeps the file JSON).
 fn json_string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\""))
