@@ -242,20 +242,22 @@ fn trace_records(file: &std::path::Path, index: usize) -> (Vec<String>, Vec<(Str
 
 #[tokio::test]
 async fn a_traced_cache_hit_is_queued_once_and_records_the_cached_outputs() {
-    use crate::trace::{TraceLevel, TraceManager, TraceMode, TraceOptions};
+    use crate::trace::{TraceLevel, TraceManager, TraceOptions};
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("trace.json");
-    let manager = TraceManager::new(&TraceOptions {
-        level: TraceLevel {
-            timestamps: true,
-            tensors: true,
+    let manager = TraceManager::new(
+        &TraceOptions {
+            level: TraceLevel {
+                timestamps: true,
+                tensors: true,
+            },
+            rate: 1,
+            log_frequency: 1,
+            file: file.display().to_string(),
+            ..TraceOptions::default()
         },
-        rate: 1,
-        count: -1,
-        log_frequency: 1,
-        file: file.display().to_string(),
-        mode: TraceMode::Triton,
-    })
+        None,
+    )
     .expect("valid options");
     let cache = Arc::new(ResponseCache::new(Arc::new(
         LocalCache::new(1 << 20).expect("cache"),
