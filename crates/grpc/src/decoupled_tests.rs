@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nereid_core::testing::{self, Streaming, TestBackend};
-use nereid_core::trace::{TraceLevel, TraceManager, TraceMode, TraceOptions};
+use nereid_core::trace::{TraceLevel, TraceManager, TraceOptions};
 use nereid_core::{ControlMode, Error};
 use nereid_proto::inference::infer_parameter::ParameterChoice;
 use nereid_proto::inference::model_infer_request::InferInputTensor;
@@ -244,17 +244,19 @@ async fn unary_infer_refuses_a_decoupled_model_before_reading_its_inputs() {
 
 /// Every request traced (timestamps) into `<file>.<n>`, one file per trace.
 fn tracing(file: &std::path::Path) -> TraceManager {
-    TraceManager::new(&TraceOptions {
-        level: TraceLevel {
-            timestamps: true,
-            tensors: false,
+    TraceManager::new(
+        &TraceOptions {
+            level: TraceLevel {
+                timestamps: true,
+                tensors: false,
+            },
+            rate: 1,
+            log_frequency: 1,
+            file: file.display().to_string(),
+            ..TraceOptions::default()
         },
-        rate: 1,
-        count: -1,
-        log_frequency: 1,
-        file: file.display().to_string(),
-        mode: TraceMode::Triton,
-    })
+        None,
+    )
     .expect("valid trace options")
 }
 
