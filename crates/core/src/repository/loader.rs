@@ -135,9 +135,9 @@ pub fn load_ensemble(
             let started = Instant::now();
             let loaded = spec.and_then(|spec| {
                 let cache = model_cache(&spec, settings)?;
+                let stats = settings.model_stats(config, cache.is_some())?;
                 tracing::info!(model = %spec.name, version, "successfully loaded");
                 let published = Arc::new(PublishedConfig::new(config.clone()));
-                let stats = settings.model_stats(config, cache.is_some())?;
                 let model = LoadedModel::ensemble(
                     Arc::new(spec),
                     published,
