@@ -231,9 +231,8 @@ mod tests {
 
     #[test]
     fn only_the_first_response_is_observed() {
-        let mut stats = ModelStats::default();
-        stats.first_response = Some(Histogram::new(vec![1000.0]).expect("one bound"));
-        let stats = Arc::new(stats);
+        let histogram = Histogram::new(vec![1000.0]).expect("one bound");
+        let stats = Arc::new(ModelStats::default().with_first_response(histogram));
         let first = FirstResponse::of(&stats, Instant::now()).expect("histogram on");
         first.responded();
         first.responded();
