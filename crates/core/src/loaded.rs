@@ -18,7 +18,9 @@ use crate::model::ModelSpec;
 use crate::request::{select_outputs, Answer, InferRequest, InferResponse, OutputTensor};
 use crate::response_stream::{ResponseSender, ResponseStream};
 use crate::scheduler::{Job, Reply, Scheduler};
-use crate::stats::{FailureReason, ModelStats, ModelStatsSnapshot, RequestRecord, StepTimes};
+use crate::stats::{
+    FailureReason, FirstResponse, ModelStats, ModelStatsSnapshot, RequestRecord, StepTimes,
+};
 use crate::trace::{RequestTrace, TensorActivity};
 use crate::validate::validate_request;
 
@@ -155,20 +157,29 @@ impl LoadedModel {
         if let Some(trace) = &trace {
             trace.request_start(&self.spec.name, self.spec.version, &request.id, received_at);
         }
+        // Triton observes the one response of an admitted request as it is sent: an
+        // answer from the backend, the cache or an ensemble, or an error such as an
+        // expired timeout.
+        let first_response = FirstResponse::of(&self.stats, received_at);
         let answer = match self.cache.clone() {
             Some(cache) => {
                 Box::pin(async move { self.infer_cached(&cache, request, admitted).await })
             }
             None => self.start(request, admitted),
         };
-        match trace {
-            None => answer,
-            Some(trace) => Box::pin(async move {
-                let result = answer.await;
-                trace.timestamp("REQUEST_END", Instant::now());
-                result
-            }),
+        if trace.is_none() && first_response.is_none() {
+            return answer;
         }
+        Box::pin(async move {
+            let result = answer.await;
+            if let Some(first_response) = first_response {
+                first_response.responded();
+            }
+            if let Some(trace) = trace {
+                trace.timestamp("REQUEST_END", Instant::now());
+            }
+            result
+        })
     }
 
     /// The cache stores every output; the request's own selection is applied afterwards,
@@ -321,6 +332,7 @@ impl LoadedModel {
                 outputs,
             })
         }));
+        let sender = sender.observing(FirstResponse::of(&self.stats, received_at));
         let admitted = Admitted {
             batch_size,
             received_at,

@@ -7,6 +7,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::error::Result;
 use crate::request::{InferResponse, OutputTensor};
+use crate::stats::FirstResponse;
 
 /// One message of a decoupled answer stream.
 #[derive(Debug)]
@@ -32,6 +33,8 @@ pub struct ResponseSender {
     // `None` once the last message went out.
     tx: Mutex<Option<UnboundedSender<StreamedResponse>>>,
     shape: ShapeResponse,
+    /// Observes the request's first response (`histogram_latencies`).
+    first_response: Option<FirstResponse>,
 }
 
 impl std::fmt::Debug for ResponseSender {
@@ -47,8 +50,16 @@ impl ResponseSender {
         let sender = Self {
             tx: Mutex::new(Some(tx)),
             shape,
+            first_response: None,
         };
         (sender, rx)
+    }
+
+    /// This sender, reporting the first response it sends (not a final flag alone) to
+    /// `first_response`, as Triton's response path does.
+    pub fn observing(mut self, first_response: Option<FirstResponse>) -> Self {
+        self.first_response = first_response;
+        self
     }
 
     /// Sends one response (or error), ending the stream when `last`. Returns false when
@@ -73,6 +84,9 @@ impl ResponseSender {
         let Some(tx) = guard.as_ref() else {
             return false;
         };
+        if let (Some(first), Some(_)) = (&self.first_response, &result) {
+            first.responded();
+        }
         let delivered = tx.send(StreamedResponse { result, last }).is_ok();
         if last {
             *guard = None;
@@ -84,5 +98,46 @@ impl ResponseSender {
 impl Drop for ResponseSender {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::error::Error;
+    use crate::stats::histogram::Histogram;
+    use crate::stats::ModelStats;
+
+    fn observed(stats: &ModelStats) -> u64 {
+        stats
+            .latency_metrics()
+            .first_response
+            .map_or(0, |r| r.count)
+    }
+
+    #[test]
+    fn the_first_response_is_observed_and_a_final_flag_alone_is_not() {
+        let histogram = Histogram::new(vec![100.0]).expect("one bound");
+        let stats = Arc::new(ModelStats::default().with_first_response(histogram));
+        let sender = |stats: &Arc<ModelStats>| {
+            let (sender, stream) = ResponseSender::channel(Box::new(|_| {
+                Err(Error::internal("shaped into an error response"))
+            }));
+            (
+                sender.observing(FirstResponse::of(stats, Instant::now())),
+                stream,
+            )
+        };
+        let (flag_only, _stream) = sender(&stats);
+        flag_only.close();
+        assert_eq!(observed(&stats), 0);
+        let (several, _stream) = sender(&stats);
+        for last in [false, false, true] {
+            several.send(Ok(Vec::new()), last);
+        }
+        assert_eq!(observed(&stats), 1, "one request, one observation");
     }
 }

@@ -20,3 +20,4 @@ mod system_metrics;
 pub use nereid::Nereid;
 pub use options::Options;
 pub use serve::{serve, FrontendOptions, Listeners, MetricsAppendix};
+pub use system_metrics::{SystemMetrics, DEFAULT_METRICS_INTERVAL};

@@ -72,8 +72,8 @@ pub struct Cli {
     /// Milliseconds between two polls of the CPU utilization and memory gauges.
     #[arg(long, default_value_t = 2000)]
     pub metrics_interval_ms: u64,
-    /// `<setting>=<value>` (repeatable): `counter_latencies`, `summary_latencies`
-    /// (true/false) and `summary_quantiles` (`<quantile>:<error>,...`).
+    /// `<setting>=<value>` (repeatable): `counter_latencies`, `summary_latencies`,
+    /// `histogram_latencies` (true/false) and `summary_quantiles` (`<quantile>:<error>,...`).
     #[arg(long)]
     pub metrics_config: Vec<String>,
     /// none, poll or explicit.

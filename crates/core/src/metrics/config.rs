@@ -1,6 +1,7 @@
-//! `--metrics-config <setting>=<value>`: which per-model latency families are exported,
-//! with tritonserver 2.51's settings and defaults. Where tritonserver logs a bad value and
-//! goes on, a bad value here stops start-up, naming the flag and the value.
+//! `--metrics-config <setting>=<value>` (and `TRITONSERVER_ServerOptionsSetMetricsConfig`):
+//! which per-model latency families are exported, with tritonserver's settings and
+//! defaults (2.51's, plus 2.52's `histogram_latencies`). Where tritonserver logs a bad
+//! value and goes on, a bad value here is refused, naming the setting and the value.
 
 use crate::stats::summary::Quantile;
 
@@ -16,6 +17,9 @@ pub struct MetricsConfig {
     /// `summary_quantiles` (default `0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001,0.999:0.001`):
     /// the summaries' quantiles and their rank errors.
     pub summary_quantiles: Vec<Quantile>,
+    /// `histogram_latencies` (default false; Triton 2.52+):
+    /// `nv_inference_first_response_histogram_ms`.
+    pub histogram_latencies: bool,
 }
 
 /// Triton's default summary quantiles.
@@ -36,6 +40,7 @@ impl Default for MetricsConfig {
                 .iter()
                 .map(|&(quantile, error)| Quantile { quantile, error })
                 .collect(),
+            histogram_latencies: false,
         }
     }
 }
@@ -59,15 +64,23 @@ impl MetricsConfig {
         if setting.contains(',') || setting.is_empty() || value.is_empty() {
             return Err(format());
         }
-        let bad = |why: &str| format!("--metrics-config {flag}: {why}");
+        self.set(setting, value)
+            .map_err(|why| format!("--metrics-config {flag}: {why}"))
+    }
+
+    /// Applies one setting (replacing its earlier value). The error says what is wrong
+    /// with the value or names the settings there are; the caller adds where it came from.
+    pub fn set(&mut self, setting: &str, value: &str) -> Result<(), String> {
+        let flag = |value: &str| boolean(value).ok_or_else(|| "expected true or false".to_string());
         match setting {
-            "counter_latencies" => self.counter_latencies = boolean(value).ok_or_else(|| bad("expected true or false"))?,
-            "summary_latencies" => self.summary_latencies = boolean(value).ok_or_else(|| bad("expected true or false"))?,
-            "summary_quantiles" => self.summary_quantiles = quantiles(value).map_err(|why| bad(&why))?,
+            "counter_latencies" => self.counter_latencies = flag(value)?,
+            "summary_latencies" => self.summary_latencies = flag(value)?,
+            "histogram_latencies" => self.histogram_latencies = flag(value)?,
+            "summary_quantiles" => self.summary_quantiles = quantiles(value)?,
             _ => {
-                return Err(bad(&format!(
-                    "unknown setting '{setting}' (tritonserver 2.51 has counter_latencies, summary_latencies and summary_quantiles)"
-                )))
+                return Err(format!(
+                    "unknown setting '{setting}' (there are counter_latencies, summary_latencies, summary_quantiles and histogram_latencies)"
+                ))
             }
         }
         Ok(())
@@ -119,6 +132,7 @@ mod tests {
     fn defaults_are_tritons() {
         let config = parse(&[]).expect("no flags");
         assert!(config.counter_latencies && !config.summary_latencies);
+        assert!(!config.histogram_latencies);
         assert_eq!(config.summary_quantiles.len(), 5);
         assert_eq!(config.summary_quantiles[1].quantile, 0.9);
         assert_eq!(config.summary_quantiles[1].error, 0.01);
@@ -131,9 +145,11 @@ mod tests {
             "counter_latencies=false",
             "summary_quantiles=0.5:0.05, 0.99:0.001",
             "counter_latencies=true",
+            "histogram_latencies=true",
         ])
         .expect("valid flags");
         assert!(config.counter_latencies && config.summary_latencies);
+        assert!(config.histogram_latencies);
         assert_eq!(
             config.summary_quantiles,
             vec![
@@ -171,9 +187,10 @@ mod tests {
                 "--metrics-config summary_latencies=yes: expected true or false",
             ),
             (
-                "histogram_latencies=true",
-                "unknown setting 'histogram_latencies'",
+                "histogram_latencies=1",
+                "--metrics-config histogram_latencies=1: expected true or false",
             ),
+            ("histogram_buckets=1", "unknown setting 'histogram_buckets'"),
             (
                 "summary_latencies",
                 "--metrics-config option format is <setting>=<value>. Got summary_latencies",

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::backend::StateUsage;
 use crate::cache::stats::CacheSnapshot;
+use crate::stats::histogram::{HistogramReading, FIRST_RESPONSE_FAMILY};
 use crate::stats::summary::SummaryReading;
 use crate::stats::{FailureReason, LatencyMetrics, ModelStatsSnapshot, Occupancy, SummaryKind};
 
@@ -139,6 +140,7 @@ pub fn render(models: &[ModelMetrics], cache: Option<&CacheSnapshot>) -> String 
         write_families(&mut out, CACHE_FAMILIES, cached.map(|m| &m.stats));
     }
     let _ = write_summaries(&mut out, models);
+    let _ = write_first_response(&mut out, models);
     let _ = write_load_durations(&mut out, models);
     if let Some(cache) = cache {
         let _ = write_cache(&mut out, cache);
@@ -226,6 +228,36 @@ fn write_summaries(out: &mut String, models: &[ModelMetrics]) -> std::fmt::Resul
                 "{name}_count{{model=\"{model}\",version=\"{version}\"}} {}",
                 reading.count
             )?;
+        }
+    }
+    Ok(())
+}
+
+/// `nv_inference_first_response_histogram_ms` for the models that have it
+/// (`histogram_latencies=true`), as prometheus-cpp writes histograms: `_count`, `_sum`,
+/// then one cumulative `_bucket` sample per bound, `+Inf` last.
+fn write_first_response(out: &mut String, models: &[ModelMetrics]) -> std::fmt::Result {
+    let with: Vec<(&ModelStatsSnapshot, &HistogramReading)> = models
+        .iter()
+        .filter_map(|m| Some((&m.stats, m.latency.first_response.as_ref()?)))
+        .collect();
+    if with.is_empty() {
+        return Ok(());
+    }
+    let name = FIRST_RESPONSE_FAMILY;
+    let help = "Duration from request to first response in milliseconds";
+    write_header(out, name, help, "histogram")?;
+    for (m, reading) in with {
+        let labels = format!("model=\"{}\",version=\"{}\"", escape(&m.name), m.version);
+        writeln!(out, "{name}_count{{{labels}}} {}", reading.count)?;
+        writeln!(out, "{name}_sum{{{labels}}} {}", reading.sum)?;
+        for (le, count) in &reading.buckets {
+            let le = if le.is_infinite() {
+                "+Inf".to_string()
+            } else {
+                le.to_string()
+            };
+            writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {count}")?;
         }
     }
     Ok(())
@@ -455,6 +487,7 @@ mod tests {
             latency: LatencyMetrics {
                 counters: true,
                 summaries: Vec::new(),
+                first_response: None,
             },
             load_duration: Duration::from_millis(1500),
         };
@@ -491,6 +524,7 @@ mod tests {
             latency: LatencyMetrics {
                 counters: true,
                 summaries: vec![(SummaryKind::Queue, reading)],
+                first_response: None,
             },
             load_duration: Duration::ZERO,
         };
@@ -505,5 +539,38 @@ mod tests {
             assert!(text.contains(line), "{line} in {text}");
         }
         assert!(!text.contains("nv_inference_request_summary_us"));
+    }
+
+    #[test]
+    fn renders_the_first_response_histogram_as_prometheus_cpp() {
+        let reading = HistogramReading {
+            buckets: vec![(100.0, 2), (0.5, 3), (f64::INFINITY, 4)],
+            count: 4,
+            sum: 7012.0,
+        };
+        let m = ModelMetrics {
+            stats: ModelStatsSnapshot {
+                name: "m".into(),
+                version: 1,
+                ..Default::default()
+            },
+            latency: LatencyMetrics {
+                counters: true,
+                summaries: Vec::new(),
+                first_response: Some(reading),
+            },
+            load_duration: Duration::ZERO,
+        };
+        let text = render(&[m], None);
+        let expected = "# HELP nv_inference_first_response_histogram_ms Duration from request to first response in milliseconds\n\
+            # TYPE nv_inference_first_response_histogram_ms histogram\n\
+            nv_inference_first_response_histogram_ms_count{model=\"m\",version=\"1\"} 4\n\
+            nv_inference_first_response_histogram_ms_sum{model=\"m\",version=\"1\"} 7012\n\
+            nv_inference_first_response_histogram_ms_bucket{model=\"m\",version=\"1\",le=\"100\"} 2\n\
+            nv_inference_first_response_histogram_ms_bucket{model=\"m\",version=\"1\",le=\"0.5\"} 3\n\
+            nv_inference_first_response_histogram_ms_bucket{model=\"m\",version=\"1\",le=\"+Inf\"} 4\n";
+        assert!(text.contains(expected), "{text}");
+        let off = ModelMetrics::default();
+        assert!(!render(&[off], None).contains("histogram"));
     }
 }

@@ -21,6 +21,7 @@ use crate::scheduler::{
     DefaultScheduler, DynamicBatcher, InstancePool, Scheduler, SequenceBatcher,
     DEFAULT_QUEUE_CAPACITY,
 };
+use crate::stats::histogram::first_response_histogram;
 use crate::stats::ModelStats;
 
 /// Settings that apply to every load.
@@ -38,14 +39,20 @@ pub struct LoadSettings {
 
 impl LoadSettings {
     /// Statistics for a model version, exporting the latency metrics `--metrics-config`
-    /// asks for (`cached`: the model uses the response cache).
-    fn model_stats(&self, cached: bool) -> Arc<ModelStats> {
+    /// asks for (`cached`: the model uses the response cache), the first-response
+    /// histogram with the bounds of the model's `model_metrics`.
+    fn model_stats(&self, config: &ModelConfig, cached: bool) -> Result<Arc<ModelStats>> {
         let m = &self.metrics;
-        Arc::new(ModelStats::new(
+        let stats = ModelStats::new(
             m.counter_latencies,
             m.summary_latencies.then_some(&m.summary_quantiles[..]),
             cached,
-        ))
+        );
+        Ok(Arc::new(if m.histogram_latencies {
+            stats.with_first_response(first_response_histogram(config)?)
+        } else {
+            stats
+        }))
     }
 }
 
@@ -128,9 +135,9 @@ pub fn load_ensemble(
             let started = Instant::now();
             let loaded = spec.and_then(|spec| {
                 let cache = model_cache(&spec, settings)?;
+                let stats = settings.model_stats(config, cache.is_some())?;
                 tracing::info!(model = %spec.name, version, "successfully loaded");
                 let published = Arc::new(PublishedConfig::new(config.clone()));
-                let stats = settings.model_stats(cache.is_some());
                 let model = LoadedModel::ensemble(
                     Arc::new(spec),
                     published,
@@ -239,6 +246,7 @@ fn load_version(
     spec.labels = read_labels(&config, dir)?;
     let spec = Arc::new(spec);
     let cache = model_cache(&spec, settings)?;
+    let stats = settings.model_stats(&config, cache.is_some())?;
     if !file.exists() {
         return Err(Error::invalid_arg(format!(
             "unable to find '{}' for model '{}'",
@@ -258,7 +266,6 @@ fn load_version(
             instances.push((instance.name, backend_instance));
         }
     }
-    let stats = settings.model_stats(cache.is_some());
     let count = instances.len();
     let scheduler: Box<dyn Scheduler> = match &spec.scheduling {
         SchedulingSpec::Dynamic(_) => {

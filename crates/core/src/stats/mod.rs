@@ -2,6 +2,7 @@
 //! statistics extension and the metrics endpoint. The fields mirror Triton's
 //! `ModelStatistics` so both frontends print the same numbers Triton would.
 
+pub mod histogram;
 mod record;
 pub mod summary;
 
@@ -14,6 +15,8 @@ use serde::Serialize;
 
 use crate::backend::{ComputeTiming, StateUsage};
 
+pub use histogram::FirstResponse;
+use histogram::{Histogram, HistogramReading};
 pub use record::RequestRecord;
 use summary::{Quantile, Summary, SummaryReading};
 
@@ -89,6 +92,8 @@ pub struct LatencyMetrics {
     pub counters: bool,
     /// Each enabled summary's reading, in [`SummaryKind`] order.
     pub summaries: Vec<(SummaryKind, SummaryReading)>,
+    /// `nv_inference_first_response_histogram_ms`, with `histogram_latencies=true`.
+    pub first_response: Option<HistogramReading>,
 }
 
 /// A count and a total duration, Triton's `StatisticDuration`.
@@ -144,6 +149,8 @@ pub struct ModelStats {
     /// `summary_latencies=true`: the model's summaries, under one lock taken once per
     /// observed request.
     summaries: Option<Mutex<Vec<(SummaryKind, Summary)>>>,
+    /// `histogram_latencies=true`: request to first response, in milliseconds.
+    first_response: Option<Histogram>,
     success: DurationCounter,
     fail: DurationCounter,
     queue: DurationCounter,
@@ -295,6 +302,12 @@ impl ModelStats {
         }
     }
 
+    /// These statistics with a first-response histogram (`histogram_latencies=true`).
+    pub fn with_first_response(mut self, histogram: Histogram) -> Self {
+        self.first_response = Some(histogram);
+        self
+    }
+
     /// Observes each `(kind, ns)` in the summaries that exist, in microseconds as Triton.
     fn observe(&self, values: &[(SummaryKind, u64)]) {
         let Some(summaries) = &self.summaries else {
@@ -360,8 +373,9 @@ impl ModelStats {
         self.observe(&[(SummaryKind::CacheMiss, duration_ns(lookup_and_insert))]);
     }
 
-    /// The metrics-only readings: whether latency counters are exported, and the
-    /// summaries' quantiles over their window, counts and sums.
+    /// The metrics-only readings: whether latency counters are exported, the
+    /// summaries' quantiles over their window, counts and sums, and the first-response
+    /// histogram.
     pub fn latency_metrics(&self) -> LatencyMetrics {
         let now = Instant::now();
         LatencyMetrics {
@@ -372,6 +386,7 @@ impl ModelStats {
                     .map(|(kind, summary)| (*kind, summary.read(now)))
                     .collect()
             }),
+            first_response: self.first_response.as_ref().map(Histogram::read),
         }
     }
 

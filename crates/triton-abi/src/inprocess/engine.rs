@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use nereid_core::cache::{CacheConfig, CacheStore};
 use nereid_core::{Error, Result, Server};
-use nereid_embed::{Nereid, Options};
+use nereid_embed::{Nereid, Options, SystemMetrics};
 
 use super::options::TRITONSERVER_ServerOptions;
 
@@ -22,6 +22,9 @@ pub struct Engine {
     _nereid: Option<Nereid>,
     server: Arc<Server>,
     handle: tokio::runtime::Handle,
+    /// The CPU gauges, polled on the runtime every `SetMetricsInterval` (`None` with
+    /// `SetCpuMetrics(false)`, and when attached: the host serves its own).
+    system: Option<Arc<SystemMetrics>>,
 }
 
 impl Engine {
@@ -59,17 +62,25 @@ impl Engine {
                 // TRITONSERVER_ServerPollModelRepository, as in Triton.
                 repository_poll_secs: None,
                 exit_timeout: Duration::from_secs(options.exit_timeout_secs.into()),
+                metrics_config: options.metrics_config.clone(),
                 ..Options::default()
             }))
         });
         drop(inside);
         let nereid = started?;
         let server = nereid.server().clone();
+        let system = options.cpu_metrics.then(|| {
+            let system = Arc::new(SystemMetrics::default());
+            // Ends with the runtime.
+            runtime.spawn(system.clone().poll_every(options.metrics_interval));
+            system
+        });
         Ok(Self {
             handle: runtime.handle().clone(),
             runtime: Some(runtime),
             _nereid: Some(nereid),
             server,
+            system,
         })
     }
 
@@ -81,7 +92,18 @@ impl Engine {
             _nereid: None,
             server,
             handle,
+            system: None,
         }
+    }
+
+    /// The Prometheus text `TRITONSERVER_ServerMetrics` answers: the server's metrics,
+    /// then the CPU gauges as of their latest poll.
+    pub fn metrics_text(&self) -> String {
+        let mut text = self.server.metrics_text();
+        if let Some(system) = &self.system {
+            system.render(&mut text);
+        }
+        text
     }
 
     /// The core facade.

@@ -27,7 +27,7 @@ pub unsafe extern "C" fn TRITONSERVER_ServerMetrics(
         if metrics.is_null() {
             return Err(invalid_arg("metrics must not be null"));
         }
-        let text = server.engine.server().metrics_text();
+        let text = server.engine.metrics_text();
         let created = Box::into_raw(Box::new(TRITONSERVER_Metrics { text }));
         // SAFETY: checked for null above; the caller owns the snapshot.
         unsafe { metrics.write(created) };

@@ -1,11 +1,13 @@
 //! `TRITONSERVER_ServerOptions`: what a program sets before `TRITONSERVER_ServerNew`.
 //! Settings Nereid uses are stored; settings that only tune Triton's own machinery (GPU
-//! pools, thread counts, logging sinks, metrics) are accepted and ignored exactly where
-//! Triton accepts them, so programs written for Triton configure Nereid unchanged.
+//! pools, thread counts, logging sinks) are accepted and ignored exactly where Triton
+//! accepts them, so programs written for Triton configure Nereid unchanged.
 
 use std::ffi::c_char;
 use std::path::PathBuf;
+use std::time::Duration;
 
+use nereid_core::metrics::MetricsConfig;
 use nereid_core::repository::ControlMode;
 
 use crate::error::{invalid_arg, ErrorPtr};
@@ -40,6 +42,12 @@ pub struct TRITONSERVER_ServerOptions {
     pub(crate) response_cache_byte_size: Option<u64>,
     /// `SetBackendDirectory`: where Triton backend libraries are looked up.
     pub(crate) backend_directory: PathBuf,
+    /// `SetMetricsConfig`: the latency metrics each model exports.
+    pub(crate) metrics_config: MetricsConfig,
+    /// `SetMetricsInterval`: how often the CPU gauges are polled.
+    pub(crate) metrics_interval: Duration,
+    /// `SetCpuMetrics`: whether the CPU gauges are polled and exported.
+    pub(crate) cpu_metrics: bool,
 }
 
 impl Default for TRITONSERVER_ServerOptions {
@@ -58,6 +66,9 @@ impl Default for TRITONSERVER_ServerOptions {
             cache_directory: PathBuf::from("/opt/tritonserver/caches"),
             response_cache_byte_size: None,
             backend_directory: PathBuf::from(crate::backend::DEFAULT_BACKEND_DIRECTORY),
+            metrics_config: MetricsConfig::default(),
+            metrics_interval: nereid_embed::DEFAULT_METRICS_INTERVAL,
+            cpu_metrics: true,
         }
     }
 }
@@ -356,6 +367,61 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetHostPolicy(
     })
 }
 
+/// `TRITONSERVER_ServerOptionsSetMetricsConfig`: one `--metrics-config` setting
+/// (`counter_latencies`, `summary_latencies`, `summary_quantiles`,
+/// `histogram_latencies`), checked as the flag is. `name` is the configuration group;
+/// only the global one (`""`) exists, as in tritonserver's flag.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetMetricsConfig(
+    options: *mut TRITONSERVER_ServerOptions,
+    name: *const c_char,
+    setting: *const c_char,
+    value: *const c_char,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        let name = owned(name, "name")?;
+        let setting = owned(setting, "setting")?;
+        let value = owned(value, "value")?;
+        if !name.is_empty() {
+            return Err(invalid_arg(format!(
+                "metrics config group '{name}' is not supported: only the global group \"\" has settings"
+            )));
+        }
+        o.metrics_config
+            .set(&setting, &value)
+            .map_err(|why| invalid_arg(format!("metrics config {setting}={value}: {why}")))
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetMetricsInterval`: how often the CPU utilization and
+/// memory gauges are polled, in milliseconds (more than 0, as `--metrics-interval-ms`).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetMetricsInterval(
+    options: *mut TRITONSERVER_ServerOptions,
+    interval_ms: u64,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        if interval_ms == 0 {
+            return Err(invalid_arg("metrics interval must be greater than 0"));
+        }
+        o.metrics_interval = Duration::from_millis(interval_ms);
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetCpuMetrics`: whether `nv_cpu_utilization` and the CPU
+/// memory gauges are polled and exported (default true).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetCpuMetrics(
+    options: *mut TRITONSERVER_ServerOptions,
+    metrics: bool,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.cpu_metrics = metrics;
+        Ok(())
+    })
+}
+
 /// Defines option setters that Triton accepts but that tune machinery Nereid does not
 /// have: the options pointer is checked, the values are ignored.
 macro_rules! ignored_options {
@@ -411,12 +477,6 @@ ignored_options! {
     TRITONSERVER_ServerOptionsSetMetrics(metrics: bool);
     /// `TRITONSERVER_ServerOptionsSetGpuMetrics`: ignored (no GPUs).
     TRITONSERVER_ServerOptionsSetGpuMetrics(metrics: bool);
-    /// `TRITONSERVER_ServerOptionsSetCpuMetrics`: ignored.
-    TRITONSERVER_ServerOptionsSetCpuMetrics(metrics: bool);
-    /// `TRITONSERVER_ServerOptionsSetMetricsInterval`: ignored.
-    TRITONSERVER_ServerOptionsSetMetricsInterval(interval_ms: u64);
     /// `TRITONSERVER_ServerOptionsSetRepoAgentDirectory`: ignored (no repository agents).
     TRITONSERVER_ServerOptionsSetRepoAgentDirectory(dir: *const c_char);
-    /// `TRITONSERVER_ServerOptionsSetMetricsConfig`: ignored.
-    TRITONSERVER_ServerOptionsSetMetricsConfig(name: *const c_char, setting: *const c_char, value: *const c_char);
 }

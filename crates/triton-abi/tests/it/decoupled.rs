@@ -2,7 +2,8 @@
 //! response with flags 0, then COMPLETE_FINAL (here with a null response, as the backend
 //! sends the final flag alone), then the release callback runs. The model is the C test
 //! backend (tests/backend/test_backend.c) in its `decoupled` mode, which answers from a
-//! thread of its own after its execute returned.
+//! thread of its own after its execute returned. With `histogram_latencies` set through
+//! the options, the first response of each request is observed, a final flag alone not.
 
 use std::ffi::{c_void, CStr};
 use std::path::Path;
@@ -166,6 +167,18 @@ fn each_response_then_a_null_final_response_then_the_release() {
             options,
             backends.as_ptr(),
         ));
+        for (setting, value) in [
+            (c"histogram_latencies", c"true"),
+            (c"counter_latencies", c"false"),
+        ] {
+            ok(TRITONSERVER_ServerOptionsSetMetricsConfig(
+                options,
+                c"".as_ptr(),
+                setting.as_ptr(),
+                value.as_ptr(),
+            ));
+        }
+        ok(TRITONSERVER_ServerOptionsSetMetricsInterval(options, 50));
         ok(TRITONSERVER_ServerNew(&mut server, options));
         ok(TRITONSERVER_ServerOptionsDelete(options));
         ok(TRITONSERVER_ResponseAllocatorNew(
@@ -223,6 +236,16 @@ fn each_response_then_a_null_final_response_then_the_release() {
                 .collect();
             assert_eq!(seen, expected, "{n} responses");
         }
+        let text = crate::metrics_options::metrics_text(server);
+        let family = "nv_inference_first_response_histogram_ms";
+        let labels = "model=\"streaming\",version=\"1\"";
+        assert!(
+            text.contains(&format!("{family}_count{{{labels}}} 1\n")),
+            "one first response (the second request sent a final flag alone): {text}"
+        );
+        assert!(text.contains(&format!("{family}_bucket{{{labels},le=\"+Inf\"}} 1\n")));
+        assert!(!text.contains("nv_inference_request_duration_us"), "{text}");
+        assert!(text.contains("\nnv_cpu_utilization "), "{text}");
 
         ok(TRITONSERVER_InferenceRequestDelete(request));
         ok(TRITONSERVER_ResponseAllocatorDelete(allocator));

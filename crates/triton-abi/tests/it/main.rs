@@ -8,3 +8,4 @@ mod c_program;
 mod decoupled;
 mod direct;
 mod fixture;
+mod metrics_options;
