@@ -240,8 +240,11 @@ def measure(tool, server, model, protocol, concurrency, window_ms, csv_path):
     """One load run against one server: its CPU per request and the load's own figures."""
     success0, inferences0 = server.counts(model)
     ticks0 = server.cpu_ticks()
-    run = subprocess.run(load_command(tool, server, model, protocol, concurrency, window_ms, csv_path),
-                         capture_output=True, text=True, timeout=600, cwd=os.path.dirname(csv_path))
+    try:
+        run = subprocess.run(load_command(tool, server, model, protocol, concurrency, window_ms, csv_path),
+                             capture_output=True, text=True, timeout=120, cwd=os.path.dirname(csv_path))
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"{tool} against {server.name} {model}: no end after {e.timeout} s") from e
     ticks1 = server.cpu_ticks()
     success1, inferences1 = server.counts(model)
     rss_mib, threads = server.footprint()
@@ -350,6 +353,7 @@ def main():
     log = open(os.path.join(args.out, "servers.log"), "w")
     servers = {}
     rows = []
+    failed = {}
     collector, received = start_collector() if levels and args.trace_mode == "opentelemetry" else (None, [0])
 
     def extra(name):
@@ -369,16 +373,29 @@ def main():
             order = list(servers.values()) if round_ % 2 == 0 else list(servers.values())[::-1]
             for level in levels or [None]:
                 for server in servers.values():
-                    if level:
-                        set_trace_level(server, level)
+                    if level and server.name not in failed:
+                        try:
+                            set_trace_level(server, level)
+                        except OSError as e:
+                            failed[server.name] = f"setting trace level {level}: {e}"
                 for cell in cells:
                     for tool in tools:
                         for server in order:
+                            if server.name in failed:
+                                continue
                             model = CELLS[cell][1] if server.name == "triton" else CELLS[cell][0]
                             _, _, protocol, concurrency = CELLS[cell]
                             label = f"{cell}@{level}" if level else cell
                             path = os.path.join(args.out, f"{server.name}_{label}_{tool}_r{round_}.csv")
-                            row = measure(tool, server, model, protocol, concurrency, args.window_ms, path)
+                            try:
+                                row = measure(tool, server, model, protocol, concurrency, args.window_ms,
+                                              path)
+                            except (RuntimeError, OSError) as e:
+                                # A server that stops answering is left out from here on; the
+                                # report keeps what it measured before.
+                                failed[server.name] = f"{label}: {e}"
+                                print(f"round {round_} {label} {server.name} FAILED: {e}", flush=True)
+                                continue
                             row.update(round=round_, cell=label, tool=tool, server=server.name)
                             rows.append(row)
                             print(f"round {round_} {label:15} {tool:13} {server.name:6} "
@@ -414,6 +431,7 @@ def main():
                    "| Nereid served µs CPU/inference | ratio |", "|---|---|---|---|"]
         for b in batches:
             report.append(f"| {b} | {inprocess[b]:.1f} | {served[b]:.1f} | {served[b] / inprocess[b]:.2f} |")
+    report += [f"- {name} stopped answering at {why}" for name, why in failed.items()]
     text = "\n".join(report) + "\n"
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write(text)
