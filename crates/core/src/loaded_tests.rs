@@ -216,16 +216,27 @@ async fn a_cache_hit_skips_the_model_and_still_selects_outputs() {
 /// The records of trace file `<file>.<index>` (written once its request lets go of its
 /// trace, which the instance thread may do just after answering): (timestamp names,
 /// tensor activity and name pairs).
-fn trace_records(file: &std::path::Path, index: usize) -> (Vec<String>, Vec<(String, String)>) {
-    let path = std::path::PathBuf::from(format!("{}.{index}", file.display()));
+fn trace_records(file: &std::path::Path, request_id: &str) -> (Vec<String>, Vec<(String, String)>) {
+    // Each trace is in its own `<file>.<n>`, numbered in the order the traces ended,
+    // which need not be the order the requests were answered in.
+    let has_id = |records: &[serde_json::Value]| {
+        records
+            .iter()
+            .any(|r| r["request_id"].as_str() == Some(request_id))
+    };
+    let mut found = None;
     for _ in 0..200 {
-        if path.exists() {
+        found = (0..8).find_map(|index| {
+            let text = std::fs::read_to_string(format!("{}.{index}", file.display())).ok()?;
+            let records: Vec<serde_json::Value> = serde_json::from_str(&text).ok()?;
+            has_id(&records).then_some(records)
+        });
+        if found.is_some() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let text = std::fs::read_to_string(&path).expect("trace written");
-    let records: Vec<serde_json::Value> = serde_json::from_str(&text).expect("JSON");
+    let records = found.expect("trace written");
     let text_of = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
     let names = records
         .iter()
@@ -242,23 +253,9 @@ fn trace_records(file: &std::path::Path, index: usize) -> (Vec<String>, Vec<(Str
 
 #[tokio::test]
 async fn a_traced_cache_hit_is_queued_once_and_records_the_cached_outputs() {
-    use crate::trace::{TraceLevel, TraceManager, TraceOptions};
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("trace.json");
-    let manager = TraceManager::new(
-        &TraceOptions {
-            level: TraceLevel {
-                timestamps: true,
-                tensors: true,
-            },
-            rate: 1,
-            log_frequency: 1,
-            file: file.display().to_string(),
-            ..TraceOptions::default()
-        },
-        None,
-    )
-    .expect("valid options");
+    let manager = crate::testing::trace_every_request(&file, true);
     let cache = Arc::new(ResponseCache::new(Arc::new(
         LocalCache::new(1 << 20).expect("cache"),
     )));
@@ -281,7 +278,7 @@ async fn a_traced_cache_hit_is_queued_once_and_records_the_cached_outputs() {
         tensor("TENSOR_BACKEND_OUTPUT", "OUT1"),
     ];
     // The miss: queued before its lookup, not again on its way to the model.
-    let (names, tensors) = trace_records(&file, 0);
+    let (names, tensors) = trace_records(&file, "miss");
     assert_eq!(
         names,
         [
@@ -296,7 +293,7 @@ async fn a_traced_cache_hit_is_queued_once_and_records_the_cached_outputs() {
     );
     assert_eq!(tensors, [&queued[..], &produced[..]].concat());
     // The hit: queued, answered from the cache with its outputs, never computed.
-    let (names, tensors) = trace_records(&file, 1);
+    let (names, tensors) = trace_records(&file, "hit");
     assert_eq!(names, ["REQUEST_START", "QUEUE_START", "REQUEST_END"]);
     assert_eq!(tensors, [&queued[..1], &produced[..]].concat());
 }

@@ -36,6 +36,23 @@ use crate::scheduler::{DefaultScheduler, InstancePool, Job, Reply, DEFAULT_QUEUE
 use crate::stats::{ModelStats, RequestRecord};
 use crate::DataType;
 
+/// A trace manager tracing every request (timestamps, and tensors when asked) into
+/// `<file>.<n>`, one file per trace: what the trace tests read back.
+pub fn trace_every_request(file: &Path, tensors: bool) -> crate::trace::TraceManager {
+    use crate::trace::{TraceLevel, TraceManager, TraceOptions};
+    let options = TraceOptions {
+        level: TraceLevel {
+            timestamps: true,
+            tensors,
+        },
+        rate: 1,
+        log_frequency: 1,
+        file: file.display().to_string(),
+        ..TraceOptions::default()
+    };
+    TraceManager::new(&options, None).expect("valid trace options")
+}
+
 /// The backend name [`TestBackend`] registers under: what test configs write as
 /// `backend: "identity"`.
 pub const BACKEND_NAME: &str = "identity";

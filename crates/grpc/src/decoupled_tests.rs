@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nereid_core::testing::{self, Streaming, TestBackend};
-use nereid_core::trace::{TraceLevel, TraceManager, TraceOptions};
 use nereid_core::{ControlMode, Error};
 use nereid_proto::inference::infer_parameter::ParameterChoice;
 use nereid_proto::inference::model_infer_request::InferInputTensor;
@@ -242,24 +241,6 @@ async fn unary_infer_refuses_a_decoupled_model_before_reading_its_inputs() {
     }
 }
 
-/// Every request traced (timestamps) into `<file>.<n>`, one file per trace.
-fn tracing(file: &std::path::Path) -> TraceManager {
-    TraceManager::new(
-        &TraceOptions {
-            level: TraceLevel {
-                timestamps: true,
-                tensors: false,
-            },
-            rate: 1,
-            log_frequency: 1,
-            file: file.display().to_string(),
-            ..TraceOptions::default()
-        },
-        None,
-    )
-    .expect("valid trace options")
-}
-
 /// The activity names of each of the `count` traces written to `<file>.<n>`, by request
 /// id, in file order (waiting for them to be written).
 async fn traced_names(file: &std::path::Path, count: usize) -> BTreeMap<String, Vec<String>> {
@@ -301,7 +282,13 @@ async fn stream_requests_are_traced_until_their_last_message() {
     // Answers sent from another thread after the execution returned: the request ends
     // (REQUEST_END) before its responses, and its trace still waits for them.
     let late = backend(Duration::from_millis(100));
-    let mut h = start_traced(ControlMode::None, MODELS, &late, tracing(&file)).await;
+    let mut h = start_traced(
+        ControlMode::None,
+        MODELS,
+        &late,
+        nereid_core::testing::trace_every_request(&file, false),
+    )
+    .await;
     let requests = vec![decoupled("late", 1, 2, true), plain("plain")];
     let (by_id, _) = exchange(&mut h, requests).await;
     assert_eq!(by_id["late"].len(), 3);
