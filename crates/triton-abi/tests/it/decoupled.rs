@@ -236,7 +236,15 @@ fn each_response_then_a_null_final_response_then_the_release() {
                 .collect();
             assert_eq!(seen, expected, "{n} responses");
         }
-        let text = crate::metrics_options::metrics_text(server);
+        // The CPU gauges appear once the 50 ms poll has run (later on a loaded machine).
+        let mut text = crate::metrics_options::metrics_text(server);
+        for _ in 0..100 {
+            if text.contains("\nnv_cpu_utilization ") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            text = crate::metrics_options::metrics_text(server);
+        }
         let family = "nv_inference_first_response_histogram_ms";
         let labels = "model=\"streaming\",version=\"1\"";
         assert!(
