@@ -19,22 +19,26 @@ use crate::system_metrics::SystemMetrics;
 #[derive(Clone)]
 struct MetricsState {
     server: Arc<Server>,
-    system: Arc<SystemMetrics>,
+    /// `None` with `--allow-cpu-metrics=false`: no CPU gauges.
+    system: Option<Arc<SystemMetrics>>,
     appendix: Option<MetricsAppendix>,
 }
 
 /// Serves `/metrics` until `shutdown` resolves, under `limits`, polling the system
-/// gauges every `interval` meanwhile.
+/// gauges every `interval` meanwhile (`None`: the CPU gauges are off).
 pub async fn serve(
     server: Arc<Server>,
     listener: TcpListener,
     limits: Limits,
     appendix: Option<MetricsAppendix>,
-    interval: Duration,
+    interval: Option<Duration>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    let system = Arc::new(SystemMetrics::default());
-    let poll = tokio::spawn(system.clone().poll_every(interval));
+    let system = interval.map(|interval| {
+        let system = Arc::new(SystemMetrics::default());
+        (system.clone(), tokio::spawn(system.poll_every(interval)))
+    });
+    let (system, poll) = system.unzip();
     let app = Router::new()
         .route("/metrics", get(metrics))
         .with_state(MetricsState {
@@ -43,12 +47,16 @@ pub async fn serve(
             appendix,
         });
     nereid_http::serve_router(app, listener, "metrics", limits, shutdown).await;
-    poll.abort();
+    if let Some(poll) = poll {
+        poll.abort();
+    }
 }
 
 async fn metrics(State(state): State<MetricsState>) -> impl IntoResponse {
     let mut text = state.server.metrics_text();
-    state.system.render(&mut text);
+    if let Some(system) = &state.system {
+        system.render(&mut text);
+    }
     if let Some(appendix) = &state.appendix {
         appendix(&mut text);
     }

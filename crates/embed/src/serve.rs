@@ -48,6 +48,9 @@ pub struct FrontendOptions {
     /// How often the system gauges (CPU utilization and memory) are polled
     /// (`--metrics-interval-ms`, default 2 s as in Triton).
     pub metrics_interval: Duration,
+    /// Whether the CPU utilization and memory gauges are polled and exported
+    /// (`--allow-cpu-metrics`, default true as in Triton).
+    pub cpu_metrics: bool,
 }
 
 impl Default for FrontendOptions {
@@ -63,6 +66,7 @@ impl Default for FrontendOptions {
             metrics_limits: Limits::default(),
             metrics_appendix: None,
             metrics_interval: crate::system_metrics::DEFAULT_METRICS_INTERVAL,
+            cpu_metrics: true,
         }
     }
 }
@@ -107,7 +111,7 @@ pub async fn serve(
             listener,
             frontends.metrics_limits,
             frontends.metrics_appendix,
-            frontends.metrics_interval,
+            frontends.cpu_metrics.then_some(frontends.metrics_interval),
             stopped(&stop),
         )));
     }

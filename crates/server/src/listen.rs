@@ -24,13 +24,18 @@ pub fn max_backlog() -> u32 {
 }
 
 /// A listener on `address` with `backlog`, with SO_REUSEADDR as tokio's `bind` sets it (a
-/// restarted server can bind while old connections linger in TIME_WAIT).
-pub fn listen(address: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+/// restarted server can bind while old connections linger in TIME_WAIT), and with
+/// SO_REUSEPORT when `reuse_port` (`--reuse-http-port`, `--reuse-grpc-port`): several
+/// servers with it set share the port and the kernel spreads connections among them.
+pub fn listen(address: SocketAddr, backlog: u32, reuse_port: bool) -> std::io::Result<TcpListener> {
     let socket = match address {
         SocketAddr::V4(_) => TcpSocket::new_v4()?,
         SocketAddr::V6(_) => TcpSocket::new_v6()?,
     };
     socket.set_reuseaddr(true)?;
+    if reuse_port {
+        socket.set_reuseport(true)?;
+    }
     socket.bind(address)?;
     socket.listen(backlog)
 }
@@ -98,8 +103,24 @@ mod tests {
 
     #[tokio::test]
     async fn the_listener_takes_the_backlog() {
-        let listener =
-            listen("127.0.0.1:0".parse().expect("address"), max_backlog()).expect("listen");
+        let listener = listen(
+            "127.0.0.1:0".parse().expect("address"),
+            max_backlog(),
+            false,
+        )
+        .expect("listen");
         assert!(listener.local_addr().expect("bound").port() > 0);
+    }
+
+    #[tokio::test]
+    async fn two_listeners_share_a_port_only_when_both_reuse_it() {
+        let first = listen("127.0.0.1:0".parse().expect("address"), 16, true).expect("listen");
+        let address = first.local_addr().expect("bound");
+        let second = listen(address, 16, true).expect("both reuse the port");
+        assert_eq!(second.local_addr().expect("bound"), address);
+        assert!(
+            listen(address, 16, false).is_err(),
+            "a third without reuse is refused"
+        );
     }
 }

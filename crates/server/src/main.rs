@@ -10,7 +10,6 @@ mod trace_flags;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
@@ -30,15 +29,19 @@ fn main() {
     std::hint::black_box(tritonserver::exported_functions());
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => e.exit(),
+        Err(e) => cli::errors::exit(e),
     };
+    // Exit status 1 for a refused command line, as tritonserver's.
     let config = match Config::from_cli(cli) {
         Ok(c) => c,
         Err(e) => {
             logging::report(&format!("error: {e:#}"));
-            std::process::exit(2);
+            std::process::exit(1);
         }
     };
+    for warning in cli::no_effect::deprecations(&config) {
+        logging::report(&warning);
+    }
     let log_control = match logging::init(&config) {
         Ok(control) => control,
         Err(e) => {
@@ -46,6 +49,9 @@ fn main() {
             std::process::exit(2);
         }
     };
+    for note in cli::no_effect::notes(&config) {
+        tracing::warn!("{note}");
+    }
     listen::raise_fd_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.io_threads())
@@ -70,9 +76,18 @@ fn main() {
     }
 }
 
-async fn bind(what: &str, address: std::net::IpAddr, port: u16) -> anyhow::Result<TcpListener> {
-    listen::listen(SocketAddr::new(address, port), listen::max_backlog())
-        .with_context(|| format!("failed to start {what} at {address}:{port}"))
+async fn bind(
+    what: &str,
+    address: std::net::IpAddr,
+    port: u16,
+    reuse_port: bool,
+) -> anyhow::Result<TcpListener> {
+    listen::listen(
+        SocketAddr::new(address, port),
+        listen::max_backlog(),
+        reuse_port,
+    )
+    .with_context(|| format!("failed to start {what} at {address}:{port}"))
 }
 
 /// The cache store `--cache-config` asks for; a Redis store starts connecting once the
@@ -109,14 +124,14 @@ fn options(
         .iter()
         .map(|s| (s.backend.clone(), s.key.clone(), s.value.clone()))
         .collect();
-    let strict_model_config = cli.strict_model_config || cli.disable_auto_complete_config;
+    let strict_model_config = config.strict_model_config;
     let hosted = HostedBackends::new(HostedSettings {
         directory: cli.backend_directory.clone(),
         config: backend_config.clone(),
         strict_model_config,
     });
     Options {
-        model_repositories: cli.model_repository.clone(),
+        model_repositories: config.model_repositories.clone(),
         control_mode: config.control_mode,
         startup_models: cli.load_model.clone(),
         strict_model_config,
@@ -127,8 +142,8 @@ fn options(
         backend_loader: Some(hosted.clone()),
         on_server: vec![hosted.server_hook()],
         cache,
-        repository_poll_secs: Some(cli.repository_poll_secs),
-        exit_timeout: Duration::from_secs(cli.exit_timeout_secs),
+        repository_poll_secs: Some(u64::try_from(cli.repository_poll_secs).unwrap_or(0)),
+        exit_timeout: config.exit_timeout(),
         shm_limits: config.shm_limits(),
         storage_limits: config.storage_limits(),
         log_control: Some(log_control),
@@ -143,15 +158,38 @@ fn options(
 async fn listeners(config: &Config) -> anyhow::Result<Listeners> {
     let cli = &config.cli;
     let mut listeners = Listeners::default();
-    if cli.allow_grpc {
-        listeners.grpc = Some(bind("GRPCInferenceService", cli.grpc_address, cli.grpc_port).await?);
+    if config.allow_grpc {
+        listeners.grpc = Some(
+            bind(
+                "GRPCInferenceService",
+                cli.grpc_address,
+                cli.grpc_port,
+                cli.reuse_grpc_port,
+            )
+            .await?,
+        );
     }
-    if cli.allow_http {
-        listeners.http = Some(bind("HTTPService", cli.http_address, cli.http_port).await?);
+    if config.allow_http {
+        listeners.http = Some(
+            bind(
+                "HTTPService",
+                cli.http_address,
+                cli.http_port,
+                cli.reuse_http_port,
+            )
+            .await?,
+        );
     }
     if cli.allow_metrics {
-        listeners.metrics =
-            Some(bind("Metrics Service", cli.metrics_address, cli.metrics_port).await?);
+        listeners.metrics = Some(
+            bind(
+                "Metrics Service",
+                config.metrics_address,
+                cli.metrics_port,
+                false,
+            )
+            .await?,
+        );
     }
     Ok(listeners)
 }
@@ -162,7 +200,7 @@ fn frontends(config: &Config, span_sink: Option<Arc<OtlpSink>>) -> FrontendOptio
     let http_limits = config.http_limits(max_connections);
     FrontendOptions {
         http: nereid_http::HttpOptions {
-            max_input_size: config.cli.http_max_input_size,
+            max_input_size: config.http_max_input_size(),
             limits: http_limits,
             restrictions: config.http_restrictions.clone(),
             header_forward: config.http_header_forward.clone(),
@@ -177,6 +215,7 @@ fn frontends(config: &Config, span_sink: Option<Arc<OtlpSink>>) -> FrontendOptio
             }
         })),
         metrics_interval: config.metrics_interval(),
+        cpu_metrics: config.cli.allow_cpu_metrics,
     }
 }
 

@@ -1,0 +1,145 @@
+//! Flags accepted so that a tritonserver launch line starts unchanged, but that change
+//! nothing here — the same flags a CPU-only tritonserver also ignores (GPU memory pools,
+//! peer access, GPU metrics, compute capability) or whose machinery Nereid does not have
+//! (Triton's gRPC object pools, its buffer-manager threads, host policies). Each one
+//! given is said once at start-up, with the reason, so nobody believes it took effect.
+//! Their values are still checked at parse like Triton's.
+
+use super::{Config, RateLimitMode};
+
+/// One line per flag given that has no effect, or less effect than in tritonserver.
+pub fn notes(config: &Config) -> Vec<String> {
+    let cli = &config.cli;
+    let mut notes = Vec::new();
+    let mut note = |given: bool, flag: &str, why: &str| {
+        if given {
+            notes.push(format!("--{flag} has no effect: {why}"));
+        }
+    };
+    let no_gpu = "this server runs no model on a GPU";
+    note(
+        cli.pinned_memory_pool_byte_size.is_some(),
+        "pinned-memory-pool-byte-size",
+        "there is no pinned host memory pool (tensors are not copied to GPUs)",
+    );
+    note(
+        !cli.cuda_memory_pool_byte_size.is_empty(),
+        "cuda-memory-pool-byte-size",
+        no_gpu,
+    );
+    note(
+        !cli.cuda_virtual_address_size.is_empty(),
+        "cuda-virtual-address-size",
+        "implicit state is kept in host memory",
+    );
+    note(
+        cli.min_supported_compute_capability.is_some(),
+        "min-supported-compute-capability",
+        no_gpu,
+    );
+    note(
+        cli.enable_peer_access.is_some(),
+        "enable-peer-access",
+        no_gpu,
+    );
+    note(
+        cli.allow_gpu_metrics == Some(true),
+        "allow-gpu-metrics",
+        "there is no GPU metric source in this build",
+    );
+    note(
+        !cli.model_load_gpu_limit.is_empty(),
+        "model-load-gpu-limit",
+        no_gpu,
+    );
+    note(
+        cli.buffer_manager_thread_count.is_some(),
+        "buffer-manager-thread-count",
+        "tensors are read in place from the request or shared memory, never copied by a buffer manager",
+    );
+    note(
+        cli.grpc_infer_allocation_pool_size.is_some(),
+        "grpc-infer-allocation-pool-size",
+        "gRPC request and response state is not pooled",
+    );
+    note(
+        cli.grpc_max_response_pool_size.is_some(),
+        "grpc-max-response-pool-size",
+        "gRPC responses are not pooled",
+    );
+    note(
+        !cli.host_policy.is_empty(),
+        "host-policy",
+        "host policies (numa-node, cpu-cores) apply to GPU instances, and no instance runs on a GPU",
+    );
+    if cli.rate_limit == RateLimitMode::ExecutionCount || !cli.rate_limit_resource.is_empty() {
+        notes.push(
+            "--rate-limit / --rate-limit-resource are checked but the rate limiter is not implemented yet: instances run as soon as they are free, as with --rate-limit=off".to_string(),
+        );
+    }
+    let thread_flags = [
+        ("http-thread-count", cli.http_thread_count),
+        ("grpc-infer-thread-count", cli.grpc_infer_thread_count),
+        ("sagemaker-thread-count", cli.sagemaker_thread_count),
+        ("vertex-ai-thread-count", cli.vertex_ai_thread_count),
+    ];
+    for (flag, count) in thread_flags {
+        if count.is_some() {
+            notes.push(format!(
+                "--{flag}: all endpoints share {} network threads (the largest thread count given, at most the cores; --io-threads overrides)",
+                config.io_threads()
+            ));
+        }
+    }
+    notes
+}
+
+/// tritonserver's warnings for deprecated spellings it still honours.
+pub fn deprecations(config: &Config) -> Vec<String> {
+    let cli = &config.cli;
+    let mut warnings = Vec::new();
+    if cli.strict_model_config.is_some() {
+        warnings.push("Warning: '--strict-model-config' has been deprecated! Please use '--disable-auto-complete-config' instead.".to_string());
+    }
+    if let Some(size) = cli.response_cache_byte_size {
+        warnings.push(format!("Warning: '--response-cache-byte-size' has been deprecated! This will default to the 'local' cache implementation with the provided byte size for its config. Please use '--cache-config' instead. The equivalent --cache-config CLI args would be: '--cache-config=local,size={size}'"));
+    }
+    warnings
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::Cli;
+
+    fn config(args: &[&str]) -> Config {
+        let mut all = vec!["nereid", "--model-repository", "."];
+        all.extend_from_slice(args);
+        Config::from_cli_with_env(Cli::try_parse_from(all).expect("parses"), &|_| None)
+            .expect("valid")
+    }
+
+    #[test]
+    fn each_flag_given_is_said_once_and_defaults_say_nothing() {
+        assert!(notes(&config(&[])).is_empty());
+        let said = notes(&config(&[
+            "--pinned-memory-pool-byte-size=268435456",
+            "--cuda-memory-pool-byte-size=0:67108864",
+            "--allow-gpu-metrics=false",
+            "--host-policy=gpu_0,numa-node=0",
+            "--rate-limit=execution_count",
+        ]));
+        assert_eq!(said.len(), 4, "{said:?}");
+        assert!(said[0].starts_with("--pinned-memory-pool-byte-size has no effect"));
+        assert!(said[3].contains("rate limiter is not implemented yet"));
+    }
+
+    #[test]
+    fn deprecated_spellings_warn_as_triton() {
+        let warnings = deprecations(&config(&["--strict-model-config=false"]));
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].starts_with("Warning: '--strict-model-config' has been deprecated!"));
+    }
+}

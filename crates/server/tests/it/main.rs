@@ -1,0 +1,3 @@
+//! Integration tests of the `nereid` binary's command line.
+
+mod flags;
