@@ -9,6 +9,7 @@ mod client;
 mod data;
 mod load;
 mod metadata;
+mod progress;
 mod report;
 mod shm;
 mod stats;
@@ -27,7 +28,8 @@ use crate::load::{
     open::OpenLoop, Load, PreparedRequest, SequenceSource, ShmSource, SourceFactory, StaticSource,
     StepConfig,
 };
-use crate::report::{Progress, Report, StepReport};
+use crate::progress::Progress;
+use crate::report::{Report, StepReport};
 use crate::shm::ShmRegions;
 
 /// For each of `workers` correlation IDs (1, 2, ...), the START, middle and END requests

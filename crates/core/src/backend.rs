@@ -5,7 +5,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use nereid_proto::inference::ModelConfig;
 
@@ -15,6 +14,9 @@ use crate::model::{InstanceKind, ModelSpec};
 use crate::request::OutputTensor;
 use crate::response_stream::ResponseSender;
 use crate::sequence_flags::SequenceId;
+// Measured by backends, counted by the statistics; defined with the statistics so that
+// they need nothing from here.
+pub use crate::stats::{ComputeTiming, StateUsage};
 
 /// Identity of one model instance (one per `instance_group` count).
 #[derive(Debug, Clone)]
@@ -23,31 +25,6 @@ pub struct InstanceConfig {
     pub name: String,
     /// Device placement.
     pub kind: InstanceKind,
-}
-
-/// Time an execution spent in its three phases, as the statistics extension reports them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ComputeTiming {
-    /// Preparing inputs (copies into backend tensors).
-    pub input_ns: u64,
-    /// Running the model.
-    pub infer_ns: u64,
-    /// Extracting outputs.
-    pub output_ns: u64,
-    /// Batch entries the backend really ran, when it answered some requests without
-    /// running the model (the stateful backend's END requests); `None`: all of them.
-    pub ran: Option<usize>,
-}
-
-impl ComputeTiming {
-    /// Sets the three phases from the instants that separate them: inputs prepared, model
-    /// run, outputs extracted.
-    pub fn set_phases(&mut self, started: Instant, prepared: Instant, ran: Instant, done: Instant) {
-        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        self.input_ns = nanos(prepared - started);
-        self.infer_ns = nanos(ran - prepared);
-        self.output_ns = nanos(done - ran);
-    }
 }
 
 /// A backend (e.g. ONNX Runtime): one value per server, shared by all its models.
@@ -95,32 +72,6 @@ pub trait BackendLoader: Send + Sync {
 pub trait ModelBackend: Send + Sync {
     /// Creates one instance; each instance is driven by its own worker thread.
     fn create_instance(&self, instance: &InstanceConfig) -> Result<Box<dyn InstanceBackend>>;
-}
-
-/// Memory a backend holds for sequence state, as the metrics report it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StateUsage {
-    /// State buffers allocated (the initial one plus any grown lazily).
-    pub buffers: u64,
-    /// Bytes those buffers hold.
-    pub bytes: u64,
-    /// Sequences whose state is stored.
-    pub sequences: u64,
-    /// Sequences the allocated buffers can hold.
-    pub capacity: u64,
-}
-
-impl std::ops::Add for StateUsage {
-    type Output = Self;
-
-    fn add(self, other: Self) -> Self {
-        Self {
-            buffers: self.buffers + other.buffers,
-            bytes: self.bytes + other.bytes,
-            sequences: self.sequences + other.sequences,
-            capacity: self.capacity + other.capacity,
-        }
-    }
 }
 
 /// One model instance, owned by one worker thread (so it need not be `Sync`).

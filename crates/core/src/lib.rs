@@ -17,6 +17,10 @@
 //! - [`trace`]: the trace extension (settings, sampling, Triton's trace files).
 //! - [`response_stream`]: the many-response answers of decoupled models.
 //! - [`request`], [`sequence_flags`], [`shm`], [`error`]: the vocabulary underneath.
+//!
+//! The crate holds no `unsafe` code: raw shared memory is `nereid-shm`'s, the fuzz
+//! targets' allocator `nereid-alloc-track`'s.
+#![forbid(unsafe_code)]
 
 pub mod backend;
 pub mod batch;

@@ -15,7 +15,9 @@ use crate::ensemble::{Ensemble, StepModel};
 use crate::error::{Error, Result};
 use crate::metrics::ModelMetrics;
 use crate::model::ModelSpec;
-use crate::request::{select_outputs, Answer, InferRequest, InferResponse, OutputTensor};
+use crate::request::{
+    select_outputs, trace_outputs, Answer, InferRequest, InferResponse, OutputTensor,
+};
 use crate::response_stream::{ResponseSender, ResponseStream};
 use crate::scheduler::{Job, Reply, Scheduler};
 use crate::stats::{
@@ -439,23 +441,6 @@ fn trace_queued(trace: &RequestTrace, request: &InferRequest, at: Instant) {
                 input.datatype,
                 &input.shape,
                 &input.data,
-            );
-        }
-    }
-}
-
-/// A response's outputs at the `TENSORS` level, as the backend sent them (Triton records
-/// them in `InferenceResponse::Send`, for each response).
-pub(crate) fn trace_outputs(trace: &RequestTrace, outputs: &[OutputTensor]) {
-    if trace.traces_tensors() {
-        for output in outputs {
-            let activity = TensorActivity::BackendOutput;
-            trace.tensor(
-                activity,
-                &output.name,
-                output.datatype,
-                &output.shape,
-                &output.data,
             );
         }
     }

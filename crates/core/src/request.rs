@@ -4,6 +4,7 @@
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
+use crate::trace::{RequestTrace, TensorActivity};
 use crate::DataType;
 
 /// A request or response parameter value (the KServe v2 `parameters` map).
@@ -179,6 +180,23 @@ pub fn element_count(shape: &[i64]) -> Option<usize> {
     shape.iter().try_fold(1usize, |acc, &d| {
         usize::try_from(d).ok().and_then(|d| acc.checked_mul(d))
     })
+}
+
+/// A response's outputs at the `TENSORS` level, as the backend sent them (Triton records
+/// them in `InferenceResponse::Send`, for each response).
+pub(crate) fn trace_outputs(trace: &RequestTrace, outputs: &[OutputTensor]) {
+    if trace.traces_tensors() {
+        for output in outputs {
+            let activity = TensorActivity::BackendOutput;
+            trace.tensor(
+                activity,
+                &output.name,
+                output.datatype,
+                &output.shape,
+                &output.data,
+            );
+        }
+    }
 }
 
 #[cfg(test)]

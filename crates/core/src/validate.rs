@@ -3,7 +3,7 @@
 //! requested outputs. Messages follow Triton's wording, including its request-id prefix.
 
 use crate::error::{Error, Result};
-use crate::model::ModelSpec;
+use crate::model::{format_dims, ModelSpec};
 use crate::request::{element_count, split_bytes_elements, InferRequest, InputTensor};
 use crate::DataType;
 
@@ -205,12 +205,6 @@ fn check_bytes_input(model: &str, input: &InputTensor, elements: usize) -> Resul
         )));
     }
     Ok(())
-}
-
-/// Formats dims as Triton does: `[-1,4]`.
-pub fn format_dims(dims: &[i64]) -> String {
-    let inner: Vec<String> = dims.iter().map(i64::to_string).collect();
-    format!("[{}]", inner.join(","))
 }
 
 #[cfg(test)]

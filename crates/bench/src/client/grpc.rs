@@ -23,9 +23,9 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::Streaming;
 
 use super::h2::{grpc_frame, H2Channel, UnaryConn};
+use super::ShmRef;
 use super::{Conn, InferError, InferRequest, SequenceStep, Target};
 use crate::metadata::{ModelInfo, TensorMeta};
-use crate::shm::ShmRef;
 use crate::stats::{Duration64, ServerStats};
 
 /// Opens a tonic channel to `endpoint`, with no message size limits.
@@ -454,10 +454,10 @@ impl StreamConn {
 mod tests {
     use bytes::Bytes;
 
+    use crate::client::ShmPlacement;
     use super::*;
     use crate::client::InputTensor;
     use crate::data::DataType;
-    use crate::shm::ShmPlacement;
 
     fn request(shm: Option<ShmPlacement>) -> InferRequest {
         InferRequest {

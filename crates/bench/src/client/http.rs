@@ -14,9 +14,9 @@ use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
 
+use super::ShmRef;
 use super::{InferError, InferRequest, Target};
 use crate::metadata::{ModelInfo, TensorMeta};
-use crate::shm::ShmRef;
 use crate::stats::{Duration64, ServerStats};
 
 /// The header that tells the server where the JSON part of a binary-extension body ends.
@@ -501,7 +501,7 @@ mod tests {
                 data: Bytes::from_static(&[1, 2, 3, 4, 5, 6, 7, 8]),
             }],
             outputs: vec!["OUTPUT0".into()],
-            shm: Some(crate::shm::ShmPlacement {
+            shm: Some(crate::client::ShmPlacement {
                 region: "r0".into(),
                 inputs: vec![ShmRef {
                     offset: 0,

@@ -9,13 +9,15 @@
 pub mod grpc;
 pub mod h2;
 pub mod http;
+mod placement;
+
+pub use placement::{ShmPlacement, ShmRef};
 
 use bytes::Bytes;
 
 use crate::cli::Protocol;
 use crate::data::DataType;
 use crate::metadata::ModelInfo;
-use crate::shm::ShmPlacement;
 use crate::stats::ServerStats;
 
 /// Where and how to send requests.

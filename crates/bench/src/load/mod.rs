@@ -20,7 +20,7 @@ use tokio::time::{sleep, sleep_until, timeout, Instant};
 
 use self::threads::ClientThreads;
 use crate::client::{Client, WireRequest};
-use crate::report::Progress;
+use crate::progress::Progress;
 use crate::stats::{is_stable, ClientSummary, Recorder, ServerStats, ServerSummary, Window};
 
 /// A request ready to send, and how many inferences it carries.

@@ -21,33 +21,13 @@ mod posix;
 use anyhow::Context as _;
 
 use self::posix::ShmObject;
-use crate::client::{Client, InferRequest};
+use crate::client::{Client, InferRequest, ShmPlacement, ShmRef};
 
 /// Regions in the open loop's round-robin pool (fewer if `--max-in-flight` is smaller).
 pub const OPEN_LOOP_REGIONS: usize = 4;
 
 /// Alignment of every tensor inside a region.
 const ALIGN: usize = 64;
-
-/// Where one tensor lives in a region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ShmRef {
-    /// Byte offset in the region.
-    pub offset: u64,
-    /// Bytes reserved (an input's exact size; an output's capacity).
-    pub byte_size: u64,
-}
-
-/// The shared-memory placement of one request's tensors.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShmPlacement {
-    /// Registered region name.
-    pub region: String,
-    /// One per input of the request, in order.
-    pub inputs: Vec<ShmRef>,
-    /// One per requested output, in order.
-    pub outputs: Vec<ShmRef>,
-}
 
 /// Lays out inputs then outputs, each aligned to [`ALIGN`]; returns the placements and the
 /// region's total size.

@@ -307,6 +307,12 @@ fn instance_group(group: &ModelInstanceGroup) -> InstanceGroupSpec {
     }
 }
 
+/// Formats dims as Triton does: `[-1,4]`.
+pub fn format_dims(dims: &[i64]) -> String {
+    let inner: Vec<String> = dims.iter().map(i64::to_string).collect();
+    format!("[{}]", inner.join(","))
+}
+
 #[cfg(test)]
 #[path = "bounds_tests.rs"]
 mod tests;

@@ -7,10 +7,10 @@
 //! `InferenceResponse::Output::Reshape` for outputs). Configurations are checked at load
 //! (`config::normalize`), so the two layouts always agree on element counts.
 
+use super::format_dims;
 use super::{ModelSpec, TensorSpec};
 use crate::error::{Error, Result};
 use crate::request::{InputTensor, OutputTensor};
-use crate::validate::format_dims;
 
 /// `shape` (with a leading batch dimension when `batched`) moved from the `from` layout
 /// to the `to` layout: the batch dimension is kept and each -1 of `to` takes the value

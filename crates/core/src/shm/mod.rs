@@ -4,10 +4,7 @@
 //! host copy of CUDA memory), outputs become [`OutputTarget`]s the answer is written into. A view holds an `Arc` of its region, so
 //! unregistering a region that requests still use defers the unmap until they finish.
 
-mod cuda;
-mod mapping;
 mod params;
-mod sigbus;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,13 +12,27 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-pub use cuda::LIBRARY_ENV as CUDA_LIBRARY_ENV;
+pub use nereid_shm::LIBRARY_ENV as CUDA_LIBRARY_ENV;
+pub use nereid_shm::MAX_MAPPINGS;
 pub use params::{ShmParams, ShmRef};
-pub use sigbus::MAX_MAPPINGS;
 
 use crate::error::{Error, ErrorKind, Result};
-use cuda::DeviceMemory;
-use mapping::Mapping;
+use nereid_shm::{sigbus, DeviceMemory, Mapping};
+
+/// The core's kind for a memory error.
+fn core_kind(kind: nereid_shm::ErrorKind) -> ErrorKind {
+    match kind {
+        nereid_shm::ErrorKind::InvalidArg => ErrorKind::InvalidArg,
+        nereid_shm::ErrorKind::Internal => ErrorKind::Internal,
+        nereid_shm::ErrorKind::Unavailable => ErrorKind::Unavailable,
+    }
+}
+
+impl From<nereid_shm::Error> for Error {
+    fn from(e: nereid_shm::Error) -> Self {
+        Error::new(core_kind(e.kind()), e.message())
+    }
+}
 
 /// A registered region: a POSIX shared-memory mapping or a CUDA device allocation.
 #[derive(Debug)]
@@ -342,7 +353,7 @@ impl ShmRegistry {
         byte_size: u64,
     ) -> Result<()> {
         self.client_access()?;
-        if handle.len() != cuda::IPC_HANDLE_SIZE {
+        if handle.len() != nereid_shm::IPC_HANDLE_SIZE {
             return Err(Error::invalid_arg(
                 "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t",
             ));
@@ -351,7 +362,7 @@ impl ShmRegistry {
         let len = usize::try_from(byte_size).map_err(|_| too_large(name))?;
         let device = DeviceMemory::open(handle, device_id, len).map_err(|e| {
             Error::new(
-                e.kind(),
+                core_kind(e.kind()),
                 format!(
                     "failed to register CUDA shared memory region '{name}': {}",
                     e.message()

@@ -1,39 +1,35 @@
-//! Registry tests over real POSIX shared memory.
-#![allow(unsafe_code)]
+//! Registry tests over real POSIX shared memory. On Linux a POSIX shared-memory object
+//! `/<name>` is the file `/dev/shm/<name>`, so the tests make and shrink objects as a
+//! client would, with plain file calls.
 
-use std::ffi::CString;
+use std::io::Write;
 
 use super::*;
 
-/// Creates a shared-memory object of `size` bytes filled with 0, 1, 2, ... and removes it
-/// on drop.
-struct Object(CString);
+/// A shared-memory object of `size` bytes filled with 0, 1, 2, ..., removed on drop.
+struct Object(String);
 
 impl Object {
     fn new(size: usize) -> Self {
-        let key =
-            CString::new(format!("/nereid_unit_{}_{size}", std::process::id())).expect("no NUL");
-        // SAFETY: valid C string; the fd is checked and closed.
-        unsafe {
-            let fd = libc::shm_open(key.as_ptr(), libc::O_CREAT | libc::O_RDWR, 0o600);
-            assert!(fd >= 0, "shm_open");
-            assert_eq!(libc::ftruncate(fd, size as libc::off_t), 0);
-            let data: Vec<u8> = (0..size).map(|i| i as u8).collect();
-            assert_eq!(libc::write(fd, data.as_ptr().cast(), size), size as isize);
-            libc::close(fd);
-        }
+        let key = format!("/nereid_unit_{}_{size}", std::process::id());
+        let data: Vec<u8> = (0..size).map(|i| i as u8).collect();
+        let mut file = std::fs::File::create(Self::path(&key)).expect("creates the object");
+        file.write_all(&data).expect("fills it");
         Self(key)
     }
 
+    fn path(key: &str) -> String {
+        format!("/dev/shm{key}")
+    }
+
     fn key(&self) -> &str {
-        self.0.to_str().expect("ascii")
+        &self.0
     }
 }
 
 impl Drop for Object {
     fn drop(&mut self) {
-        // SAFETY: valid C string.
-        unsafe { libc::shm_unlink(self.0.as_ptr()) };
+        let _ = std::fs::remove_file(Self::path(&self.0));
     }
 }
 
@@ -209,13 +205,11 @@ fn cuda_handle_must_be_64_bytes_and_status_starts_empty() {
 impl Object {
     /// What a client does to its own object: shrink it under the registered region.
     fn truncate(&self, size: usize) {
-        // SAFETY: valid C string; the fd is checked and closed.
-        unsafe {
-            let fd = libc::shm_open(self.0.as_ptr(), libc::O_RDWR, 0);
-            assert!(fd >= 0, "shm_open");
-            assert_eq!(libc::ftruncate(fd, size as libc::off_t), 0);
-            libc::close(fd);
-        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(Self::path(&self.0))
+            .and_then(|file| file.set_len(size as u64))
+            .expect("shrinks the object");
     }
 }
 

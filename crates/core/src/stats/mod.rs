@@ -3,6 +3,7 @@
 //! `ModelStatistics` so both frontends print the same numbers Triton would.
 
 pub mod histogram;
+mod measured;
 mod record;
 pub mod summary;
 
@@ -13,10 +14,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use crate::backend::{ComputeTiming, StateUsage};
-
 pub use histogram::FirstResponse;
 use histogram::{Histogram, HistogramReading};
+pub use measured::{ComputeTiming, StateUsage};
 pub use record::RequestRecord;
 use summary::{Quantile, Summary, SummaryReading};
 

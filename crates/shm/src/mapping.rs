@@ -1,22 +1,21 @@
 //! A read-write `mmap` of part of a POSIX shared-memory object. One of the modules that
-//! touch raw memory (with [`super::cuda`] for the CUDA driver and [`super::sigbus`]):
+//! touch raw memory (with [`crate::cuda`] for the CUDA driver and [`crate::sigbus`]):
 //! every access goes through a bounds-checked slice or copy. The object's descriptor stays
 //! open so that each use can check the object still covers the mapping: the client owns
 //! the object and may shrink it at any time.
-#![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use parking_lot::Mutex;
 
-use super::sigbus::Guarded;
 use crate::error::{Error, Result};
+use crate::sigbus::Guarded;
 
 /// A mapped window `[offset, offset + len)` of a shared-memory object. The mapping starts at
 /// the page-aligned offset below `offset` (so any offset works) and is unmapped on drop.
 #[derive(Debug)]
-pub(super) struct Mapping {
+pub struct Mapping {
     base: *mut libc::c_void,
     mapped_len: usize,
     /// Distance from the page-aligned mapping start to the window start.
@@ -127,7 +126,7 @@ impl Mapping {
 
     /// Why the mapping can no longer be used, if it cannot: the object shrank below the
     /// window (using it would fault), or it did while the server was reading or writing
-    /// it (the lost pages were replaced with zeros by [`super::sigbus`]).
+    /// it (the lost pages were replaced with zeros by [`crate::sigbus`]).
     pub fn unusable(&self) -> Option<String> {
         if self.guard.as_ref().is_some_and(Guarded::damaged) {
             return Some("its object was truncated while the server was using it".into());
@@ -145,6 +144,11 @@ impl Mapping {
     /// The window's size in bytes.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Whether the window holds no bytes (a zero-byte registration).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// The bytes `[offset, offset + len)` of the window.

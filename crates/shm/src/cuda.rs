@@ -5,7 +5,6 @@
 //!
 //! The library is `libcuda.so.1` (shipped with the NVIDIA driver), or the file named by
 //! `NEREID_CUDA_LIBRARY`.
-#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::OnceLock;
@@ -160,7 +159,7 @@ fn driver() -> Result<&'static Driver> {
 /// A device allocation of another process, opened from its IPC handle; closed (and its
 /// device's primary context released) on drop.
 #[derive(Debug)]
-pub(super) struct DeviceMemory {
+pub struct DeviceMemory {
     device: u32,
     ptr: CuDevicePtr,
     len: usize,
@@ -217,6 +216,11 @@ impl DeviceMemory {
     /// The region's size in bytes.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Whether the region holds no bytes (a zero-byte registration).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// The device the allocation lives on.

@@ -8,7 +8,6 @@
 //!
 //! The handler may only touch what is async-signal-safe: the table is a fixed array of
 //! atomics and the repair is one `mmap` call.
-#![allow(unsafe_code)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -39,7 +38,7 @@ static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
 
 /// A mapping's entry in the table, removed on drop (before the caller unmaps).
 #[derive(Debug)]
-pub(super) struct Guarded {
+pub struct Guarded {
     slot: usize,
 }
 
@@ -81,12 +80,12 @@ impl Drop for Guarded {
 }
 
 /// How many lost pages were repaired so far, process-wide.
-pub(super) fn repairs() -> u64 {
+pub fn repairs() -> u64 {
     REPAIRS.load(Ordering::Acquire)
 }
 
 /// Whether `[start, start + len)` overlaps a listed mapping that had a page repaired.
-pub(super) fn damaged_within(start: usize, len: usize) -> bool {
+pub fn damaged_within(start: usize, len: usize) -> bool {
     let end = start.saturating_add(len);
     SLOTS.iter().any(|slot| {
         let (s, e) = (

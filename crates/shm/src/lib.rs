@@ -1,0 +1,24 @@
+//! The raw memory behind Triton's shared-memory extension, in its own crate so that the
+//! `unsafe` it needs stays here and `nereid-core` can forbid it:
+//!
+//! - [`Mapping`]: a bounds-checked `mmap` window of a POSIX shared-memory object, whose
+//!   descriptor stays open so each use can check the client did not shrink the object.
+//! - [`sigbus`]: the SIGBUS handler that repairs a page the client truncated away, so a
+//!   shrunken object fails requests instead of killing the process.
+//! - [`DeviceMemory`]: CUDA device memory of another process opened from its IPC handle,
+//!   through the CUDA driver loaded at run time (the binary runs without CUDA).
+//!
+//! The core's shared-memory registry (`nereid_core::shm`) owns regions, names and
+//! Triton's messages; this crate only knows memory. Errors carry a kind the core maps
+//! onto its own (invalid argument, internal, unavailable).
+#![allow(unsafe_code)]
+
+mod cuda;
+mod error;
+mod mapping;
+pub mod sigbus;
+
+pub use cuda::{DeviceMemory, IPC_HANDLE_SIZE, LIBRARY_ENV};
+pub use error::{Error, ErrorKind, Result};
+pub use mapping::Mapping;
+pub use sigbus::MAX_MAPPINGS;
