@@ -1,29 +1,38 @@
 //! A loaded, servable model version: its spec, statistics and scheduler (or, for an
 //! ensemble, its steps). Requests hold an `Arc` of it, so an unload or reload never cuts
 //! off a request in flight.
+//!
+//! [`LoadedModel::submit`] is the facade's one path, in this order: validate, start the
+//! request's trace, then the [`cached`] lookup when the model uses the response cache,
+//! else execution — queued to the scheduler here, or [`ensembled`] steps — and the first
+//! response observed for the metrics. [`decoupled`] models answer with a stream instead;
+//! [`traced`] holds what the trace records on the way.
+
+mod cached;
+mod decoupled;
+mod ensembled;
+mod traced;
+
+use self::traced::trace_queued;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::cache::key::CacheKey;
-use crate::cache::{Outcome, ResponseCache};
+use crate::cache::ResponseCache;
 use crate::config::PublishedConfig;
 use crate::ensemble::graph::Plan;
 use crate::ensemble::{Ensemble, StepModel};
 use crate::error::{Error, Result};
 use crate::metrics::ModelMetrics;
 use crate::model::ModelSpec;
-use crate::request::{
-    select_outputs, trace_outputs, Answer, InferRequest, InferResponse, OutputTensor,
-};
-use crate::response_stream::{ResponseSender, ResponseStream};
+use crate::request::{Answer, InferRequest, InferResponse, OutputTensor};
+use crate::response_stream::ResponseSender;
 use crate::scheduler::{Job, Reply, Scheduler};
 use crate::stats::{
     FailureReason, FirstResponse, ModelStats, ModelStatsSnapshot, RequestRecord, StepTimes,
 };
-use crate::trace::{RequestTrace, TensorActivity};
 use crate::validate::validate_request;
 
 /// How a model version executes what it admits.
@@ -184,45 +193,6 @@ impl LoadedModel {
         })
     }
 
-    /// The cache stores every output; the request's own selection is applied afterwards,
-    /// so a request for any subset of outputs can be answered from the same entry.
-    ///
-    /// Traced as Triton's schedulers do (core `DynamicBatchScheduler::Enqueue`): the
-    /// request is queued (`QUEUE_START`, its inputs) before the lookup, once whether it
-    /// hits or not, and a hit's response records its outputs as the one a backend sends.
-    async fn infer_cached(
-        self: &Arc<Self>,
-        cache: &ResponseCache,
-        mut request: InferRequest,
-        mut admitted: Admitted,
-    ) -> Result<InferResponse> {
-        let wanted = request.requested_outputs.take();
-        let id = request.id.clone();
-        let received_at = admitted.received_at;
-        let trace = request.trace.clone();
-        if let Some(trace) = &trace {
-            trace_queued(trace, &request, Instant::now());
-            admitted.queue_traced = true;
-        }
-        let key = CacheKey::of(&self.spec.name, self.spec.version, &request);
-        let compute = || async move {
-            let response = self.start(request, admitted).await?;
-            Ok(Arc::new(response.outputs))
-        };
-        let (outputs, outcome) = cache.get_or_compute(key, compute).await;
-        match outcome {
-            Outcome::Hit { lookup } => self.stats.cache_hit(received_at.elapsed(), lookup),
-            Outcome::Miss { lookup_and_insert } => self.stats.cache_miss(lookup_and_insert),
-            Outcome::Uncached => {}
-        }
-        let hit = matches!(outcome, Outcome::Hit { .. });
-        let outputs = select_outputs((*outputs?).clone(), wanted.as_deref(), &self.spec.name)?;
-        if let (true, Some(trace)) = (hit, &trace) {
-            trace_outputs(trace, &outputs);
-        }
-        Ok(self.response(id, outputs))
-    }
-
     /// Starts executing one validated request: queued to the scheduler now, or, for an
     /// ensemble, its first steps submitted now.
     fn start(self: &Arc<Self>, request: InferRequest, admitted: Admitted) -> Answer {
@@ -239,55 +209,6 @@ impl LoadedModel {
         }
     }
 
-    /// Runs an ensemble request and records it as Triton does: one execution of the
-    /// request's batch size whose queue and compute times are the sums over its steps.
-    fn start_ensemble(
-        self: &Arc<Self>,
-        ensemble: &Ensemble,
-        mut request: InferRequest,
-        admitted: Admitted,
-    ) -> Answer {
-        let wanted = request.requested_outputs.take();
-        let id = request.id.clone();
-        let times = Arc::new(StepTimes::default());
-        // A caller that goes away before the steps finish drops the record: cancelled.
-        let mut record = RequestRecord::open(
-            self.stats.clone(),
-            admitted.received_at,
-            admitted.step_times,
-            FailureReason::Canceled,
-        );
-        // Its steps start now; each is pending in its own model's queue.
-        record.executing();
-        // The ensemble's own `reshape`s: its steps see the inputs in their reshape
-        // layout, and its outputs, produced in theirs, go back to the client in `dims`.
-        self.spec.reshape_inputs(&mut request.inputs);
-        if let (false, Some(trace)) = (admitted.queue_traced, &request.trace) {
-            trace.timestamp("QUEUE_START", Instant::now());
-        }
-        let run = ensemble.start(request, times.clone());
-        let this = self.clone();
-        Box::pin(async move {
-            let outputs = run
-                .finish()
-                .await
-                .and_then(|mut outputs| this.spec.reshape_outputs(&mut outputs).map(|()| outputs));
-            let outputs = match outputs {
-                Ok(outputs) => outputs,
-                Err(e) => {
-                    record.failed(FailureReason::Other);
-                    return Err(e);
-                }
-            };
-            let (queue, timing) = times.totals();
-            this.stats
-                .execution_finished(admitted.batch_size, admitted.batch_size, timing);
-            record.succeeded(queue, timing);
-            let outputs = select_outputs(outputs, wanted.as_deref(), &this.spec.name)?;
-            Ok(this.response(id, outputs))
-        })
-    }
-
     fn response(&self, id: String, outputs: Vec<OutputTensor>) -> InferResponse {
         InferResponse {
             model_name: self.spec.name.clone(),
@@ -296,53 +217,6 @@ impl LoadedModel {
             parameters: Vec::new(),
             outputs,
         }
-    }
-
-    /// Admits one request of a decoupled model now and returns the stream of its
-    /// answers: any number of responses, the last one (or a final flag alone) marked.
-    pub fn submit_stream(
-        self: Arc<Self>,
-        request: InferRequest,
-        received_at: Instant,
-    ) -> Result<ResponseStream> {
-        let Runner::Scheduled(scheduler) = &self.runner else {
-            return Err(Error::internal(format!(
-                "model '{}' is an ensemble, which cannot be decoupled",
-                self.spec.name
-            )));
-        };
-        let batch_size = validate_request(&self.spec, &request)?;
-        let spec = self.spec.clone();
-        let id = request.id.clone();
-        let wanted = request.requested_outputs.clone();
-        let trace = request.trace.clone();
-        if let Some(trace) = &trace {
-            trace.request_start(&spec.name, spec.version, &id, received_at);
-        }
-        let (sender, stream) = ResponseSender::channel(Box::new(move |outputs| {
-            // Each response records its outputs as it is sent (core `InferenceResponse::Send`).
-            if let Some(trace) = &trace {
-                trace_outputs(trace, &outputs);
-            }
-            let mut outputs = select_outputs(outputs, wanted.as_deref(), &spec.name)?;
-            spec.reshape_outputs(&mut outputs)?;
-            Ok(InferResponse {
-                model_name: spec.name.clone(),
-                model_version: spec.version,
-                id: id.clone(),
-                parameters: Vec::new(),
-                outputs,
-            })
-        }));
-        let sender = sender.observing(FirstResponse::of(&self.stats, received_at));
-        let admitted = Admitted {
-            batch_size,
-            received_at,
-            step_times: None,
-            queue_traced: false,
-        };
-        self.enqueue(scheduler.as_ref(), request, admitted, Some(sender))?;
-        Ok(stream)
     }
 
     /// Queues one validated request; the receiver gets its answer (or, for a decoupled
@@ -429,23 +303,6 @@ impl StepModel for LoadedModel {
     }
 }
 
-/// A queued request's `QUEUE_START` and, at the `TENSORS` level, its inputs.
-fn trace_queued(trace: &RequestTrace, request: &InferRequest, at: Instant) {
-    trace.timestamp("QUEUE_START", at);
-    if trace.traces_tensors() {
-        for input in &request.inputs {
-            let activity = TensorActivity::QueueInput;
-            trace.tensor(
-                activity,
-                &input.name,
-                input.datatype,
-                &input.shape,
-                &input.data,
-            );
-        }
-    }
-}
-
 /// What admission established about a request.
 struct Admitted {
     batch_size: usize,
@@ -457,5 +314,4 @@ struct Admitted {
 }
 
 #[cfg(test)]
-#[path = "loaded_tests.rs"]
 mod tests;

@@ -1,0 +1,61 @@
+//! Running a request of an ensemble version: its steps submitted as a data-flow graph,
+//! recorded as one execution whose queue and compute times are the steps' sums.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{Admitted, LoadedModel};
+use crate::ensemble::Ensemble;
+use crate::request::{select_outputs, Answer, InferRequest};
+use crate::stats::{FailureReason, RequestRecord, StepTimes};
+
+impl LoadedModel {
+    /// Runs an ensemble request and records it as Triton does: one execution of the
+    /// request's batch size whose queue and compute times are the sums over its steps.
+    pub(super) fn start_ensemble(
+        self: &Arc<Self>,
+        ensemble: &Ensemble,
+        mut request: InferRequest,
+        admitted: Admitted,
+    ) -> Answer {
+        let wanted = request.requested_outputs.take();
+        let id = request.id.clone();
+        let times = Arc::new(StepTimes::default());
+        // A caller that goes away before the steps finish drops the record: cancelled.
+        let mut record = RequestRecord::open(
+            self.stats.clone(),
+            admitted.received_at,
+            admitted.step_times,
+            FailureReason::Canceled,
+        );
+        // Its steps start now; each is pending in its own model's queue.
+        record.executing();
+        // The ensemble's own `reshape`s: its steps see the inputs in their reshape
+        // layout, and its outputs, produced in theirs, go back to the client in `dims`.
+        self.spec.reshape_inputs(&mut request.inputs);
+        if let (false, Some(trace)) = (admitted.queue_traced, &request.trace) {
+            trace.timestamp("QUEUE_START", Instant::now());
+        }
+        let run = ensemble.start(request, times.clone());
+        let this = self.clone();
+        Box::pin(async move {
+            let outputs = run
+                .finish()
+                .await
+                .and_then(|mut outputs| this.spec.reshape_outputs(&mut outputs).map(|()| outputs));
+            let outputs = match outputs {
+                Ok(outputs) => outputs,
+                Err(e) => {
+                    record.failed(FailureReason::Other);
+                    return Err(e);
+                }
+            };
+            let (queue, timing) = times.totals();
+            this.stats
+                .execution_finished(admitted.batch_size, admitted.batch_size, timing);
+            record.succeeded(queue, timing);
+            let outputs = select_outputs(outputs, wanted.as_deref(), &this.spec.name)?;
+            Ok(this.response(id, outputs))
+        })
+    }
+}
