@@ -17,7 +17,8 @@ pub mod options;
 pub mod serve;
 mod system_metrics;
 
+pub use metrics::MetricsAppendix;
 pub use nereid::Nereid;
 pub use options::Options;
-pub use serve::{serve, FrontendOptions, Listeners, MetricsAppendix};
+pub use serve::{serve, FrontendOptions, Listeners};
 pub use system_metrics::{SystemMetrics, DEFAULT_METRICS_INTERVAL};

@@ -13,8 +13,11 @@ use nereid_core::Server;
 use nereid_net::Limits;
 use tokio::net::TcpListener;
 
-use crate::serve::MetricsAppendix;
 use crate::system_metrics::SystemMetrics;
+
+/// Extra Prometheus text the embedding process appends to every scrape (the binary
+/// adds its dropped-log-lines counter); called once per scrape.
+pub type MetricsAppendix = Arc<dyn Fn(&mut String) + Send + Sync>;
 
 #[derive(Clone)]
 struct MetricsState {

@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::metrics::MetricsAppendix;
 use crate::Nereid;
 
 /// The listeners to serve on; `None` leaves that frontend off (`--allow-http=false`...).
@@ -27,10 +28,6 @@ pub struct Listeners {
     /// Prometheus text at `GET /metrics`.
     pub metrics: Option<TcpListener>,
 }
-
-/// Extra Prometheus text the embedding process appends to every scrape (the binary
-/// adds its dropped-log-lines counter); called once per scrape.
-pub type MetricsAppendix = Arc<dyn Fn(&mut String) + Send + Sync>;
 
 /// The frontends' settings: what the HTTP, gRPC and metrics ports need beyond their
 /// listener. Defaults are tritonserver's.

@@ -6,6 +6,7 @@
 pub mod allocator;
 pub mod engine;
 pub mod infer;
+mod input;
 pub mod message;
 pub mod metrics;
 pub mod options;

@@ -11,10 +11,10 @@ use tokio::sync::Notify;
 use nereid_core::request::ParamValue;
 
 use super::allocator::TRITONSERVER_ResponseAllocator;
+use super::input::Input;
 use super::parameter::c_string;
 use super::response::TRITONSERVER_InferenceResponse;
 use super::server::{version, TRITONSERVER_Server};
-use super::tensors::Input;
 use crate::error::{from_core, invalid_arg, new_error, ErrorPtr, TRITONSERVER_Error_Code};
 use crate::ffi;
 

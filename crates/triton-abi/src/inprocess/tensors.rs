@@ -5,57 +5,12 @@
 
 use std::ffi::{c_char, c_void};
 
-use bytes::{Bytes, BytesMut};
-use nereid_core::model::ModelSpec;
-use nereid_core::raw_input::raw_input;
-use nereid_core::request::InputTensor;
 use nereid_core::DataType;
 
+use super::input::{Chunk, Input};
 use super::request::{text, with_request, TRITONSERVER_InferenceRequest};
 use crate::error::{invalid_arg, unsupported, ErrorPtr};
 use crate::types::{datatype_from_raw, memory_type};
-
-/// One input of a request.
-pub struct Input {
-    /// Name as the model knows it.
-    pub(crate) name: String,
-    /// Element type and shape; `None` for a raw input, whose type and shape the model
-    /// configuration gives.
-    pub(crate) declared: Option<(DataType, Vec<i64>)>,
-    /// The appended chunks of the caller's memory, in order.
-    pub(crate) chunks: Vec<Chunk>,
-}
-
-/// A chunk of an input's data in the caller's host memory.
-pub(crate) struct Chunk {
-    base: *const u8,
-    len: usize,
-}
-
-impl Input {
-    /// The core's tensor for this input of a request to `spec`.
-    ///
-    /// # Safety
-    /// Every chunk must still be readable: the caller keeps input buffers alive until the
-    /// request is released, as Triton's API requires.
-    pub(crate) unsafe fn to_core(&self, spec: &ModelSpec) -> nereid_core::Result<InputTensor> {
-        let mut data = BytesMut::with_capacity(self.chunks.iter().map(|c| c.len).sum());
-        for chunk in &self.chunks {
-            // SAFETY: a non-null chunk of `len` readable bytes (see above).
-            data.extend_from_slice(unsafe { std::slice::from_raw_parts(chunk.base, chunk.len) });
-        }
-        let data: Bytes = data.freeze();
-        match &self.declared {
-            Some((datatype, shape)) => Ok(InputTensor {
-                name: self.name.clone(),
-                datatype: *datatype,
-                shape: shape.clone(),
-                data,
-            }),
-            None => raw_input(spec, data),
-        }
-    }
-}
 
 /// The input `name` of `request`, or Triton's error when the request has none.
 fn input_mut<'a>(
@@ -193,10 +148,7 @@ fn append(
         if base.is_null() {
             return Err(invalid_arg("base must not be null"));
         }
-        input.chunks.push(Chunk {
-            base: base.cast(),
-            len: byte_size,
-        });
+        input.chunks.push(Chunk::new(base.cast(), byte_size));
         Ok(())
     })
 }
