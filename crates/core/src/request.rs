@@ -182,6 +182,22 @@ pub fn element_count(shape: &[i64]) -> Option<usize> {
     })
 }
 
+/// A request's inputs at the `TENSORS` level, recorded as `activity` (queued, or handed
+/// to the backend).
+pub(crate) fn trace_inputs(trace: &RequestTrace, activity: TensorActivity, inputs: &[InputTensor]) {
+    if trace.traces_tensors() {
+        for input in inputs {
+            trace.tensor(
+                activity,
+                &input.name,
+                input.datatype,
+                &input.shape,
+                &input.data,
+            );
+        }
+    }
+}
+
 /// A response's outputs at the `TENSORS` level, as the backend sent them (Triton records
 /// them in `InferenceResponse::Send`, for each response).
 pub(crate) fn trace_outputs(trace: &RequestTrace, outputs: &[OutputTensor]) {

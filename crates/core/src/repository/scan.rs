@@ -74,11 +74,33 @@ pub fn list_versions(model_dir: &Path) -> Vec<i64> {
 /// link to `/dev/zero` or a runaway generated file from exhausting memory.
 pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
-/// Reads `config.pbtxt` of a model directory; `Ok(None)` when there is none. Only a
-/// regular file of at most [`MAX_CONFIG_BYTES`] is read: a FIFO or a device would block
-/// or never end.
-pub fn read_config(model_dir: &Path) -> Result<Option<ModelConfig>> {
-    let path = model_dir.join("config.pbtxt");
+/// The configuration file of a model directory, in Triton's lookup order: with
+/// `--model-config-name=<name>`, `configs/<name>.pbtxt` when that file exists; otherwise
+/// `config.pbtxt`. A custom file that cannot be checked is logged with Triton's words
+/// and the default file is used.
+pub fn config_path(model_dir: &Path, config_name: Option<&str>) -> PathBuf {
+    if let Some(name) = config_name {
+        let custom = model_dir.join("configs").join(format!("{name}.pbtxt"));
+        match custom.try_exists() {
+            Ok(true) => {
+                tracing::debug!(config = %custom.display(), "using the custom model configuration");
+                return custom;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::error!(
+                "Failed to get model configuration full path for '{}': {e}",
+                model_dir.display()
+            ),
+        }
+    }
+    model_dir.join("config.pbtxt")
+}
+
+/// Reads the configuration of a model directory (see [`config_path`]); `Ok(None)` when
+/// there is none. Only a regular file of at most [`MAX_CONFIG_BYTES`] is read: a FIFO or
+/// a device would block or never end.
+pub fn read_config(model_dir: &Path, config_name: Option<&str>) -> Result<Option<ModelConfig>> {
+    let path = config_path(model_dir, config_name);
     let failed = |e: &dyn std::fmt::Display| {
         Error::invalid_arg(format!("failed to read {}: {e}", path.display()))
     };
@@ -132,9 +154,9 @@ pub fn signature(model_dir: &Path) -> Signature {
     out
 }
 
-/// Whether the model directory `dir` holds an ensemble (by its `config.pbtxt`).
-pub(super) fn is_ensemble_dir(dir: Option<&PathBuf>) -> bool {
-    dir.and_then(|d| read_config(d).ok().flatten())
+/// Whether the model directory `dir` holds an ensemble (by its configuration).
+pub(super) fn is_ensemble_dir(dir: Option<&PathBuf>, config_name: Option<&str>) -> bool {
+    dir.and_then(|d| read_config(d, config_name).ok().flatten())
         .is_some_and(|c| is_ensemble(&c))
 }
 
@@ -156,16 +178,16 @@ mod tests {
         let mut versions = list_versions(&m);
         versions.sort();
         assert_eq!(versions, vec![1, 12]);
-        let config = read_config(&m).expect("valid").expect("present");
+        let config = read_config(&m, None).expect("valid").expect("present");
         assert_eq!(config.max_batch_size, 2);
-        assert!(read_config(dir.path()).expect("no error").is_none());
+        assert!(read_config(dir.path(), None).expect("no error").is_none());
         let before = signature(&m);
         std::fs::write(
             m.join("config.pbtxt"),
             "x".repeat(MAX_CONFIG_BYTES as usize + 1),
         )
         .expect("write");
-        let error = read_config(&m).expect_err("too large");
+        let error = read_config(&m, None).expect_err("too large");
         assert!(
             error.message().contains("more than the 4194304 bytes"),
             "{}",
@@ -173,7 +195,7 @@ mod tests {
         );
         std::fs::remove_file(m.join("config.pbtxt")).expect("remove");
         std::os::unix::fs::symlink("/dev/zero", m.join("config.pbtxt")).expect("link");
-        let error = read_config(&m).expect_err("a device");
+        let error = read_config(&m, None).expect_err("a device");
         assert!(
             error
                 .message()

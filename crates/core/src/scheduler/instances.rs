@@ -14,8 +14,8 @@ use crate::backend::{ComputeTiming, InstanceBackend};
 use crate::batch::Batch;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
-use crate::request::trace_outputs;
 use crate::request::{select_outputs, InferResponse, OutputTensor};
+use crate::request::{trace_inputs, trace_outputs};
 use crate::response_stream::ResponseSender;
 use crate::sequence_flags::SequenceId;
 use crate::stats::ModelStats;
@@ -293,19 +293,7 @@ fn trace_execution(
     let output_start = input_end + Duration::from_nanos(timing.infer_ns);
     let end = output_start + Duration::from_nanos(timing.output_ns);
     trace.timestamp("COMPUTE_START", started);
-    let tensors = trace.traces_tensors();
-    if tensors {
-        for input in &job.request.inputs {
-            let activity = TensorActivity::BackendInput;
-            trace.tensor(
-                activity,
-                &input.name,
-                input.datatype,
-                &input.shape,
-                &input.data,
-            );
-        }
-    }
+    trace_inputs(trace, TensorActivity::BackendInput, &job.request.inputs);
     trace.timestamp("COMPUTE_INPUT_END", input_end);
     trace.timestamp("COMPUTE_OUTPUT_START", output_start);
     if let Some(Ok(outputs)) = result {
