@@ -350,20 +350,7 @@ impl Server {
                         "requested model version is not available for model '{name}'"
                     ))
                 })?],
-                None => {
-                    let all: Vec<_> = self
-                        .repository
-                        .ready_models()
-                        .into_iter()
-                        .filter(|m| m.spec().name == name)
-                        .collect();
-                    if all.is_empty() {
-                        return Err(Error::invalid_arg(format!(
-                            "requested model '{name}' is not available"
-                        )));
-                    }
-                    all
-                }
+                None => self.repository.ready_models_named(name)?,
             };
             return Ok(models.iter().map(|m| m.snapshot()).collect());
         }

@@ -542,6 +542,7 @@ pub fn repository_options(
             normalize: NormalizeOptions::default(),
             cache: None,
             metrics: Default::default(),
+            flags: Default::default(),
         },
         storage: Default::default(),
     }

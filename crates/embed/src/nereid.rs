@@ -57,6 +57,7 @@ impl Nereid {
                     normalize: NormalizeOptions { gpu_count: 0 },
                     cache,
                     metrics: options.metrics_config.clone(),
+                    flags: options.repository_flags(),
                 },
                 storage: options.storage_limits,
             },

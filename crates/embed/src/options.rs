@@ -10,7 +10,7 @@ use nereid_core::backend::BackendLoader;
 use nereid_core::cache::CacheStore;
 use nereid_core::log_settings::LogControl;
 use nereid_core::metrics::MetricsConfig;
-use nereid_core::repository::{BackendRegistry, StorageLimits};
+use nereid_core::repository::{BackendRegistry, RepositoryFlags, StorageLimits};
 use nereid_core::shm::ShmLimits;
 use nereid_core::ControlMode;
 use nereid_core::Server;
@@ -66,6 +66,20 @@ pub struct Options {
     /// How long the repository waits for its storage (`--repository-timeout-secs`,
     /// `--model-load-timeout-secs`).
     pub storage_limits: StorageLimits,
+    /// Read `<model>/configs/<name>.pbtxt` instead of `config.pbtxt` where it exists
+    /// (`--model-config-name`).
+    pub model_config_name: Option<String>,
+    /// Most models loading at once (`--model-load-thread-count`, default 4; 0 counts as 1).
+    pub model_load_thread_count: u32,
+    /// How many more times a model version whose backend failed to load it is tried
+    /// (`--model-load-retry-count`, default 0).
+    pub model_load_retry_count: u32,
+    /// Each repository is a namespace: one model name may appear in several, and
+    /// ensembles resolve their steps in their own (`--model-namespacing`).
+    pub model_namespacing: bool,
+    /// Where repository agents other than the built-in `checksum` would be looked up
+    /// (`--repoagent-directory`); a model naming one fails to load, naming this folder.
+    pub repoagent_directory: PathBuf,
     /// The process's log settings, for Triton's logging extension (`/v2/logging`,
     /// `LogSettings`); `None` when the embedding program owns logging, and the extension
     /// then answers that dynamic logging is not supported.
@@ -88,6 +102,7 @@ pub const DEFAULT_REPOSITORY_POLL_SECS: u64 = 15;
 impl Default for Options {
     /// tritonserver's defaults, with no repository (start-up then serves no models).
     fn default() -> Self {
+        let flags = RepositoryFlags::default();
         Self {
             model_repositories: Vec::new(),
             control_mode: ControlMode::None,
@@ -105,6 +120,11 @@ impl Default for Options {
             exit_timeout: Duration::from_secs(30),
             shm_limits: ShmLimits::default(),
             storage_limits: StorageLimits::default(),
+            model_config_name: flags.model_config_name,
+            model_load_thread_count: flags.load_thread_count,
+            model_load_retry_count: flags.load_retry_count,
+            model_namespacing: flags.namespacing,
+            repoagent_directory: flags.repoagent_directory,
             log_control: None,
             metrics_config: MetricsConfig::default(),
             trace: nereid_core::trace::TraceOptions::default(),
@@ -126,6 +146,17 @@ impl Options {
                 .map(|(_, _, v)| v.as_str())
         };
         find(backend).or_else(|| find(""))
+    }
+
+    /// The repository flags these options set, for the model repository.
+    pub fn repository_flags(&self) -> RepositoryFlags {
+        RepositoryFlags {
+            model_config_name: self.model_config_name.clone(),
+            load_thread_count: self.model_load_thread_count,
+            load_retry_count: self.model_load_retry_count,
+            namespacing: self.model_namespacing,
+            repoagent_directory: self.repoagent_directory.clone(),
+        }
     }
 
     /// The poll interval: [`Self::repository_poll_secs`] or the default, at least 1 s.
@@ -152,5 +183,16 @@ mod tests {
         assert_eq!(options.backend_setting("onnxruntime", "k"), Some("2"));
         assert_eq!(options.backend_setting("onnxruntime", "other"), None);
         assert_eq!(options.poll_interval(), Duration::from_secs(15));
+    }
+
+    #[test]
+    fn repository_flags_default_as_tritonserver() {
+        let flags = Options::default().repository_flags();
+        assert_eq!(flags, RepositoryFlags::default());
+        assert_eq!(flags.load_thread_count, 4);
+        assert_eq!(
+            flags.repoagent_directory,
+            PathBuf::from("/opt/tritonserver/repoagents")
+        );
     }
 }

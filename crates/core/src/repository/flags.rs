@@ -51,3 +51,7 @@ impl RepositoryFlags {
         usize::try_from(self.load_thread_count.max(1)).unwrap_or(usize::MAX)
     }
 }
+
+#[cfg(test)]
+#[path = "flags_tests.rs"]
+mod tests;

@@ -5,8 +5,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::agents::run_load_agents;
+use super::flags::RepositoryFlags;
 use super::registry::BackendRegistry;
-use super::scan::{list_versions, read_config};
+use super::scan::{config_path, list_versions, read_config};
 use super::version_policy::select_versions;
 use crate::backend::{Backend, InstanceConfig};
 use crate::cache::ResponseCache;
@@ -35,6 +37,9 @@ pub struct LoadSettings {
     pub cache: Option<Arc<ResponseCache>>,
     /// `--metrics-config`: the latency metrics each model exports.
     pub metrics: MetricsConfig,
+    /// The repository flags: configuration name, load threads and retries, namespacing,
+    /// repository agents.
+    pub flags: RepositoryFlags,
 }
 
 impl LoadSettings {
@@ -61,8 +66,10 @@ pub type VersionOutcomes = Vec<(i64, Result<Arc<LoadedModel>>)>;
 
 /// Loads every selected version of the model in `dir`. An error here means the model
 /// could not even be read from the repository (Triton's "failed to poll" stage: missing
-/// or unparseable configuration, no version directory); anything that goes wrong later
-/// fails each selected version, which then shows as UNAVAILABLE with the reason.
+/// or unparseable configuration, a failing repository agent, no version directory);
+/// anything that goes wrong later fails each selected version (after
+/// `--model-load-retry-count` more tries), which then shows as UNAVAILABLE with the
+/// reason.
 pub fn load_model(
     backends: &BackendRegistry,
     settings: &LoadSettings,
@@ -70,19 +77,21 @@ pub fn load_model(
     dir: &Path,
     override_config: Option<ModelConfig>,
 ) -> Result<VersionOutcomes> {
+    let config_name = settings.flags.model_config_name.as_deref();
     let config = match override_config {
         Some(c) => c,
-        None => match read_config(dir)? {
+        None => match read_config(dir, config_name)? {
             Some(c) => c,
             None if settings.strict_model_config => {
                 return Err(Error::invalid_arg(format!(
                     "failed to load '{name}': {} is missing and auto-completion is disabled by --strict-model-config",
-                    dir.join("config.pbtxt").display()
+                    config_path(dir, config_name).display()
                 )));
             }
             None => ModelConfig::default(),
         },
     };
+    run_load_agents(&config, dir, &settings.flags.repoagent_directory)?;
     let versions = versions_to_load(&config, name, dir)?;
     let newest = *versions
         .last()
@@ -93,11 +102,36 @@ pub fn load_model(
         .map(|v| {
             let loaded = prepared.clone().and_then(|(backend, config, file_name)| {
                 let file = dir.join(v.to_string()).join(file_name);
-                load_version(backend.as_ref(), config, v, dir, &file, settings)
+                with_retries(settings.flags.load_retry_count, name, v, || {
+                    load_version(backend.as_ref(), config.clone(), v, dir, &file, settings)
+                })
             });
             (v, loaded.map(Arc::new))
         })
         .collect())
+}
+
+/// Runs `load` once, and again up to `retries` more times while it fails, as Triton
+/// retries a model version whose backend failed to load it; each failure that is tried
+/// again is logged with Triton's words (the last one is recorded by the caller).
+fn with_retries<T>(
+    retries: u32,
+    name: &str,
+    version: i64,
+    mut load: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    let mut attempt = 0;
+    loop {
+        match load() {
+            Err(e) if attempt < retries => {
+                attempt += 1;
+                tracing::error!(
+                    "failed to load '{name}' version {version}: {e}; retrying ({attempt} of {retries})"
+                );
+            }
+            result => return result,
+        }
+    }
 }
 
 /// The versions of the model in `dir` that its version policy selects (at least one).

@@ -12,10 +12,11 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::loader::{load_model, LoadSettings, VersionOutcomes};
+use super::namespace::list_model_ids;
 use super::overrides::{check_files, write_model_dir, LoadRequest};
-use super::record::{unload_set, ModelRecord, ModelState, Origin, VersionRecord};
+use super::record::{unload_set, ModelRecord, ModelState, Origin, VersionRecord, UNLOADED};
 use super::registry::BackendRegistry;
-use super::scan::{is_ensemble_dir, list_models, read_config, signature, ModelDirs, Signature};
+use super::scan::{read_config, signature, ModelDirs, Signature};
 use super::storage::{Storage, StorageLimits};
 use crate::config::{config_from_json, is_ensemble, ModelConfig};
 use crate::error::{Error, Result};
@@ -34,6 +35,7 @@ pub enum ControlMode {
 
 /// What a user's load replaces: the configuration, and with override files the
 /// directory the model loads from.
+#[derive(Clone)]
 pub(super) struct Override {
     config: ModelConfig,
     dir: Option<PathBuf>,
@@ -75,7 +77,7 @@ pub struct ModelRepository {
     // an await or a load.
     pub(super) table: RwLock<BTreeMap<String, ModelRecord>>,
     // Serializes load/unload/poll so two administrative operations never interleave.
-    admin: tokio::sync::Mutex<()>,
+    pub(super) admin: tokio::sync::Mutex<()>,
     // Every filesystem access goes through here, off the request threads.
     storage: Storage,
 }
@@ -102,84 +104,11 @@ impl ModelRepository {
         self.options.control_mode
     }
 
-    /// Loads what the control mode says to load at start-up and returns the load failures
-    /// (those models are recorded as unavailable). Fails only when a repository cannot be
-    /// read or `--load-model` names an unknown model.
-    pub async fn load_startup_models(self: &Arc<Self>) -> Result<Vec<Error>> {
-        let roots = self.options.roots.clone();
-        let (models, ensemble_dirs) = self
-            .storage
-            .run(
-                "repository",
-                "listing the model repositories",
-                self.options.storage.scan,
-                move || {
-                    let models = list_models(&roots)?;
-                    let ensembles: Vec<String> = models
-                        .iter()
-                        .filter(|(_, dir)| is_ensemble_dir(dir.as_ref().ok()))
-                        .map(|(name, _)| name.clone())
-                        .collect();
-                    Ok::<_, Error>((models, ensembles))
-                },
-                drop,
-            )
-            .await??;
-        let names: Vec<String> = match self.options.control_mode {
-            ControlMode::Explicit => {
-                if self.options.startup_models.iter().any(|m| m == "*") {
-                    models.keys().cloned().collect()
-                } else {
-                    self.options.startup_models.clone()
-                }
-            }
-            ControlMode::None | ControlMode::Poll => models.keys().cloned().collect(),
-        };
-        if let Some(unknown) = names.iter().find(|n| !models.contains_key(*n)) {
-            return Err(Error::invalid_arg(format!(
-                "failed to load '{unknown}', failed to poll from model repository: no such model"
-            )));
-        }
-        // Ensembles load after everything else, one at a time, so that each finds its
-        // composing models loaded (or loads them) without racing the parallel loads.
-        let (ensembles, names): (Vec<String>, Vec<String>) =
-            names.into_iter().partition(|n| ensemble_dirs.contains(n));
-        // Models load in parallel (ONNX Runtime session creation is CPU-bound), one per core.
-        let _admin = self.admin.lock().await;
-        let permits = Arc::new(tokio::sync::Semaphore::new(
-            std::thread::available_parallelism().map_or(2, |n| n.get()),
-        ));
-        let mut loads = tokio::task::JoinSet::new();
-        for name in names {
-            let (this, permits) = (self.clone(), permits.clone());
-            loads.spawn(async move {
-                let _permit = permits.acquire_owned().await;
-                this.load_locked(&name, None).await
-            });
-        }
-        let mut failures = Vec::new();
-        while let Some(joined) = loads.join_next().await {
-            let result = joined
-                .map_err(|e| Error::internal(format!("model load task failed: {e}")))
-                .and_then(|r| r);
-            if let Err(e) = result {
-                tracing::error!(error = %e, "failed to load");
-                failures.push(e);
-            }
-        }
-        for name in ensembles {
-            if let Err(e) = self.load_locked(&name, None).await {
-                tracing::error!(error = %e, "failed to load");
-                failures.push(e);
-            }
-        }
-        Ok(failures)
-    }
-
     /// The ready model `name` at `version` (highest ready version when `None`).
     pub fn get(&self, name: &str, version: Option<i64>) -> Result<Arc<LoadedModel>> {
         let table = self.table.read();
-        let record = table.get(name).ok_or_else(|| unknown_model(name))?;
+        let key = self.resolve(&table, name)?;
+        let record = table.get(key.as_ref()).ok_or_else(|| unknown_model(name))?;
         let found = match version {
             Some(v) => {
                 let record = record
@@ -214,7 +143,11 @@ impl ModelRepository {
     /// The ready versions of `name`, ascending, from the table (what model metadata lists;
     /// no directory is read).
     pub fn ready_versions(&self, name: &str) -> Vec<i64> {
-        self.table.read().get(name).map_or_else(Vec::new, |r| {
+        let table = self.table.read();
+        let Ok(key) = self.resolve(&table, name) else {
+            return Vec::new();
+        };
+        table.get(key.as_ref()).map_or_else(Vec::new, |r| {
             r.versions
                 .iter()
                 .filter(|(_, v)| v.state == ModelState::Ready)
@@ -239,8 +172,9 @@ impl ModelRepository {
         names.sort();
         names.dedup();
         let mut entries = Vec::new();
-        for name in names {
-            let Some(record) = table.get(name) else {
+        for id in names {
+            let name = &self.model_name(id).to_string();
+            let Some(record) = table.get(id) else {
                 if !ready_only {
                     entries.push(IndexEntry {
                         name: name.clone(),
@@ -305,7 +239,7 @@ impl ModelRepository {
             .map_err(failed)?;
         let Some(files) = files else {
             return self
-                .load_unlocked(name, config.map(|config| Override { config, dir: None }))
+                .load_named(name, config.map(|config| Override { config, dir: None }))
                 .await;
         };
         let written = tokio::task::spawn_blocking(move || write_model_dir(&files))
@@ -316,9 +250,7 @@ impl ModelRepository {
         let config = config.ok_or_else(|| Error::internal("checked above: config is set"))?;
         let dir = Some(written.path().to_path_buf());
         // The directory is removed once the load has read what it needs from it.
-        let loaded = self
-            .load_unlocked(name, Some(Override { config, dir }))
-            .await;
+        let loaded = self.load_named(name, Some(Override { config, dir })).await;
         drop(written);
         loaded
     }
@@ -333,10 +265,11 @@ impl ModelRepository {
         let removed = {
             let mut table = self.table.write();
             // As in Triton, unloading a model that is not loaded succeeds.
-            if !table.contains_key(name) {
-                return Ok(());
+            let ids = self.ids_named(table.keys(), name);
+            let mut names = std::collections::BTreeSet::new();
+            for id in &ids {
+                names.extend(unload_set(&table, id, unload_dependents));
             }
-            let names = unload_set(&table, name, unload_dependents);
             let mut removed = Vec::new();
             for n in &names {
                 let Some(record) = table.get_mut(n) else {
@@ -347,7 +280,7 @@ impl ModelRepository {
                         removed.push(model);
                     }
                     v.state = ModelState::Unavailable;
-                    v.reason = "unloaded".into();
+                    v.reason = UNLOADED.into();
                 }
             }
             for n in &names {
@@ -385,9 +318,10 @@ impl ModelRepository {
                 }
             }
         }
-        for (name, dir) in on_disk {
+        let mut changed_ids = Vec::new();
+        for (name, dir) in &on_disk {
             let Ok(dir) = dir else { continue };
-            let now = match self.dir_signature(&name, &dir).await {
+            let now = match self.dir_signature(name, dir).await {
                 Ok(now) => now,
                 Err(e) => {
                     tracing::error!(model = %name, error = %e, "cannot poll the model directory");
@@ -397,15 +331,14 @@ impl ModelRepository {
             let changed = self
                 .table
                 .read()
-                .get(&name)
+                .get(name)
                 .is_none_or(|r| r.signature != now);
             if changed {
-                if let Err(e) = self.load_unlocked(&name, None).await {
-                    tracing::error!(model = %name, error = %e, "failed to load");
-                }
+                changed_ids.push(name.clone());
             }
         }
-        Ok(())
+        let _admin = self.admin.lock().await;
+        self.load_many(changed_ids, on_disk).await.map(drop)
     }
 
     /// Stops every model (server shutdown). Blocking.
@@ -444,9 +377,9 @@ impl ModelRepository {
 
     /// Every model directory across the repositories.
     pub(super) async fn scan(&self) -> Result<ModelDirs> {
-        let roots = self.options.roots.clone();
+        let (roots, namespacing) = (self.options.roots.clone(), self.namespacing());
         self.read_off_thread("repository", "listing the model repositories", move || {
-            list_models(&roots)
+            list_model_ids(&roots, namespacing)
         })
         .await?
     }
@@ -463,8 +396,11 @@ impl ModelRepository {
     async fn config_of(&self, name: &str, dir: &Path) -> Result<Option<ModelConfig>> {
         let dir = dir.to_path_buf();
         let what = format!("reading the configuration of model '{name}'");
-        self.read_off_thread(&model_key(name), &what, move || read_config(&dir))
-            .await?
+        let config_name = self.options.settings.flags.model_config_name.clone();
+        self.read_off_thread(&model_key(name), &what, move || {
+            read_config(&dir, config_name.as_deref())
+        })
+        .await?
     }
 
     /// Runs blocking filesystem work for model `name` under the load time limit; when it
@@ -491,13 +427,21 @@ impl ModelRepository {
             .await
     }
 
-    async fn load_unlocked(self: &Arc<Self>, name: &str, over: Option<Override>) -> Result<()> {
+    pub(super) async fn load_unlocked(
+        self: &Arc<Self>,
+        name: &str,
+        over: Option<Override>,
+    ) -> Result<()> {
         let _admin = self.admin.lock().await;
         self.load_locked(name, over).await
     }
 
     /// Loads `name` as asked by a user; the caller holds the admin lock.
-    async fn load_locked(self: &Arc<Self>, name: &str, over: Option<Override>) -> Result<()> {
+    pub(super) async fn load_locked(
+        self: &Arc<Self>,
+        name: &str,
+        over: Option<Override>,
+    ) -> Result<()> {
         self.load_any(name, over, true).await
     }
 
@@ -565,7 +509,7 @@ impl ModelRepository {
         explicit: bool,
     ) -> Result<()> {
         let this = self.clone();
-        let name_owned = name.to_string();
+        let name_owned = self.model_name(name).to_string();
         let (signature, outcome) = match self
             .load_off_thread(name, move || {
                 let outcome = load_model(
@@ -709,7 +653,7 @@ fn stop_in_background(models: Vec<Arc<LoadedModel>>) {
 }
 
 /// The storage key of everything read for model `name`.
-fn model_key(name: &str) -> String {
+pub(super) fn model_key(name: &str) -> String {
     format!("model:{name}")
 }
 

@@ -1,11 +1,18 @@
 //! The model repository: finding models on disk, choosing versions, loading them through
 //! their backend, and the table of model states that requests and the repository
 //! extension read. Ensembles load their composing models first and take their
-//! dependents' rules into unload.
+//! dependents' rules into unload. tritonserver's repository flags ([`RepositoryFlags`])
+//! choose the configuration file, the load parallelism and retries, namespacing, and
+//! where repository agents live; the `checksum` agent runs before a model loads.
 
+mod agents;
+mod batch;
 mod ensembles;
+mod flags;
 mod loader;
 mod manager;
+mod md5;
+mod namespace;
 mod overrides;
 mod record;
 mod registry;
@@ -13,6 +20,8 @@ mod scan;
 mod storage;
 mod version_policy;
 
+pub use agents::CHECKSUM_AGENT;
+pub use flags::{RepositoryFlags, DEFAULT_LOAD_THREAD_COUNT, DEFAULT_REPOAGENT_DIRECTORY};
 pub use loader::LoadSettings;
 pub use manager::{ControlMode, IndexEntry, ModelRepository, RepositoryOptions};
 pub use overrides::{LoadRequest, FILE_PREFIX};

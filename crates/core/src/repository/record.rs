@@ -31,6 +31,9 @@ impl ModelState {
     }
 }
 
+/// The reason of a version unloaded through the API (Triton's word).
+pub(super) const UNLOADED: &str = "unloaded";
+
 /// One version's entry in the model table.
 #[derive(Clone)]
 pub(super) struct VersionRecord {
@@ -65,6 +68,16 @@ impl ModelRecord {
     /// Whether any version is serving.
     pub(super) fn is_loaded(&self) -> bool {
         self.versions.values().any(|v| v.model.is_some())
+    }
+
+    /// Whether the model was unloaded through the API (and not loaded again since).
+    pub(super) fn was_unloaded(&self) -> bool {
+        self.error.is_none()
+            && !self.versions.is_empty()
+            && self
+                .versions
+                .values()
+                .all(|v| v.model.is_none() && v.reason == UNLOADED)
     }
 }
 

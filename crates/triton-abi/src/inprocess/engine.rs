@@ -63,6 +63,11 @@ impl Engine {
                 repository_poll_secs: None,
                 exit_timeout: Duration::from_secs(options.exit_timeout_secs.into()),
                 metrics_config: options.metrics_config.clone(),
+                model_config_name: options.model_config_name.clone(),
+                model_load_thread_count: options.model_load_thread_count,
+                model_load_retry_count: options.model_load_retry_count,
+                model_namespacing: options.model_namespacing,
+                repoagent_directory: options.repoagent_directory.clone(),
                 ..Options::default()
             }))
         });

@@ -1,6 +1,6 @@
 //! `TRITONSERVER_ServerOptions`: what a program sets before `TRITONSERVER_ServerNew`.
 //! Settings Nereid uses are stored; settings that only tune Triton's own machinery (GPU
-//! pools, thread counts, logging sinks) are accepted and ignored exactly where Triton
+//! pools, buffer threads, logging sinks) are accepted and ignored exactly where Triton
 //! accepts them, so programs written for Triton configure Nereid unchanged.
 
 use std::ffi::c_char;
@@ -48,6 +48,17 @@ pub struct TRITONSERVER_ServerOptions {
     pub(crate) metrics_interval: Duration,
     /// `SetCpuMetrics`: whether the CPU gauges are polled and exported.
     pub(crate) cpu_metrics: bool,
+    /// `SetModelConfigName`: `configs/<name>.pbtxt` instead of `config.pbtxt` where it
+    /// exists (`None`, Triton's empty default, reads `config.pbtxt`).
+    pub(crate) model_config_name: Option<String>,
+    /// `SetModelLoadThreadCount`: most models loading at once.
+    pub(crate) model_load_thread_count: u32,
+    /// `SetModelLoadRetryCount`: more tries for a model version whose backend failed.
+    pub(crate) model_load_retry_count: u32,
+    /// `SetModelNamespacing`: each repository is a namespace.
+    pub(crate) model_namespacing: bool,
+    /// `SetRepoAgentDirectory`: where repository agents other than `checksum` would be.
+    pub(crate) repoagent_directory: PathBuf,
 }
 
 impl Default for TRITONSERVER_ServerOptions {
@@ -69,6 +80,13 @@ impl Default for TRITONSERVER_ServerOptions {
             metrics_config: MetricsConfig::default(),
             metrics_interval: nereid_embed::DEFAULT_METRICS_INTERVAL,
             cpu_metrics: true,
+            model_config_name: None,
+            model_load_thread_count: nereid_core::repository::DEFAULT_LOAD_THREAD_COUNT,
+            model_load_retry_count: 0,
+            model_namespacing: false,
+            repoagent_directory: PathBuf::from(
+                nereid_core::repository::DEFAULT_REPOAGENT_DIRECTORY,
+            ),
         }
     }
 }
@@ -422,6 +440,73 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetCpuMetrics(
     })
 }
 
+/// `TRITONSERVER_ServerOptionsSetModelConfigName`: models read `configs/<name>.pbtxt`
+/// where it exists, else `config.pbtxt`; an empty name (Triton's default) means
+/// `config.pbtxt` only.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetModelConfigName(
+    options: *mut TRITONSERVER_ServerOptions,
+    model_config_name: *const c_char,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        let name = owned(model_config_name, "model_config_name")?;
+        o.model_config_name = (!name.is_empty()).then_some(name);
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetModelLoadThreadCount`: most models loading at once (0
+/// counts as 1, as Triton's load pool keeps at least one thread).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetModelLoadThreadCount(
+    options: *mut TRITONSERVER_ServerOptions,
+    thread_count: u32,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.model_load_thread_count = thread_count;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetModelLoadRetryCount`: how many more times a model
+/// version whose backend failed to load it is tried.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetModelLoadRetryCount(
+    options: *mut TRITONSERVER_ServerOptions,
+    retry_count: u32,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.model_load_retry_count = retry_count;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetModelNamespacing`: each repository is a namespace, so
+/// one model name may appear in several.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetModelNamespacing(
+    options: *mut TRITONSERVER_ServerOptions,
+    enable_namespace: bool,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.model_namespacing = enable_namespace;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetRepoAgentDirectory`: where repository agents other than
+/// the built-in `checksum` would be looked up (a model naming one fails to load).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetRepoAgentDirectory(
+    options: *mut TRITONSERVER_ServerOptions,
+    repoagent_dir: *const c_char,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.repoagent_directory = PathBuf::from(owned(repoagent_dir, "repoagent_dir")?);
+        Ok(())
+    })
+}
+
 /// Defines option setters that Triton accepts but that tune machinery Nereid does not
 /// have: the options pointer is checked, the values are ignored.
 macro_rules! ignored_options {
@@ -439,8 +524,6 @@ macro_rules! ignored_options {
 }
 
 ignored_options! {
-    /// `TRITONSERVER_ServerOptionsSetModelConfigName`: ignored (configs are `config.pbtxt`).
-    TRITONSERVER_ServerOptionsSetModelConfigName(name: *const c_char);
     /// `TRITONSERVER_ServerOptionsAddRateLimiterResource`: ignored (no rate limiter).
     TRITONSERVER_ServerOptionsAddRateLimiterResource(name: *const c_char, count: usize, device: i32);
     /// `TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize`: ignored (no pinned pool).
@@ -453,12 +536,6 @@ ignored_options! {
     TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability(cc: f64);
     /// `TRITONSERVER_ServerOptionsSetBufferManagerThreadCount`: ignored.
     TRITONSERVER_ServerOptionsSetBufferManagerThreadCount(count: u32);
-    /// `TRITONSERVER_ServerOptionsSetModelLoadThreadCount`: ignored (loads are async tasks).
-    TRITONSERVER_ServerOptionsSetModelLoadThreadCount(count: u32);
-    /// `TRITONSERVER_ServerOptionsSetModelLoadRetryCount`: ignored.
-    TRITONSERVER_ServerOptionsSetModelLoadRetryCount(count: u32);
-    /// `TRITONSERVER_ServerOptionsSetModelNamespacing`: ignored.
-    TRITONSERVER_ServerOptionsSetModelNamespacing(enable: bool);
     /// `TRITONSERVER_ServerOptionsSetEnablePeerAccess`: ignored (no GPUs).
     TRITONSERVER_ServerOptionsSetEnablePeerAccess(enable: bool);
     /// `TRITONSERVER_ServerOptionsSetLogFile`: ignored (the host program owns logging).
@@ -477,6 +554,77 @@ ignored_options! {
     TRITONSERVER_ServerOptionsSetMetrics(metrics: bool);
     /// `TRITONSERVER_ServerOptionsSetGpuMetrics`: ignored (no GPUs).
     TRITONSERVER_ServerOptionsSetGpuMetrics(metrics: bool);
-    /// `TRITONSERVER_ServerOptionsSetRepoAgentDirectory`: ignored (no repository agents).
-    TRITONSERVER_ServerOptionsSetRepoAgentDirectory(dir: *const c_char);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `set` on fresh options and returns them, or the error message it answered.
+    fn set(
+        set: impl FnOnce(*mut TRITONSERVER_ServerOptions) -> ErrorPtr,
+    ) -> Result<TRITONSERVER_ServerOptions, String> {
+        let mut options = TRITONSERVER_ServerOptions::default();
+        let error = set(&mut options);
+        if error.is_null() {
+            return Ok(options);
+        }
+        // SAFETY: a live error the setter just created; deleted once, right after.
+        let message = unsafe {
+            let text = std::ffi::CStr::from_ptr(crate::error::TRITONSERVER_ErrorMessage(error))
+                .to_string_lossy()
+                .into_owned();
+            crate::error::TRITONSERVER_ErrorDelete(error);
+            text
+        };
+        Err(message)
+    }
+
+    #[test]
+    fn the_repository_setters_take_effect() {
+        let defaults = TRITONSERVER_ServerOptions::default();
+        assert_eq!(defaults.model_load_thread_count, 4);
+        assert_eq!(
+            defaults.repoagent_directory,
+            PathBuf::from("/opt/tritonserver/repoagents")
+        );
+        let name = c"h100";
+        // SAFETY (every call below): live options and NUL-terminated strings or null.
+        let o = set(|o| unsafe { TRITONSERVER_ServerOptionsSetModelConfigName(o, name.as_ptr()) });
+        assert_eq!(o.expect("set").model_config_name.as_deref(), Some("h100"));
+        let o = set(|o| unsafe { TRITONSERVER_ServerOptionsSetModelConfigName(o, c"".as_ptr()) });
+        assert_eq!(o.expect("set").model_config_name, None);
+        let o = set(|o| unsafe { TRITONSERVER_ServerOptionsSetModelLoadThreadCount(o, 2) });
+        assert_eq!(o.expect("set").model_load_thread_count, 2);
+        let o = set(|o| unsafe { TRITONSERVER_ServerOptionsSetModelLoadRetryCount(o, 3) });
+        assert_eq!(o.expect("set").model_load_retry_count, 3);
+        let o = set(|o| unsafe { TRITONSERVER_ServerOptionsSetModelNamespacing(o, true) });
+        assert!(o.expect("set").model_namespacing);
+        let dir = c"/agents";
+        let o =
+            set(|o| unsafe { TRITONSERVER_ServerOptionsSetRepoAgentDirectory(o, dir.as_ptr()) });
+        assert_eq!(
+            o.expect("set").repoagent_directory,
+            PathBuf::from("/agents")
+        );
+    }
+
+    #[test]
+    fn null_arguments_are_invalid() {
+        let null = std::ptr::null();
+        // SAFETY (every call below): live options, null strings (checked by the setters).
+        let e = set(|o| unsafe { TRITONSERVER_ServerOptionsSetModelConfigName(o, null) });
+        assert_eq!(
+            e.err().as_deref(),
+            Some("model_config_name must not be null")
+        );
+        let e = set(|o| unsafe { TRITONSERVER_ServerOptionsSetRepoAgentDirectory(o, null) });
+        assert_eq!(e.err().as_deref(), Some("repoagent_dir must not be null"));
+        // SAFETY: a null options pointer is checked.
+        let e =
+            unsafe { TRITONSERVER_ServerOptionsSetModelNamespacing(std::ptr::null_mut(), true) };
+        assert!(!e.is_null());
+        // SAFETY: the error just created, owned here.
+        unsafe { crate::error::TRITONSERVER_ErrorDelete(e) };
+    }
 }
