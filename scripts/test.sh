@@ -18,6 +18,12 @@ if ! command -v haproxy >/dev/null; then
   apt-get update -qq && apt-get install -y -qq haproxy >/dev/null
 fi
 
+# The gRPC TLS tests (tests/python/test_grpc_tls.py) make their certificates with openssl.
+if ! command -v openssl >/dev/null; then
+  echo "test: installing openssl" >&2
+  apt-get update -qq && apt-get install -y -qq openssl >/dev/null
+fi
+
 # The cache plugin tests relink Triton's own plugin to need libtritonserver.so.
 if ! command -v patchelf >/dev/null; then
   echo "test: installing patchelf" >&2

@@ -12,24 +12,33 @@
 //! - [`stream`]: the bidirectional `ModelStreamInfer`.
 //! - [`forward`]: `--grpc-header-forward-pattern`, metadata as request parameters.
 //! - [`limits`]: the connection cap and idle timer on tonic's server.
+//! - [`tls`]: TLS and mutual TLS, the handshake in the accept path.
+//! - [`policy`], [`watch`], [`frames`]: gRPC core's HTTP/2 rules (ping abuse, keep-alive,
+//!   connection age) on the connection's frames.
+//! - [`compression`]: the response compression level of the inference calls.
 //! - [`restrict`]: `--grpc-restricted-protocol`, refusing calls to restricted groups.
 //! - [`status`]: core error → gRPC status.
 
 pub mod admin;
+pub mod compression;
 pub mod contents;
 pub mod convert;
 pub mod forward;
+pub mod frames;
 pub mod limits;
 pub mod logging;
+pub mod policy;
 pub mod restrict;
 pub mod shm;
 pub mod status;
 pub mod stream;
+pub mod tls;
 pub mod trace;
+pub mod watch;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nereid_core::header_forward::HeaderForward;
 use nereid_core::restricted::Restrictions;
@@ -48,7 +57,10 @@ use tonic::codec::CompressionEncoding;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::status::to_status;
+pub use compression::CompressionLevel;
+pub use policy::Http2Policy;
 pub use restrict::RESTRICTED_HEADER_PREFIX;
+pub use tls::{ServerTls, TlsError, TlsFiles};
 
 /// Default largest request message, after decompression: the HTTP frontend's default
 /// `--http-max-input-size` (64 MiB, Triton's `HTTP_DEFAULT_MAX_INPUT_SIZE`). Triton's gRPC
@@ -66,11 +78,10 @@ const CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
 /// Frontend settings beyond the listener.
 #[derive(Debug, Clone)]
 pub struct GrpcOptions {
-    /// Compress responses with this encoding when the client accepts it (Triton's
-    /// `--grpc-infer-response-compression-level`). Off by default, as in Triton: gRPC
-    /// clients (Python's included) advertise gzip/deflate on every call, so enabling it
-    /// compresses every response. Compressed *requests* are always accepted.
-    pub response_compression: Option<CompressionEncoding>,
+    /// How `ModelInfer` and `ModelStreamInfer` responses are compressed
+    /// (`--grpc-infer-response-compression-level`; see [`compression`]). Off by default,
+    /// as in Triton. Compressed *requests* are always accepted.
+    pub compression_level: CompressionLevel,
     /// Largest request message in bytes, compressed or decompressed
     /// (`--grpc-max-input-size`); a larger one fails with RESOURCE_EXHAUSTED before it is
     /// buffered or inflated whole.
@@ -79,12 +90,11 @@ pub struct GrpcOptions {
     /// apply: HTTP/2 frames its headers (a connection stuck in one is idle), and a call
     /// whose request stalls holds one stream of one connection under the cap.
     pub limits: Limits,
-    /// Interval of the server's HTTP/2 keep-alive pings, which find dead peers
-    /// (`--grpc-keepalive-time`).
-    pub keepalive_time: Duration,
-    /// How long a keep-alive ping may go unanswered before the connection is closed
-    /// (`--grpc-keepalive-timeout`).
-    pub keepalive_timeout: Duration,
+    /// Keep-alive, ping-abuse and connection-age rules (`--grpc-keepalive-*`,
+    /// `--grpc-http2-*`, `--grpc-max-connection-age*`), gRPC core's defaults unless set.
+    pub http2: Http2Policy,
+    /// TLS (`--grpc-use-ssl`, `--grpc-use-ssl-mutual`), loaded at start-up.
+    pub tls: Option<ServerTls>,
     /// API groups that answer only calls carrying their metadata
     /// (`--grpc-restricted-protocol`).
     pub restrictions: Arc<Restrictions>,
@@ -97,11 +107,11 @@ impl Default for GrpcOptions {
     /// Triton's defaults, with the input size and connection limits of [`Limits`].
     fn default() -> Self {
         Self {
-            response_compression: None,
+            compression_level: CompressionLevel::None,
             max_input_bytes: DEFAULT_MAX_INPUT_SIZE,
             limits: Limits::default(),
-            keepalive_time: Duration::from_secs(2 * 60 * 60),
-            keepalive_timeout: Duration::from_secs(20),
+            http2: Http2Policy::default(),
+            tls: None,
             restrictions: Arc::default(),
             header_forward: None,
         }
@@ -132,13 +142,16 @@ pub async fn serve_with(
     .accept_compressed(CompressionEncoding::Deflate)
     .max_decoding_message_size(options.max_input_bytes)
     .max_encoding_message_size(usize::MAX);
-    let mut health = HealthServer::new(HealthService { server })
+    let health = HealthServer::new(HealthService { server })
         .accept_compressed(CompressionEncoding::Gzip)
         .accept_compressed(CompressionEncoding::Deflate)
         .max_decoding_message_size(options.max_input_bytes);
-    if let Some(encoding) = options.response_compression {
-        inference = inference.send_compressed(encoding);
-        health = health.send_compressed(encoding);
+    let level = options.compression_level;
+    if level != CompressionLevel::None {
+        // The layer below leaves each inference call one encoding to choose.
+        inference = inference
+            .send_compressed(CompressionEncoding::Gzip)
+            .send_compressed(CompressionEncoding::Deflate);
     }
     // The acceptor sets TCP_NODELAY (tonic sets it only on listeners it binds itself).
     // Header and body timers are HTTP/1 matters; the idle timer covers an HTTP/2
@@ -148,14 +161,24 @@ pub async fn serve_with(
         body_timeout: None,
         ..options.limits
     };
-    let incoming = limits::incoming(Acceptor::new(listener, "gRPC", limits));
-    tonic::transport::Server::builder()
+    let http2 = options.http2;
+    let acceptor = Acceptor::new(listener, "gRPC", limits);
+    let incoming = limits::incoming(acceptor, options.tls.as_ref(), http2);
+    let mut builder = tonic::transport::Server::builder()
         .initial_stream_window_size(Some(STREAM_WINDOW))
-        .initial_connection_window_size(Some(CONNECTION_WINDOW))
-        .http2_keepalive_interval(Some(options.keepalive_time))
-        .http2_keepalive_timeout(Some(options.keepalive_timeout))
+        .initial_connection_window_size(Some(CONNECTION_WINDOW));
+    // The GOAWAY at the age is hyper's graceful shutdown; the close after the grace is
+    // the connection policy's (tonic's own grace skips the GOAWAY).
+    if let Some(age) = http2.max_connection_age {
+        builder = builder.max_connection_age(age);
+    }
+    // Keep-alive PINGs are the connection policy's (see `watch`), not hyper's.
+    builder
         .layer(limits::TrackCallsLayer)
         .layer(restrict::RestrictLayer(options.restrictions))
+        .layer(tower::util::option_layer(
+            (level != CompressionLevel::None).then_some(compression::LevelLayer(level)),
+        ))
         .add_service(inference)
         .add_service(health)
         .serve_with_incoming_shutdown(incoming, shutdown)
@@ -398,6 +421,8 @@ impl Health for HealthService {
 mod decoupled_tests;
 #[cfg(test)]
 mod forward_tests;
+#[cfg(test)]
+mod http2_tests;
 #[cfg(test)]
 mod tests;
 

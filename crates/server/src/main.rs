@@ -199,18 +199,19 @@ async fn listeners(config: &Config) -> anyhow::Result<Listeners> {
     Ok(listeners)
 }
 
-/// The frontends' settings from the flags, each port capped to fit the fd limit.
-fn frontends(config: &Config, span_sink: Option<Arc<OtlpSink>>) -> FrontendOptions {
+/// The frontends' settings from the flags, each port capped to fit the fd limit; fails
+/// when the gRPC TLS files cannot be used.
+fn frontends(config: &Config, span_sink: Option<Arc<OtlpSink>>) -> anyhow::Result<FrontendOptions> {
     let max_connections = listen::fitted_connection_cap(config.cli.max_connections);
     let http_limits = config.http_limits(max_connections);
-    FrontendOptions {
+    Ok(FrontendOptions {
         http: nereid_http::HttpOptions {
             max_input_size: config.http_max_input_size(),
             limits: http_limits,
             restrictions: config.http_restrictions.clone(),
             header_forward: config.http_header_forward.clone(),
         },
-        grpc: config.grpc_options(max_connections),
+        grpc: config.grpc_options(max_connections)?,
         metrics_limits: http_limits,
         metrics_appendix: Some(Arc::new(move |text: &mut String| {
             tritonserver::metrics::render(text);
@@ -221,7 +222,7 @@ fn frontends(config: &Config, span_sink: Option<Arc<OtlpSink>>) -> FrontendOptio
         })),
         metrics_interval: config.metrics_interval(),
         cpu_metrics: config.cli.allow_cpu_metrics,
-    }
+    })
 }
 
 async fn run(config: Config, log_control: Arc<LogControl>) -> anyhow::Result<()> {
@@ -235,7 +236,9 @@ async fn run(config: Config, log_control: Arc<LogControl>) -> anyhow::Result<()>
         }
         None => None,
     };
-    let start = Nereid::start(options(&config, cache, log_control, span_sink.clone()));
+    // Before the models load, so that unusable TLS files stop start-up at once.
+    let frontends = frontends(&config, span_sink.clone())?;
+    let start = Nereid::start(options(&config, cache, log_control, span_sink));
     let nereid = tokio::select! {
         started = start => started.map_err(|e| {
             anyhow::anyhow!("creating server: {} - {e}", e.kind().triton_name())
@@ -246,7 +249,7 @@ async fn run(config: Config, log_control: Arc<LogControl>) -> anyhow::Result<()>
         }
     };
     let listeners = listeners(&config).await?;
-    nereid_embed::serve(&nereid, listeners, frontends(&config, span_sink), signal).await?;
+    nereid_embed::serve(&nereid, listeners, frontends, signal).await?;
     nereid.shutdown().await;
     Ok(())
 }

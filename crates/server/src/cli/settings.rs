@@ -9,7 +9,7 @@ use nereid_core::repository::StorageLimits;
 use nereid_core::shm::ShmLimits;
 use nereid_net::Limits;
 
-use super::Config;
+use super::{Config, GrpcCompressionLevel};
 
 impl Config {
     /// How many threads serve the network. `--io-threads` when given; else the largest
@@ -84,20 +84,63 @@ impl Config {
         }
     }
 
-    /// The gRPC frontend's settings, its port capped at `max_connections`.
-    pub fn grpc_options(&self, max_connections: usize) -> nereid_grpc::GrpcOptions {
-        nereid_grpc::GrpcOptions {
-            max_input_bytes: self.cli.grpc_max_input_size,
+    /// The gRPC frontend's settings, its port capped at `max_connections`. Reads the TLS
+    /// files when TLS is on: one that cannot be used is tritonserver's "failed to start
+    /// GRPC service" (naming the flag and the file). Negative HTTP/2 policy values are
+    /// ignored for gRPC core's defaults, as gRPC does with Triton's; a connection age (or
+    /// grace) of 0 is unset, as Triton passes it to gRPC only when not 0.
+    pub fn grpc_options(&self, max_connections: usize) -> anyhow::Result<nereid_grpc::GrpcOptions> {
+        use nereid_grpc::CompressionLevel;
+        let cli = &self.cli;
+        let tls = if cli.grpc_use_ssl || cli.grpc_use_ssl_mutual {
+            let files = nereid_grpc::TlsFiles {
+                server_cert: cli.grpc_server_cert.clone().into(),
+                server_key: cli.grpc_server_key.clone().into(),
+                root_cert: cli.grpc_root_cert.clone().into(),
+                mutual: cli.grpc_use_ssl_mutual,
+            };
+            let tls = nereid_grpc::ServerTls::load(&files)
+                .map_err(|e| anyhow::anyhow!("failed to start GRPC service: {e}"))?;
+            Some(tls)
+        } else {
+            None
+        };
+        let defaults = nereid_grpc::Http2Policy::default();
+        let count = |value: i32, default: u32| u32::try_from(value).unwrap_or(default);
+        let positive_ms = |value: Option<i32>| value.filter(|ms| *ms > 0).map(|ms| millis(ms));
+        Ok(nereid_grpc::GrpcOptions {
+            compression_level: match cli.grpc_infer_response_compression_level {
+                GrpcCompressionLevel::None => CompressionLevel::None,
+                GrpcCompressionLevel::Low => CompressionLevel::Low,
+                GrpcCompressionLevel::Medium => CompressionLevel::Medium,
+                GrpcCompressionLevel::High => CompressionLevel::High,
+            },
+            max_input_bytes: cli.grpc_max_input_size,
             limits: Limits {
-                idle_timeout: seconds(self.cli.grpc_idle_timeout_secs),
+                idle_timeout: seconds(cli.grpc_idle_timeout_secs),
                 ..self.http_limits(max_connections)
             },
-            keepalive_time: millis(self.cli.grpc_keepalive_time),
-            keepalive_timeout: millis(self.cli.grpc_keepalive_timeout),
+            http2: nereid_grpc::Http2Policy {
+                keepalive_time: millis(cli.grpc_keepalive_time),
+                keepalive_timeout: millis(cli.grpc_keepalive_timeout),
+                permit_without_calls: cli.grpc_keepalive_permit_without_calls,
+                max_pings_without_data: count(
+                    cli.grpc_http2_max_pings_without_data,
+                    defaults.max_pings_without_data,
+                ),
+                min_recv_ping_interval: if cli.grpc_http2_min_recv_ping_interval_without_data < 0 {
+                    defaults.min_recv_ping_interval
+                } else {
+                    millis(cli.grpc_http2_min_recv_ping_interval_without_data)
+                },
+                max_ping_strikes: count(cli.grpc_http2_max_ping_strikes, defaults.max_ping_strikes),
+                max_connection_age: positive_ms(cli.grpc_max_connection_age),
+                max_connection_age_grace: positive_ms(cli.grpc_max_connection_age_grace),
+            },
+            tls,
             restrictions: self.grpc_restrictions.clone(),
             header_forward: self.grpc_header_forward.clone(),
-            ..nereid_grpc::GrpcOptions::default()
-        }
+        })
     }
 
     /// The response cache's settings from `--cache-config` (or the deprecated

@@ -169,9 +169,9 @@ fn connection_limits_default_like_a_reverse_proxy_and_zero_turns_a_timeout_off()
     assert_eq!(http.header_timeout, Some(Duration::from_secs(60)));
     assert_eq!(http.body_timeout, Some(Duration::from_secs(60)));
     assert_eq!(http.idle_timeout, Some(Duration::from_secs(300)));
-    let grpc = c.grpc_options(7);
+    let grpc = c.grpc_options(7).expect("no TLS files to read");
     assert_eq!(grpc.max_input_bytes, c.http_max_input_size());
-    assert_eq!(grpc.keepalive_time, Duration::from_secs(7200));
+    assert_eq!(grpc.http2.keepalive_time, Duration::from_secs(7200));
     let c = parse(&[
         "--http-idle-timeout-secs=0",
         "--grpc-idle-timeout-secs",
@@ -180,7 +180,7 @@ fn connection_limits_default_like_a_reverse_proxy_and_zero_turns_a_timeout_off()
     .expect("valid");
     assert_eq!(c.http_limits(1).idle_timeout, None);
     assert_eq!(
-        c.grpc_options(1).limits.idle_timeout,
+        c.grpc_options(1).expect("no TLS").limits.idle_timeout,
         Some(Duration::from_secs(2))
     );
 }
@@ -246,7 +246,11 @@ fn header_forward_patterns_compile_or_stop_start_up() {
     .expect("valid");
     let http = c.http_header_forward.as_ref().expect("http pattern");
     assert!(http.matches("anything"));
-    let grpc = c.grpc_options(1).header_forward.expect("grpc pattern");
+    let grpc = c
+        .grpc_options(1)
+        .expect("no TLS")
+        .header_forward
+        .expect("grpc pattern");
     assert!(grpc.matches("MY_HEADER_1") && !grpc.matches("my_header_1"));
     let err = parse(&["--grpc-header-forward-pattern=(unclosed"])
         .expect_err("invalid")
@@ -405,4 +409,60 @@ fn thread_counts_size_the_shared_network_threads() {
     assert_eq!(c.io_threads(), cores);
     let c = parse(&["--http-thread-count=64", "--io-threads=3"]).expect("valid");
     assert_eq!(c.io_threads(), 3);
+}
+
+#[test]
+fn grpc_policy_flags_map_to_the_frontend_and_negatives_mean_grpc_defaults() {
+    let c = parse(&[
+        "--grpc-keepalive-permit-without-calls=true",
+        "--grpc-http2-max-pings-without-data=0",
+        "--grpc-http2-min-recv-ping-interval-without-data=1000",
+        "--grpc-http2-max-ping-strikes=5",
+        "--grpc-max-connection-age=60000",
+        "--grpc-max-connection-age-grace=0",
+        "--grpc-infer-response-compression-level=HIGH",
+    ])
+    .expect("valid");
+    let grpc = c.grpc_options(1).expect("no TLS");
+    assert!(grpc.http2.permit_without_calls);
+    assert_eq!(grpc.http2.max_pings_without_data, 0);
+    assert_eq!(grpc.http2.min_recv_ping_interval, Duration::from_secs(1));
+    assert_eq!(grpc.http2.max_ping_strikes, 5);
+    assert_eq!(grpc.http2.max_connection_age, Some(Duration::from_secs(60)));
+    assert_eq!(
+        grpc.http2.max_connection_age_grace, None,
+        "Triton passes a grace of 0 to gRPC as no grace limit"
+    );
+    assert_eq!(grpc.compression_level, nereid_grpc::CompressionLevel::High);
+    let c = parse(&[
+        "--grpc-http2-max-pings-without-data=-1",
+        "--grpc-http2-min-recv-ping-interval-without-data=-1",
+        "--grpc-http2-max-ping-strikes=-1",
+        "--grpc-max-connection-age=-5",
+    ])
+    .expect("valid");
+    let grpc = c.grpc_options(1).expect("no TLS");
+    assert_eq!(grpc.http2, nereid_grpc::Http2Policy::default());
+    assert!(grpc.tls.is_none());
+}
+
+#[test]
+fn grpc_tls_files_are_read_when_ssl_is_on() {
+    let c = parse(&[
+        "--grpc-use-ssl-mutual=true",
+        "--grpc-server-cert=/nonexistent/cert.pem",
+    ])
+    .expect("the flags parse");
+    let e = c.grpc_options(1).expect_err("the file is missing");
+    assert!(
+        e.to_string()
+            .starts_with("failed to start GRPC service: cannot read --grpc-server-cert file '/nonexistent/cert.pem'"),
+        "{e}"
+    );
+    let c = parse(&["--grpc-server-cert=/nonexistent/cert.pem"]).expect("valid");
+    assert!(c
+        .grpc_options(1)
+        .expect("TLS off: no file is read")
+        .tls
+        .is_none());
 }
