@@ -87,11 +87,13 @@ async fn the_custom_configuration_is_read_where_it_exists() {
 }
 
 /// A backend (registered as `identity`) whose model loads take `delay`, fail the first
-/// `failures` times, and count how many run at once.
+/// `failures` times, and count how many run at once; its auto-completion fails the first
+/// `autocomplete_failures` times.
 struct SlowFlaky {
     inner: TestBackend,
     delay: Duration,
     failures: AtomicU32,
+    autocomplete_failures: AtomicU32,
     attempts: AtomicU32,
     running: AtomicUsize,
     most_running: AtomicUsize,
@@ -103,6 +105,7 @@ impl SlowFlaky {
             inner: TestBackend::identity(),
             delay,
             failures: AtomicU32::new(failures),
+            autocomplete_failures: AtomicU32::new(0),
             attempts: AtomicU32::new(0),
             running: AtomicUsize::new(0),
             most_running: AtomicUsize::new(0),
@@ -126,6 +129,13 @@ impl Backend for SlowFlaky {
     }
 
     fn autocomplete(&self, _config: &mut ModelConfig, _model_file: &Path) -> Result<()> {
+        let failed = self
+            .autocomplete_failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failed {
+            return Err(Error::internal("auto-completion failed on purpose"));
+        }
         Ok(())
     }
 
@@ -219,6 +229,25 @@ async fn a_failed_load_is_retried_the_retry_count_times() {
     let (_, failures) = start_with(root.path(), &backend, retries(3)).await;
     assert_eq!(failures.len(), 1);
     assert_eq!(backend.attempts.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_failure_in_auto_completion_is_retried_too() {
+    let root = tempfile::tempdir().expect("temp dir");
+    testing::write_model(root.path(), "m", CONFIG, &[1]);
+    let backend = SlowFlaky::new(Duration::ZERO, 0);
+    backend.autocomplete_failures.store(2, Ordering::SeqCst);
+    let flags = RepositoryFlags {
+        load_retry_count: 2,
+        ..RepositoryFlags::default()
+    };
+    let mut options = options(&[root.path()], ControlMode::None, flags);
+    options.settings.strict_model_config = false;
+    let repo = Arc::new(ModelRepository::new(options, backend.registry()));
+    let failures = repo.load_startup_models().await.expect("starts");
+    assert!(failures.is_empty(), "{failures:?}");
+    assert!(repo.get("m", None).is_ok());
+    assert_eq!(backend.attempts.load(Ordering::SeqCst), 1);
 }
 
 /// `m` in `root` served by backend `backend` and the ensemble `ensemble` over it.

@@ -96,33 +96,38 @@ pub fn load_model(
     let newest = *versions
         .last()
         .expect("versions_to_load returns at least one");
-    let prepared = prepare(backends, settings, name, dir, newest, config);
-    Ok(versions
-        .into_iter()
-        .map(|v| {
-            let loaded = prepared.clone().and_then(|(backend, config, file_name)| {
-                let file = dir.join(v.to_string()).join(file_name);
-                with_retries(settings.flags.load_retry_count, name, v, || {
-                    load_version(backend.as_ref(), config.clone(), v, dir, &file, settings)
-                })
-            });
-            (v, loaded.map(Arc::new))
-        })
-        .collect())
+    let mut prepared = prepare(backends, settings, name, dir, newest, config.clone());
+    let mut outcomes = Vec::with_capacity(versions.len());
+    for v in versions {
+        // A backend may fail in auto-completion as in loading (a hosted backend
+        // initializes the model for both), so a retry prepares again after a failure
+        // there, as Triton's retry creates the whole model again.
+        let loaded = with_retries(settings.flags.load_retry_count, name, v, |retry| {
+            if retry && prepared.is_err() {
+                prepared = prepare(backends, settings, name, dir, newest, config.clone());
+            }
+            let (backend, config, file_name) = prepared.clone()?;
+            let file = dir.join(v.to_string()).join(file_name);
+            load_version(backend.as_ref(), config, v, dir, &file, settings)
+        });
+        outcomes.push((v, loaded.map(Arc::new)));
+    }
+    Ok(outcomes)
 }
 
 /// Runs `load` once, and again up to `retries` more times while it fails, as Triton
 /// retries a model version whose backend failed to load it; each failure that is tried
-/// again is logged with Triton's words (the last one is recorded by the caller).
+/// again is logged with Triton's words (the last one is recorded by the caller). `load`
+/// is told whether it is a retry.
 fn with_retries<T>(
     retries: u32,
     name: &str,
     version: i64,
-    mut load: impl FnMut() -> Result<T>,
+    mut load: impl FnMut(bool) -> Result<T>,
 ) -> Result<T> {
     let mut attempt = 0;
     loop {
-        match load() {
+        match load(attempt > 0) {
             Err(e) if attempt < retries => {
                 attempt += 1;
                 tracing::error!(
