@@ -2,7 +2,6 @@
 //! the machine's and whatever the embedding process appends.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::header;
@@ -19,55 +18,51 @@ use crate::system_metrics::SystemMetrics;
 /// adds its dropped-log-lines counter); called once per scrape.
 pub type MetricsAppendix = Arc<dyn Fn(&mut String) + Send + Sync>;
 
+/// What a scrape answers: the server's metrics, then the machine's (when polled), then
+/// the embedding process's appendix. Shared by the metrics port and Vertex AI's
+/// `metrics` redirect, so both render the same text.
 #[derive(Clone)]
-struct MetricsState {
-    server: Arc<Server>,
-    /// `None` with `--allow-cpu-metrics=false`: no CPU gauges.
-    system: Option<Arc<SystemMetrics>>,
-    appendix: Option<MetricsAppendix>,
+pub(crate) struct MetricsText {
+    pub(crate) server: Arc<Server>,
+    /// `None` with `--allow-cpu-metrics=false` or without a metrics port: no CPU gauges.
+    pub(crate) system: Option<Arc<SystemMetrics>>,
+    pub(crate) appendix: Option<MetricsAppendix>,
 }
 
-/// Serves `/metrics` until `shutdown` resolves, under `limits`, polling the system
-/// gauges every `interval` meanwhile (`None`: the CPU gauges are off).
-pub async fn serve(
-    server: Arc<Server>,
+impl MetricsText {
+    /// The Prometheus text of one scrape.
+    pub(crate) fn render(&self) -> String {
+        let mut text = self.server.metrics_text();
+        if let Some(system) = &self.system {
+            system.render(&mut text);
+        }
+        if let Some(appendix) = &self.appendix {
+            appendix(&mut text);
+        }
+        text
+    }
+}
+
+/// Serves `/metrics` with `text` until `shutdown` resolves, under `limits` (the caller
+/// polls the system gauges).
+pub(crate) async fn serve(
+    text: MetricsText,
     listener: TcpListener,
     limits: Limits,
-    appendix: Option<MetricsAppendix>,
-    interval: Option<Duration>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    let system = interval.map(|interval| {
-        let system = Arc::new(SystemMetrics::default());
-        (system.clone(), tokio::spawn(system.poll_every(interval)))
-    });
-    let (system, poll) = system.unzip();
     let app = Router::new()
         .route("/metrics", get(metrics))
-        .with_state(MetricsState {
-            server,
-            system,
-            appendix,
-        });
+        .with_state(text);
     nereid_http::serve_router(app, listener, "metrics", limits, shutdown).await;
-    if let Some(poll) = poll {
-        poll.abort();
-    }
 }
 
-async fn metrics(State(state): State<MetricsState>) -> impl IntoResponse {
-    let mut text = state.server.metrics_text();
-    if let Some(system) = &state.system {
-        system.render(&mut text);
-    }
-    if let Some(appendix) = &state.appendix {
-        appendix(&mut text);
-    }
+async fn metrics(State(text): State<MetricsText>) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        text,
+        text.render(),
     )
 }

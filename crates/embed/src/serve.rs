@@ -1,21 +1,24 @@
-//! [`serve`]: HTTP, gRPC and metrics on listeners the caller bound, until a shutdown
-//! future resolves; then no new connections, and in-flight requests drain within the
-//! exit timeout. The caller binds, so it chooses addresses, backlog and port 0, and
-//! reports bind failures in its own words.
+//! [`serve`]: HTTP, gRPC, SageMaker, Vertex AI and metrics on listeners the caller bound,
+//! until a shutdown future resolves; then no new connections, and in-flight requests
+//! drain within the exit timeout. The caller binds, so it chooses addresses, backlog and
+//! port 0, and reports bind failures in its own words.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nereid_core::Result;
+use nereid_core::{Error, Result};
 use nereid_grpc::GrpcOptions;
+use nereid_http::sagemaker::SagemakerOptions;
+use nereid_http::vertex_ai::VertexAiOptions;
 use nereid_http::HttpOptions;
 use nereid_net::Limits;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::metrics::MetricsAppendix;
+use crate::metrics::{MetricsAppendix, MetricsText};
+use crate::system_metrics::SystemMetrics;
 use crate::Nereid;
 
 /// The listeners to serve on; `None` leaves that frontend off (`--allow-http=false`...).
@@ -27,10 +30,14 @@ pub struct Listeners {
     pub grpc: Option<TcpListener>,
     /// Prometheus text at `GET /metrics`.
     pub metrics: Option<TcpListener>,
+    /// SageMaker's `/ping`, `/invocations` and multi-model `/models` (`--allow-sagemaker`).
+    pub sagemaker: Option<TcpListener>,
+    /// Vertex AI's health and predict routes (`--allow-vertex-ai`).
+    pub vertex_ai: Option<TcpListener>,
 }
 
-/// The frontends' settings: what the HTTP, gRPC and metrics ports need beyond their
-/// listener. Defaults are tritonserver's.
+/// The frontends' settings: what the HTTP, gRPC, SageMaker, Vertex AI and metrics ports
+/// need beyond their listener. Defaults are tritonserver's.
 #[derive(Clone)]
 pub struct FrontendOptions {
     /// The HTTP frontend: input size, connection limits, restricted APIs, header
@@ -38,6 +45,11 @@ pub struct FrontendOptions {
     pub http: HttpOptions,
     /// The gRPC frontend: input size, limits, keep-alive, restrictions, forwarding.
     pub grpc: GrpcOptions,
+    /// The SageMaker endpoint: limits, default model, ping mode.
+    pub sagemaker: SagemakerOptions,
+    /// The Vertex AI endpoint: limits, routes, default model (its `metrics` redirect
+    /// answers what the metrics port does).
+    pub vertex_ai: VertexAiOptions,
     /// Connection cap and timeouts of the metrics port.
     pub metrics_limits: Limits,
     /// Appended to the metrics text after the server's own metrics.
@@ -60,6 +72,8 @@ impl Default for FrontendOptions {
                 header_forward: None,
             },
             grpc: GrpcOptions::default(),
+            sagemaker: SagemakerOptions::default(),
+            vertex_ai: VertexAiOptions::default(),
             metrics_limits: Limits::default(),
             metrics_appendix: None,
             metrics_interval: crate::system_metrics::DEFAULT_METRICS_INTERVAL,
@@ -71,8 +85,9 @@ impl Default for FrontendOptions {
 /// Serves every listener given until `shutdown` resolves, logging each as tritonserver
 /// does ("Started HTTPService at ..."); then marks the server as stopping (readiness
 /// false, streams end), stops accepting and waits up to the exit timeout for in-flight
-/// requests. Models keep running: [`Nereid::shutdown`] stops them. Fails only when a
-/// listener's address cannot be read.
+/// requests. Models keep running: [`Nereid::shutdown`] stops them. Fails, before serving
+/// anything, when a listener's address cannot be read or the SageMaker or Vertex AI
+/// endpoint cannot start (Vertex AI without its routes or its default model).
 pub async fn serve(
     nereid: &Nereid,
     listeners: Listeners,
@@ -80,6 +95,40 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
     let server = nereid.server();
+    // The CPU gauges are polled only for a metrics port, as Triton exports them only
+    // with --allow-metrics; the Vertex AI redirect then shows them too.
+    let system = (listeners.metrics.is_some() && frontends.cpu_metrics)
+        .then(|| Arc::new(SystemMetrics::default()));
+    let metrics_text = MetricsText {
+        server: server.clone(),
+        system: system.clone(),
+        appendix: frontends.metrics_appendix,
+    };
+    let sagemaker = match listeners.sagemaker {
+        Some(listener) => {
+            let limits = frontends.sagemaker.endpoint.limits;
+            let router = nereid_http::sagemaker::router(server.clone(), frontends.sagemaker)
+                .await
+                .map_err(|e| start_failure("Sagemaker", &e))?;
+            Some((listener, router, limits))
+        }
+        None => None,
+    };
+    let vertex_ai = match listeners.vertex_ai {
+        Some(listener) => {
+            let limits = frontends.vertex_ai.endpoint.limits;
+            let text = metrics_text.clone();
+            let options = VertexAiOptions {
+                metrics: Some(Arc::new(move || text.render())),
+                ..frontends.vertex_ai
+            };
+            let router = nereid_http::vertex_ai::router(server.clone(), options)
+                .await
+                .map_err(|e| start_failure("Vertex AI", &e))?;
+            Some((listener, router, limits))
+        }
+        None => None,
+    };
     let stop = watch::Sender::new(false);
     let mut tasks: Vec<JoinHandle<()>> = Vec::new();
     if let Some(listener) = listeners.grpc {
@@ -101,14 +150,29 @@ pub async fn serve(
             stopped(&stop),
         )));
     }
+    let endpoints = [
+        ("Sagemaker HTTPService", "SageMaker", sagemaker),
+        ("Vertex AI HTTPService", "Vertex AI", vertex_ai),
+    ];
+    for (service, port, endpoint) in endpoints {
+        if let Some((listener, router, limits)) = endpoint {
+            started(service, &listener)?;
+            tasks.push(tokio::spawn(nereid_http::serve_router(
+                router,
+                listener,
+                port,
+                limits,
+                stopped(&stop),
+            )));
+        }
+    }
+    let poll = system.map(|system| tokio::spawn(system.poll_every(frontends.metrics_interval)));
     if let Some(listener) = listeners.metrics {
         started("Metrics Service", &listener)?;
         tasks.push(tokio::spawn(crate::metrics::serve(
-            server.clone(),
+            metrics_text,
             listener,
             frontends.metrics_limits,
-            frontends.metrics_appendix,
-            frontends.cpu_metrics.then_some(frontends.metrics_interval),
             stopped(&stop),
         )));
     }
@@ -131,7 +195,23 @@ pub async fn serve(
         );
         nereid.abandon();
     }
+    if let Some(poll) = poll {
+        poll.abort();
+    }
     Ok(())
+}
+
+/// tritonserver's report of an endpoint that cannot start ("failed to start Vertex AI
+/// service: Invalid argument - ...").
+fn start_failure(service: &str, e: &Error) -> Error {
+    Error::new(
+        e.kind(),
+        format!(
+            "failed to start {service} service: {} - {}",
+            e.kind().triton_name(),
+            e.message()
+        ),
+    )
 }
 
 /// Logs tritonserver's start line for a frontend, with the address really bound (port 0

@@ -1,10 +1,14 @@
 //! The KServe v2 / Triton HTTP/REST frontend: thin handlers that decode, make one call on
 //! the core facade and encode, with Triton's status codes and `{"error": ...}` bodies.
+//! The SageMaker ([`sagemaker`]) and Vertex AI ([`vertex_ai`]) endpoints are served
+//! from the same handlers on ports of their own.
 
 mod admin;
+mod call;
 mod compression;
 #[cfg(test)]
 mod decoupled_tests;
+mod endpoint;
 mod error;
 #[cfg(test)]
 mod forward_tests;
@@ -15,9 +19,11 @@ mod infer;
 mod json_data;
 mod logging;
 mod restrict;
+pub mod sagemaker;
 mod serve;
 mod shm;
 mod trace;
+pub mod vertex_ai;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -32,6 +38,7 @@ use nereid_core::header_forward::HeaderForward;
 use nereid_core::restricted::{ApiGroup, Restrictions};
 use nereid_core::Server;
 
+pub use crate::endpoint::{EndpointOptions, Health};
 use crate::error::{error_body, ApiResult};
 pub use crate::serve::serve_router;
 
@@ -60,8 +67,14 @@ impl HttpOptions {
     /// take as much again as the limit, so a body just over the limit still gets
     /// Triton's message while memory per request stays bounded.
     pub fn body_limit(&self) -> usize {
-        self.max_input_size.saturating_mul(2)
+        body_limit(self.max_input_size)
     }
+}
+
+/// [`HttpOptions::body_limit`] for an input limit, shared with the SageMaker and Vertex
+/// AI ports.
+fn body_limit(max_input_size: usize) -> usize {
+    max_input_size.saturating_mul(2)
 }
 
 #[derive(Clone)]
@@ -196,38 +209,15 @@ async fn infer_handler(
     body: Bytes,
 ) -> ApiResult<Response> {
     let (model, version) = admin::model_path(&path)?;
-    let trace = trace::sample(&state.server, &model, &headers, arrival);
-    // Before the body is read, as Triton checks the transaction policy first.
-    state
-        .server
-        .refuse_decoupled(&model, version, "HTTP end point")?;
-    let max_input_size = state.options.max_input_size;
-    let body = compression::decode_body(&headers, body, max_input_size)?;
-    let (mut request, format) = match infer::layout(&headers, body.len())? {
-        infer::Layout::Raw => {
-            let spec = state.server.model_spec(&model, version)?;
-            infer::decode_raw(&spec, version, body, max_input_size)?
-        }
-        layout => infer::decode(
-            &model,
-            version,
-            layout,
-            body,
-            state.server.shm(),
-            max_input_size,
-        )?,
+    let call = call::InferCall {
+        server: &state.server,
+        model: &model,
+        version,
+        headers: &headers,
+        arrival,
+        max_input_size: state.options.max_input_size,
+        framing: call::Framing::Kserve,
+        header_forward: state.options.header_forward.as_deref(),
     };
-    // After the body, as Triton's `ForwardHeaders` runs after parsing it.
-    if let Some(forward) = &state.options.header_forward {
-        let forwarded = forward.parameters(headers.iter().map(|(n, v)| (n.as_str(), v)))?;
-        request.parameters.extend(forwarded);
-    }
-    request.trace = trace.clone();
-    let response = state.server.infer(request).await?;
-    let accepted = compression::accepted(&headers);
-    trace::stamp(trace.as_ref(), "INFER_RESPONSE_COMPLETE");
-    Ok(trace::send(
-        trace,
-        infer::encode(&response, &format, accepted)?,
-    ))
+    Ok(call::infer(call, body).await?)
 }

@@ -17,6 +17,9 @@ use nereid_core::cache::CacheStore;
 use nereid_core::log_settings::LogControl;
 use nereid_core::trace::SpanSink;
 use nereid_embed::{FrontendOptions, Listeners, Nereid, Options};
+use nereid_http::sagemaker::SagemakerOptions;
+use nereid_http::vertex_ai::VertexAiOptions;
+use nereid_http::{EndpointOptions, Health};
 use nereid_otel::OtlpSink;
 use tokio::net::TcpListener;
 use tritonserver::backend::{HostedBackends, HostedSettings};
@@ -185,6 +188,18 @@ async fn listeners(config: &Config) -> anyhow::Result<Listeners> {
             .await?,
         );
     }
+    // tritonserver has no address flag for these two: they listen on every interface.
+    let everywhere = std::net::IpAddr::from(std::net::Ipv4Addr::UNSPECIFIED);
+    if cli.allow_sagemaker {
+        let port = cli.sagemaker_port;
+        let listener = bind("Sagemaker HTTPService", everywhere, port, false).await?;
+        listeners.sagemaker = Some(listener);
+    }
+    if config.allow_vertex_ai {
+        let port = config.vertex_ai_port;
+        let listener = bind("Vertex AI HTTPService", everywhere, port, false).await?;
+        listeners.vertex_ai = Some(listener);
+    }
     if cli.allow_metrics {
         listeners.metrics = Some(
             bind(
@@ -204,6 +219,11 @@ async fn listeners(config: &Config) -> anyhow::Result<Listeners> {
 fn frontends(config: &Config, span_sink: Option<Arc<OtlpSink>>) -> anyhow::Result<FrontendOptions> {
     let max_connections = listen::fitted_connection_cap(config.cli.max_connections);
     let http_limits = config.http_limits(max_connections);
+    // SageMaker and Vertex AI take the HTTP port's input and connection limits.
+    let endpoint = EndpointOptions {
+        max_input_size: config.http_max_input_size(),
+        limits: http_limits,
+    };
     Ok(FrontendOptions {
         http: nereid_http::HttpOptions {
             max_input_size: config.http_max_input_size(),
@@ -222,7 +242,25 @@ fn frontends(config: &Config, span_sink: Option<Arc<OtlpSink>>) -> anyhow::Resul
         })),
         metrics_interval: config.metrics_interval(),
         cpu_metrics: config.cli.allow_cpu_metrics,
+        sagemaker: SagemakerOptions {
+            endpoint,
+            default_model: env("SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"),
+            ping: Health::from_mode(&env("SAGEMAKER_TRITON_PING_MODE").unwrap_or_default()),
+        },
+        vertex_ai: VertexAiOptions {
+            endpoint,
+            predict_route: env("AIP_PREDICT_ROUTE"),
+            health_route: env("AIP_HEALTH_ROUTE"),
+            default_model: config.cli.vertex_ai_default_model.clone(),
+            metrics: None,
+        },
     })
+}
+
+/// An environment variable the SageMaker and Vertex AI endpoints read, as tritonserver
+/// reads them (an unset or non-UTF-8 variable is absent).
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 async fn run(config: Config, log_control: Arc<LogControl>) -> anyhow::Result<()> {

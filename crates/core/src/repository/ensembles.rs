@@ -197,7 +197,7 @@ impl ModelRepository {
         let on_disk = self.scan().await?;
         let walk = Walk {
             dirs: on_disk.clone(),
-            roots: self.options.roots.clone(),
+            roots: self.roots(),
             namespacing: self.namespacing(),
             config_name: self.options.settings.flags.model_config_name.clone(),
         };

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::loader::{load_model, LoadSettings, VersionOutcomes};
-use super::namespace::list_model_ids;
 use super::overrides::{check_files, write_model_dir, LoadRequest};
 use super::record::{unload_set, ModelRecord, ModelState, Origin, VersionRecord, UNLOADED};
 use super::registry::BackendRegistry;
@@ -80,6 +79,8 @@ pub struct ModelRepository {
     pub(super) admin: tokio::sync::Mutex<()>,
     // Every filesystem access goes through here, off the request threads.
     storage: Storage,
+    // Repositories registered while the server runs (the SageMaker endpoint's archives).
+    pub(super) registered: super::registered::Registered,
 }
 
 impl ModelRepository {
@@ -91,6 +92,7 @@ impl ModelRepository {
             table: RwLock::new(BTreeMap::new()),
             admin: tokio::sync::Mutex::new(()),
             storage: Storage::default(),
+            registered: Default::default(),
         }
     }
 
@@ -378,8 +380,9 @@ impl ModelRepository {
     /// Every model directory across the repositories.
     pub(super) async fn scan(&self) -> Result<ModelDirs> {
         let (roots, namespacing) = (self.options.roots.clone(), self.namespacing());
+        let registered = self.registered.snapshot();
         self.read_off_thread("repository", "listing the model repositories", move || {
-            list_model_ids(&roots, namespacing)
+            registered.list(&roots, namespacing)
         })
         .await?
     }
@@ -462,6 +465,10 @@ impl ModelRepository {
                 }) => (Some(config), dir),
                 over => (over.map(|o| o.config), self.model_dir(name).await?),
             };
+            let override_config = match override_config {
+                None => self.mapped_config(name, &dir).await,
+                given => given,
+            };
             let ensemble = match &override_config {
                 Some(config) => is_ensemble(config).then(|| config.clone()),
                 // A configuration that cannot be read is reported by the ordinary load.
@@ -490,8 +497,7 @@ impl ModelRepository {
             .ok_or_else(|| {
                 Error::internal(format!(
                     "failed to load '{name}', failed to poll from model repository: no model directory named '{name}' in {}",
-                    self.options
-                        .roots
+                    self.roots()
                         .iter()
                         .map(|r| r.display().to_string())
                         .collect::<Vec<_>>()

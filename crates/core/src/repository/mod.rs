@@ -15,6 +15,7 @@ mod md5;
 mod namespace;
 mod overrides;
 mod record;
+mod registered;
 mod registry;
 mod scan;
 mod storage;

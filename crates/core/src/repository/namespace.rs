@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use super::manager::{ModelRepository, Override};
 use super::record::ModelRecord;
-use super::scan::{list_models, ModelDirs};
+use super::scan::ModelDirs;
 use crate::error::{Error, Result};
 
 /// Between a namespace and a name in a model identifier (Triton's spelling).
@@ -24,21 +24,6 @@ const SEPARATOR: &str = "::";
 /// The identifier of model `name` of repository `root` with namespacing.
 pub(super) fn qualified(root: &Path, name: &str) -> String {
     format!("{}{SEPARATOR}{name}", root.display())
-}
-
-/// Every model directory across `roots`, keyed by table key: the name, or with
-/// `namespacing` the identifier (a name in two repositories is then two models).
-pub(super) fn list_model_ids(roots: &[PathBuf], namespacing: bool) -> Result<ModelDirs> {
-    if !namespacing {
-        return list_models(roots);
-    }
-    let mut all = ModelDirs::new();
-    for root in roots {
-        for (name, dir) in list_models(std::slice::from_ref(root))? {
-            all.insert(qualified(root, &name), dir);
-        }
-    }
-    Ok(all)
 }
 
 /// `(namespace, name)` of identifier `id` when `namespacing` is on and `id` is
@@ -99,12 +84,12 @@ impl ModelRepository {
 
     /// The model name of table key `id` (the key itself without namespacing).
     pub(super) fn model_name<'a>(&self, id: &'a str) -> &'a str {
-        split_id(&self.options.roots, self.namespacing(), id).map_or(id, |(_, name)| name)
+        split_id(&self.roots(), self.namespacing(), id).map_or(id, |(_, name)| name)
     }
 
     /// The namespace of table key `id`, when namespacing is on.
     pub(super) fn namespace_of<'a>(&self, id: &'a str) -> Option<&'a str> {
-        split_id(&self.options.roots, self.namespacing(), id).map(|(namespace, _)| namespace)
+        split_id(&self.roots(), self.namespacing(), id).map(|(namespace, _)| namespace)
     }
 
     /// The table key a request for `name` means, in `table` (read by the caller): the
@@ -119,7 +104,7 @@ impl ModelRepository {
             return Ok(Cow::Borrowed(name));
         }
         let (mut live, mut unloaded) = (Vec::new(), Vec::new());
-        for root in &self.options.roots {
+        for root in &self.roots() {
             let id = qualified(root, name);
             match table.get(&id) {
                 Some(record) if record.was_unloaded() => unloaded.push(id),
@@ -157,13 +142,7 @@ impl ModelRepository {
         step: &str,
     ) -> String {
         let known = |id: &str| on_disk.get(id).is_some_and(|d| d.is_ok()) || table.contains_key(id);
-        step_key(
-            &self.options.roots,
-            self.namespacing(),
-            known,
-            ensemble,
-            step,
-        )
+        step_key(&self.roots(), self.namespacing(), known, ensemble, step)
     }
 
     /// A user's load of `name` (the caller does not hold the admin lock): every namespace

@@ -35,20 +35,24 @@ pub fn list_models(roots: &[PathBuf]) -> Result<ModelDirs> {
             if !path.is_dir() || name.starts_with('.') {
                 continue;
             }
-            let duplicate = models.contains_key(name);
-            if duplicate {
-                models.insert(
-                    name.to_string(),
-                    Err(Error::invalid_arg(format!(
-                        "model '{name}' appears in multiple model repositories"
-                    ))),
-                );
-            } else {
-                models.insert(name.to_string(), Ok(path));
-            }
+            let name = name.to_string();
+            insert_model(&mut models, &name, Ok(path));
         }
     }
     Ok(models)
+}
+
+/// Adds model `name` found at `dir` to `models`; a name already there becomes an error
+/// for that name, as in Triton.
+pub(super) fn insert_model(models: &mut ModelDirs, name: &str, dir: Result<PathBuf>) {
+    let entry = if models.contains_key(name) {
+        Err(Error::invalid_arg(format!(
+            "model '{name}' appears in multiple model repositories"
+        )))
+    } else {
+        dir
+    };
+    models.insert(name.to_string(), entry);
 }
 
 /// The numeric version subdirectories of a model directory (others are ignored).

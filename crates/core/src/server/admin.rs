@@ -4,6 +4,8 @@
 //! `TRITONSERVER_Message`s, and gRPC uses the typed calls beside them; keeping the JSON
 //! here means the two JSON edges cannot drift apart.
 
+use std::path::Path;
+
 use serde_json::{json, Value};
 
 use super::{Server, TensorMetadata};
@@ -74,6 +76,25 @@ impl Server {
     /// nothing else needs.
     pub async fn unload_model(&self, name: &str, unload_dependents: bool) -> Result<()> {
         self.repository.unload(name, unload_dependents).await
+    }
+
+    /// Adds a model repository while the server runs, its directories named by `mapping`
+    /// (directory name → model name) where given; explicit model control only. Triton's
+    /// SageMaker endpoint registers each model archive it loads this way.
+    pub async fn register_model_repository(
+        &self,
+        repository: &Path,
+        mapping: &[(String, String)],
+    ) -> Result<()> {
+        self.repository
+            .register_repository(repository, mapping)
+            .await
+    }
+
+    /// Removes a repository [`Self::register_model_repository`] added; its loaded models
+    /// stay loaded.
+    pub fn unregister_model_repository(&self, repository: &Path) -> Result<()> {
+        self.repository.unregister_repository(repository)
     }
 }
 

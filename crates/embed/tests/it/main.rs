@@ -10,6 +10,8 @@ use nereid_embed::{serve, FrontendOptions, Listeners, Nereid, Options};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+mod endpoints;
+
 const CONFIG: &str = r#"backend: "identity" max_batch_size: 0
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 2 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2 ] } ]"#;
@@ -67,6 +69,7 @@ async fn serves_http_until_the_shutdown_future_resolves() {
         http: Some(http_listener),
         grpc: Some(bind().await),
         metrics: Some(metrics_listener),
+        ..Listeners::default()
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let client = async {

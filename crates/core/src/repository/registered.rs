@@ -1,0 +1,195 @@
+//! Model repositories registered while the server runs (Triton's
+//! `TRITONSERVER_ServerRegisterModelRepository`, which its SageMaker endpoint uses to add
+//! each model archive it loads). A registered repository is searched like a
+//! `--model-repository` one, after them; a mapping names one of its model directories
+//! differently, so that the directory of a SageMaker archive becomes the model SageMaker
+//! asked for, whatever the directory and its configuration call it. Only in explicit
+//! model control, with Triton's messages.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use parking_lot::RwLock;
+
+use super::manager::{ControlMode, ModelRepository};
+use super::namespace::qualified;
+use super::scan::{insert_model, list_models, read_config, ModelDirs};
+use crate::config::ModelConfig;
+use crate::error::{Error, ErrorKind, Result};
+
+/// The repositories registered so far and their mappings. Read on every scan (a clone
+/// is taken under the lock); written only by registration.
+#[derive(Default)]
+pub(super) struct Registered(RwLock<Registrations>);
+
+/// One state of [`Registered`].
+#[derive(Debug, Clone, Default)]
+pub(super) struct Registrations {
+    /// In order of registration.
+    repositories: Vec<PathBuf>,
+    /// Model name → (its repository, its directory's name there).
+    mappings: BTreeMap<String, (PathBuf, String)>,
+}
+
+impl Registered {
+    /// The state now.
+    pub(super) fn snapshot(&self) -> Registrations {
+        self.0.read().clone()
+    }
+}
+
+impl Registrations {
+    /// The `--model-repository` roots followed by the registered repositories.
+    pub(super) fn roots(&self, startup: &[PathBuf]) -> Vec<PathBuf> {
+        startup.iter().chain(&self.repositories).cloned().collect()
+    }
+
+    /// The name the directory `subdir` of repository `root` goes by.
+    fn name_of<'a>(&'a self, root: &Path, subdir: &'a str) -> &'a str {
+        self.mappings
+            .iter()
+            .find(|(_, (repository, dir))| repository == root && dir == subdir)
+            .map_or(subdir, |(name, _)| name.as_str())
+    }
+
+    /// Every model directory across `startup` and the registered repositories, keyed as
+    /// the model table is (with `namespacing`, `<repository>::<name>`), mapped
+    /// directories under their mapped names. Blocking.
+    pub(super) fn list(&self, startup: &[PathBuf], namespacing: bool) -> Result<ModelDirs> {
+        let mut all = ModelDirs::new();
+        for root in self.roots(startup) {
+            for (subdir, dir) in list_models(std::slice::from_ref(&root))? {
+                let name = self.name_of(&root, &subdir);
+                if namespacing {
+                    all.insert(qualified(&root, name), dir);
+                } else {
+                    insert_model(&mut all, name, dir);
+                }
+            }
+        }
+        Ok(all)
+    }
+
+    /// Whether `name` is a mapped name.
+    fn is_mapped(&self, name: &str) -> bool {
+        self.mappings.contains_key(name)
+    }
+}
+
+impl ModelRepository {
+    /// The repositories searched now: `--model-repository` ones, then registered ones.
+    pub(super) fn roots(&self) -> Vec<PathBuf> {
+        self.registered.snapshot().roots(&self.options.roots)
+    }
+
+    /// Registers `repository`, its directories mapped by `mapping` (directory name →
+    /// model name). Fails outside explicit model control, for a path that is not a
+    /// directory, for a repository already known, and for a model name already mapped
+    /// (the last two as `AlreadyExists`, which SageMaker answers 409).
+    pub async fn register_repository(
+        &self,
+        repository: &Path,
+        mapping: &[(String, String)],
+    ) -> Result<()> {
+        let shown = repository.display().to_string();
+        let mut names: BTreeMap<&str, &str> = BTreeMap::new();
+        for (dir, name) in mapping {
+            if names.insert(name, dir).is_some() {
+                return Err(Error::invalid_arg(format!(
+                    "failed to register '{shown}', there is a conflicting mapping for '{name}'"
+                )));
+            }
+        }
+        if self.control_mode() != ControlMode::Explicit {
+            return Err(Error::unsupported(
+                "repository registration is not allowed if model control mode is not EXPLICIT",
+            ));
+        }
+        let path = repository.to_path_buf();
+        let is_dir = self
+            .read_off_thread("repository", "reading a model repository", move || {
+                path.is_dir()
+            })
+            .await?;
+        if !is_dir {
+            return Err(Error::invalid_arg(format!(
+                "failed to register '{shown}', repository not found"
+            )));
+        }
+        let mut state = self.registered.0.write();
+        let known = self.options.roots.iter().chain(&state.repositories);
+        if known.into_iter().any(|r| r == repository) {
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!("model repository '{shown}' has already been registered"),
+            ));
+        }
+        if let Some(name) = names.keys().find(|n| state.mappings.contains_key(**n)) {
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!("failed to register '{name}', there is a conflicting mapping for '{name}'"),
+            ));
+        }
+        state.repositories.push(repository.to_path_buf());
+        for (name, dir) in names {
+            state.mappings.insert(
+                name.to_string(),
+                (repository.to_path_buf(), dir.to_string()),
+            );
+        }
+        drop(state);
+        tracing::info!("Model repository registered: {shown}");
+        Ok(())
+    }
+
+    /// Unregisters a repository registered with [`Self::register_repository`] and its
+    /// mappings; its models stay loaded until unloaded. The `--model-repository` ones
+    /// cannot be unregistered (Triton allows it).
+    pub fn unregister_repository(&self, repository: &Path) -> Result<()> {
+        if self.control_mode() != ControlMode::Explicit {
+            return Err(Error::unsupported(
+                "repository unregistration is not allowed if model control mode is not EXPLICIT",
+            ));
+        }
+        let mut state = self.registered.0.write();
+        let before = state.repositories.len();
+        state.repositories.retain(|r| r != repository);
+        if state.repositories.len() == before {
+            return Err(Error::invalid_arg(format!(
+                "failed to unregister '{}', repository not found",
+                repository.display()
+            )));
+        }
+        state.mappings.retain(|_, (r, _)| r != repository);
+        drop(state);
+        tracing::info!("Model repository unregistered: {}", repository.display());
+        Ok(())
+    }
+
+    /// For a model loaded under a mapped name, its configuration named after the mapping
+    /// (Triton renames it, where a model's directory otherwise fixes its name); `None`
+    /// for any other model, or when the configuration cannot be read (the load then
+    /// reports it).
+    pub(super) async fn mapped_config(&self, name: &str, dir: &Path) -> Option<ModelConfig> {
+        let model = self.model_name(name).to_string();
+        if !self.registered.snapshot().is_mapped(&model) {
+            return None;
+        }
+        let dir = dir.to_path_buf();
+        let config_name = self.options.settings.flags.model_config_name.clone();
+        let read = self
+            .read_off_thread(
+                &super::manager::model_key(name),
+                &format!("reading the configuration of model '{name}'"),
+                move || read_config(&dir, config_name.as_deref()),
+            )
+            .await;
+        let mut config = read.ok()?.ok()??;
+        config.name = model;
+        Some(config)
+    }
+}
+
+#[cfg(test)]
+#[path = "registered_tests.rs"]
+mod tests;

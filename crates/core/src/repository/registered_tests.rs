@@ -1,0 +1,197 @@
+//! Registering repositories at run time: Triton's refusals and messages, a mapped
+//! directory loading under its mapped name (its configuration renamed), an ensemble
+//! archive loading its composing model from the same repository, two archives with the
+//! same directory name side by side, and unregistering.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::*;
+use crate::error::ErrorKind;
+use crate::repository::LoadRequest;
+use crate::testing::{self, TestBackend};
+
+const CONFIG: &str = r#"name: "add_sub" backend: "identity" max_batch_size: 4
+    input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ -1 ] } ]
+    output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ -1 ] } ]"#;
+
+const ENSEMBLE: &str = r#"name: "pipeline" platform: "ensemble" max_batch_size: 4
+    input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] } ]
+    output [ { name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] } ]
+    ensemble_scheduling { step [ { model_name: "add_sub" model_version: -1
+      input_map { key: "INPUT0" value: "IN" } output_map { key: "OUTPUT0" value: "OUT" } } ] }"#;
+
+fn repository(root: &Path, control_mode: ControlMode) -> Arc<ModelRepository> {
+    let options = testing::repository_options(root, control_mode, &[]);
+    Arc::new(ModelRepository::new(
+        options,
+        TestBackend::identity().registry(),
+    ))
+}
+
+/// A model archive holding `add_sub` (and the ensemble over it when `ensemble`).
+fn archive(ensemble: bool) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    testing::write_model(dir.path(), "add_sub", CONFIG, &[1]);
+    if ensemble {
+        testing::write_model(dir.path(), "pipeline", ENSEMBLE, &[1]);
+    }
+    dir
+}
+
+fn mapping(dir: &str, name: &str) -> Vec<(String, String)> {
+    vec![(dir.to_string(), name.to_string())]
+}
+
+async fn index_names(repo: &ModelRepository, ready_only: bool) -> Vec<String> {
+    let index = repo.index(ready_only).await.expect("readable");
+    index.into_iter().map(|e| e.name).collect()
+}
+
+/// The kind and message of a registration `repo` refuses.
+async fn refusal(
+    repo: &ModelRepository,
+    path: &Path,
+    mapping: &[(String, String)],
+) -> (ErrorKind, String) {
+    match repo.register_repository(path, mapping).await {
+        Ok(()) => panic!("{} registered", path.display()),
+        Err(e) => (e.kind(), e.message().to_string()),
+    }
+}
+
+#[tokio::test]
+async fn registration_is_refused_as_triton_refuses_it() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let (a, b) = (archive(false), archive(false));
+    let (shown_a, shown_root) = (a.path().display(), root.path().display());
+    let polled = repository(root.path(), ControlMode::None);
+    assert_eq!(
+        refusal(&polled, a.path(), &mapping("add_sub", "h1")).await,
+        (
+            ErrorKind::Unsupported,
+            "repository registration is not allowed if model control mode is not EXPLICIT".into()
+        )
+    );
+    let repo = repository(root.path(), ControlMode::Explicit);
+    let missing = root.path().join("missing");
+    assert_eq!(
+        refusal(&repo, &missing, &[]).await,
+        (
+            ErrorKind::InvalidArg,
+            format!(
+                "failed to register '{}', repository not found",
+                missing.display()
+            )
+        )
+    );
+    assert_eq!(
+        refusal(&repo, root.path(), &[]).await,
+        (
+            ErrorKind::AlreadyExists,
+            format!("model repository '{shown_root}' has already been registered")
+        )
+    );
+    let twice = [mapping("add_sub", "h"), mapping("other", "h")].concat();
+    assert_eq!(
+        refusal(&repo, a.path(), &twice).await,
+        (
+            ErrorKind::InvalidArg,
+            format!("failed to register '{shown_a}', there is a conflicting mapping for 'h'")
+        )
+    );
+    repo.register_repository(a.path(), &mapping("add_sub", "h1"))
+        .await
+        .expect("registered");
+    assert_eq!(
+        refusal(&repo, a.path(), &mapping("add_sub", "h2")).await,
+        (
+            ErrorKind::AlreadyExists,
+            format!("model repository '{shown_a}' has already been registered")
+        )
+    );
+    assert_eq!(
+        refusal(&repo, b.path(), &mapping("add_sub", "h1")).await,
+        (
+            ErrorKind::AlreadyExists,
+            "failed to register 'h1', there is a conflicting mapping for 'h1'".into()
+        )
+    );
+    let e = repo
+        .unregister_repository(root.path())
+        .expect_err("a startup root");
+    assert_eq!(
+        e.message(),
+        format!("failed to unregister '{shown_root}', repository not found")
+    );
+}
+
+#[tokio::test]
+async fn mapped_directories_load_under_their_mapped_names() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let repo = repository(root.path(), ControlMode::Explicit);
+    let (a, b) = (archive(false), archive(false));
+    for (dir, name) in [(&a, "h1"), (&b, "h2")] {
+        repo.register_repository(dir.path(), &mapping("add_sub", name))
+            .await
+            .expect("registered");
+        repo.load(name, LoadRequest::default())
+            .await
+            .expect("loads");
+    }
+    for name in ["h1", "h2"] {
+        let model = repo.get(name, Some(1)).expect("ready");
+        assert_eq!(model.spec().name, name, "named after the mapping");
+    }
+    assert_eq!(index_names(&repo, true).await, vec!["h1", "h2"]);
+    repo.unload("h1", true).await.expect("unloads");
+    repo.unregister_repository(a.path()).expect("unregistered");
+    assert_eq!(index_names(&repo, false).await, vec!["h1", "h2"]);
+    assert!(repo.get("h1", None).is_err());
+    let e = repo
+        .load("h1", LoadRequest::default())
+        .await
+        .expect_err("gone");
+    assert!(
+        e.message().starts_with("failed to load 'h1'"),
+        "{}",
+        e.message()
+    );
+    // The repository can be registered again, as SageMaker does to reload an archive.
+    repo.register_repository(a.path(), &mapping("add_sub", "h1"))
+        .await
+        .expect("registered again");
+    repo.load("h1", LoadRequest::default())
+        .await
+        .expect("loads again");
+}
+
+#[tokio::test]
+async fn an_ensemble_archive_loads_its_composing_model_from_the_archive() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let repo = repository(root.path(), ControlMode::Explicit);
+    let a = archive(true);
+    repo.register_repository(a.path(), &mapping("pipeline", "ens"))
+        .await
+        .expect("registered");
+    repo.load("ens", LoadRequest::default())
+        .await
+        .expect("loads");
+    assert_eq!(index_names(&repo, true).await, vec!["add_sub", "ens"]);
+    let model = repo.get("ens", None).expect("ready");
+    let request = testing::request(
+        "ens",
+        "r",
+        vec![testing::int32_input("IN", &[1, 2], &[4, 2])],
+    );
+    let response = model
+        .submit(request, std::time::Instant::now())
+        .await
+        .expect("runs");
+    assert_eq!(testing::int32s(&response.outputs[0].data), vec![4, 2]);
+    repo.unload("ens", true).await.expect("unloads");
+    assert!(
+        index_names(&repo, true).await.is_empty(),
+        "dependents unloaded too"
+    );
+}
