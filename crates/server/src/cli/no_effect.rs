@@ -10,68 +10,62 @@ use super::{Config, RateLimitMode};
 /// One line per flag given that has no effect, or less effect than in tritonserver.
 pub fn notes(config: &Config) -> Vec<String> {
     let cli = &config.cli;
-    let mut notes = Vec::new();
-    let mut note = |given: bool, flag: &str, why: &str| {
-        if given {
-            notes.push(format!("--{flag} has no effect: {why}"));
-        }
-    };
     let no_gpu = "this server runs no model on a GPU";
-    note(
-        cli.pinned_memory_pool_byte_size.is_some(),
-        "pinned-memory-pool-byte-size",
-        "there is no pinned host memory pool (tensors are not copied to GPUs)",
-    );
-    note(
-        !cli.cuda_memory_pool_byte_size.is_empty(),
-        "cuda-memory-pool-byte-size",
-        no_gpu,
-    );
-    note(
-        !cli.cuda_virtual_address_size.is_empty(),
-        "cuda-virtual-address-size",
-        "implicit state is kept in host memory",
-    );
-    note(
-        cli.min_supported_compute_capability.is_some(),
-        "min-supported-compute-capability",
-        no_gpu,
-    );
-    note(
-        cli.enable_peer_access.is_some(),
-        "enable-peer-access",
-        no_gpu,
-    );
-    note(
-        cli.allow_gpu_metrics == Some(true),
-        "allow-gpu-metrics",
-        "there is no GPU metric source in this build",
-    );
-    note(
-        !cli.model_load_gpu_limit.is_empty(),
-        "model-load-gpu-limit",
-        no_gpu,
-    );
-    note(
-        cli.buffer_manager_thread_count.is_some(),
-        "buffer-manager-thread-count",
-        "tensors are read in place from the request or shared memory, never copied by a buffer manager",
-    );
-    note(
-        cli.grpc_infer_allocation_pool_size.is_some(),
-        "grpc-infer-allocation-pool-size",
-        "gRPC request and response state is not pooled",
-    );
-    note(
-        cli.grpc_max_response_pool_size.is_some(),
-        "grpc-max-response-pool-size",
-        "gRPC responses are not pooled",
-    );
-    note(
-        !cli.host_policy.is_empty(),
-        "host-policy",
-        "host policies (numa-node, cpu-cores) apply to GPU instances, and no instance runs on a GPU",
-    );
+    // (given, flag, why) for each flag that changes nothing here.
+    let without_effect = [
+        (
+            cli.pinned_memory_pool_byte_size.is_some(),
+            "pinned-memory-pool-byte-size",
+            "there is no pinned host memory pool (tensors are not copied to GPUs)",
+        ),
+        (
+            !cli.cuda_memory_pool_byte_size.is_empty(),
+            "cuda-memory-pool-byte-size",
+            no_gpu,
+        ),
+        (
+            !cli.cuda_virtual_address_size.is_empty(),
+            "cuda-virtual-address-size",
+            "implicit state is kept in host memory",
+        ),
+        (
+            cli.min_supported_compute_capability.is_some(),
+            "min-supported-compute-capability",
+            no_gpu,
+        ),
+        (cli.enable_peer_access.is_some(), "enable-peer-access", no_gpu),
+        (
+            cli.allow_gpu_metrics == Some(true),
+            "allow-gpu-metrics",
+            "there is no GPU metric source in this build",
+        ),
+        (!cli.model_load_gpu_limit.is_empty(), "model-load-gpu-limit", no_gpu),
+        (
+            cli.buffer_manager_thread_count.is_some(),
+            "buffer-manager-thread-count",
+            "tensors are read in place from the request or shared memory, never copied by a buffer manager",
+        ),
+        (
+            cli.grpc_infer_allocation_pool_size.is_some(),
+            "grpc-infer-allocation-pool-size",
+            "gRPC request and response state is not pooled",
+        ),
+        (
+            cli.grpc_max_response_pool_size.is_some(),
+            "grpc-max-response-pool-size",
+            "gRPC responses are not pooled",
+        ),
+        (
+            !cli.host_policy.is_empty(),
+            "host-policy",
+            "host policies (numa-node, cpu-cores) apply to GPU instances, and no instance runs on a GPU",
+        ),
+    ];
+    let mut notes: Vec<String> = without_effect
+        .iter()
+        .filter(|(given, _, _)| *given)
+        .map(|(_, flag, why)| format!("--{flag} has no effect: {why}"))
+        .collect();
     if cli.rate_limit == RateLimitMode::ExecutionCount || !cli.rate_limit_resource.is_empty() {
         notes.push(
             "--rate-limit / --rate-limit-resource are checked but the rate limiter is not implemented yet: instances run as soon as they are free, as with --rate-limit=off".to_string(),

@@ -107,7 +107,7 @@ impl Config {
         };
         let defaults = nereid_grpc::Http2Policy::default();
         let count = |value: i32, default: u32| u32::try_from(value).unwrap_or(default);
-        let positive_ms = |value: Option<i32>| value.filter(|ms| *ms > 0).map(|ms| millis(ms));
+        let positive_ms = |value: Option<i32>| value.filter(|ms| *ms > 0).map(millis);
         Ok(nereid_grpc::GrpcOptions {
             compression_level: match cli.grpc_infer_response_compression_level {
                 GrpcCompressionLevel::None => CompressionLevel::None,
