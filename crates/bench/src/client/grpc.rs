@@ -454,9 +454,9 @@ impl StreamConn {
 mod tests {
     use bytes::Bytes;
 
-    use crate::client::ShmPlacement;
     use super::*;
     use crate::client::InputTensor;
+    use crate::client::ShmPlacement;
     use crate::data::DataType;
 
     fn request(shm: Option<ShmPlacement>) -> InferRequest {
