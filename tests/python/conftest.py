@@ -22,7 +22,8 @@ repository root. Each server is started as
 
 and the bound ports are read from its log lines, which are Triton's:
 `Started GRPCInferenceService at HOST:PORT`, `Started HTTPService at HOST:PORT`,
-`Started Metrics Service at HOST:PORT`.
+`Started Metrics Service at HOST:PORT` (and `Started Sagemaker HTTPService at ...`,
+`Started Vertex AI HTTPService at ...` when those endpoints are on).
 
 Fixtures
 --------
@@ -69,14 +70,19 @@ TEST_TIMEOUT_S = 60
 # Triton's startup lines, e.g. `Started HTTPService at 127.0.0.1:8000`
 # (Triton prints them inside a quoted log message; match anywhere in the line).
 _STARTED = re.compile(
-    r"Started (GRPCInferenceService|HTTPService|Metrics Service) at "
+    r"Started (GRPCInferenceService|HTTPService|Metrics Service|Sagemaker HTTPService|"
+    r"Vertex AI HTTPService) at "
     r"(\[[0-9a-fA-F:.]+\]|[0-9.]+|[A-Za-z0-9.-]+):(\d+)"
 )
 _SERVICE_KEYS = {
     "GRPCInferenceService": "grpc",
     "HTTPService": "http",
     "Metrics Service": "metrics",
+    "Sagemaker HTTPService": "sagemaker",
+    "Vertex AI HTTPService": "vertex_ai",
 }
+# The listeners a server is waited for unless told otherwise (`expect=`).
+THREE_LISTENERS = frozenset({"grpc", "http", "metrics"})
 
 
 def nereid_bin():
@@ -104,7 +110,7 @@ class Response:
 class Server:
     """One running nereid process and the addresses it reported."""
 
-    def __init__(self, repo, args, env=None):
+    def __init__(self, repo, args, env=None, expect=THREE_LISTENERS):
         binary = nereid_bin()
         if not os.path.exists(binary):
             pytest.fail(
@@ -114,7 +120,8 @@ class Server:
         self.repo = repo
         self.argv = [binary] + list(args)
         self.lines = []  # every log line, stdout and stderr interleaved
-        self.bound = {}  # "http" | "grpc" | "metrics" -> (host, port)
+        self.bound = {}  # "http" | "grpc" | "metrics" | "sagemaker" | "vertex_ai" -> (host, port)
+        self.expect = frozenset(expect)  # the listeners wait_started waits for
         self._all_bound = threading.Event()
         self._lock = threading.Lock()  # guards lines/bound against the reader thread
         # stdout is folded into the same pipe: the startup lines go to stderr, but
@@ -139,18 +146,18 @@ class Server:
                 if m:
                     host = m.group(2).strip("[]")
                     self.bound[_SERVICE_KEYS[m.group(1)]] = (host, int(m.group(3)))
-                    if len(self.bound) == 3:
+                    if self.expect <= self.bound.keys():
                         self._all_bound.set()
         self._all_bound.set()  # EOF: wake the waiter, which then sees the exit
 
     def wait_started(self, timeout=STARTUP_TIMEOUT_S):
         self._all_bound.wait(timeout)
         with self._lock:
-            complete = len(self.bound) == 3
+            complete = self.expect <= self.bound.keys()
         if not complete:
             self.kill()
             pytest.fail(
-                f"nereid did not report its three listeners within {timeout}s "
+                f"nereid did not report its listeners {sorted(self.expect)} within {timeout}s "
                 f"(exit code {self.proc.poll()}); argv: {self.argv}\n{self.log(last=200)}"
             )
         return self
@@ -278,17 +285,18 @@ def grpc_client(server):
 
 @pytest.fixture
 def start_server():
-    """start_server(repo, *extra_args, wait=True, raw_args=None, env=None) -> Server.
+    """start_server(repo, *extra_args, wait=True, raw_args=None, env=None, expect=...) -> Server.
 
     With raw_args the argument list is used as given (CLI tests); otherwise
     base_args(repo, extra_args). wait=False returns before the listeners are up.
-    env: variables added to the server's environment.
+    env: variables added to the server's environment. expect: the listeners to wait
+    for (default gRPC, HTTP and metrics; e.g. {"sagemaker"} for SageMaker alone).
     """
     started = []
 
-    def start(repo, *extra, wait=True, raw_args=None, env=None):
+    def start(repo, *extra, wait=True, raw_args=None, env=None, expect=THREE_LISTENERS):
         args = raw_args if raw_args is not None else base_args(repo, extra)
-        srv = Server(repo, args, env=env)
+        srv = Server(repo, args, env=env, expect=expect)
         started.append(srv)
         return srv.wait_started() if wait else srv
 
@@ -371,6 +379,14 @@ def add_sub_inputs(client_module, a, b, binary=True):
             inp.set_data_from_numpy(value)
         inputs.append(inp)
     return inputs
+
+
+def add_sub_body(a, b, binary=True):
+    """An add_sub request as tritonclient's HTTP client would send it, for raw HTTP:
+    (body bytes, length of its JSON part or None when it is all JSON)."""
+    inputs = add_sub_inputs(httpclient, a, b, binary=binary)
+    outputs = [httpclient.InferRequestedOutput(n, binary_data=binary) for n in ("OUTPUT0", "OUTPUT1")]
+    return httpclient.InferenceServerClient.generate_request_body(inputs, outputs=outputs)
 
 
 def expect_error(fn, *args, **kwargs):

@@ -160,10 +160,39 @@ impl ModelRepository {
                 repository.display()
             )));
         }
+        let mapped: Vec<String> = state
+            .mappings
+            .iter()
+            .filter(|(_, (r, _))| r == repository)
+            .map(|(name, _)| name.clone())
+            .collect();
         state.mappings.retain(|_, (r, _)| r != repository);
         drop(state);
+        self.forget_unloaded(repository, &mapped);
         tracing::info!("Model repository unregistered: {}", repository.display());
         Ok(())
+    }
+
+    /// Drops the records of the repository's models that no longer run, as Triton
+    /// forgets a repository once unregistered (its index no longer lists them, and they
+    /// no longer count against strict readiness): with namespacing every model of its
+    /// namespace, otherwise its mapped names and the models loaded from its directories
+    /// (an ensemble's composing models). Models still loaded keep running and stay.
+    fn forget_unloaded(&self, repository: &Path, mapped: &[String]) {
+        let namespace = qualified(repository, "");
+        let namespacing = self.namespacing();
+        self.table.write().retain(|id, record| {
+            let ours = if namespacing {
+                id.starts_with(&namespace)
+            } else {
+                mapped.iter().any(|name| name == id)
+                    || record
+                        .signature
+                        .iter()
+                        .any(|(path, _, _)| path.starts_with(repository))
+            };
+            !ours || record.versions.values().any(|v| v.model.is_some())
+        });
     }
 
     /// For a model loaded under a mapped name, its configuration named after the mapping

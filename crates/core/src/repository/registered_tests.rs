@@ -22,7 +22,16 @@ const ENSEMBLE: &str = r#"name: "pipeline" platform: "ensemble" max_batch_size: 
       input_map { key: "INPUT0" value: "IN" } output_map { key: "OUTPUT0" value: "OUT" } } ] }"#;
 
 fn repository(root: &Path, control_mode: ControlMode) -> Arc<ModelRepository> {
-    let options = testing::repository_options(root, control_mode, &[]);
+    repository_with(root, control_mode, false)
+}
+
+fn repository_with(
+    root: &Path,
+    control_mode: ControlMode,
+    namespacing: bool,
+) -> Arc<ModelRepository> {
+    let mut options = testing::repository_options(root, control_mode, &[]);
+    options.settings.flags.namespacing = namespacing;
     Arc::new(ModelRepository::new(
         options,
         TestBackend::identity().registry(),
@@ -128,8 +137,16 @@ async fn registration_is_refused_as_triton_refuses_it() {
 
 #[tokio::test]
 async fn mapped_directories_load_under_their_mapped_names() {
+    for namespacing in [false, true] {
+        mapped_directories_load(namespacing).await;
+    }
+}
+
+/// Two archives with the same directory, under two names; one unloaded and unregistered
+/// (and forgotten), then registered and loaded again.
+async fn mapped_directories_load(namespacing: bool) {
     let root = tempfile::tempdir().expect("temp dir");
-    let repo = repository(root.path(), ControlMode::Explicit);
+    let repo = repository_with(root.path(), ControlMode::Explicit, namespacing);
     let (a, b) = (archive(false), archive(false));
     for (dir, name) in [(&a, "h1"), (&b, "h2")] {
         repo.register_repository(dir.path(), &mapping("add_sub", name))
@@ -146,7 +163,7 @@ async fn mapped_directories_load_under_their_mapped_names() {
     assert_eq!(index_names(&repo, true).await, vec!["h1", "h2"]);
     repo.unload("h1", true).await.expect("unloads");
     repo.unregister_repository(a.path()).expect("unregistered");
-    assert_eq!(index_names(&repo, false).await, vec!["h1", "h2"]);
+    assert_eq!(index_names(&repo, false).await, vec!["h2"]);
     assert!(repo.get("h1", None).is_err());
     let e = repo
         .load("h1", LoadRequest::default())
@@ -194,4 +211,14 @@ async fn an_ensemble_archive_loads_its_composing_model_from_the_archive() {
         index_names(&repo, true).await.is_empty(),
         "dependents unloaded too"
     );
+    assert!(
+        !repo.all_ready(),
+        "unloaded models count against strict readiness"
+    );
+    repo.unregister_repository(a.path()).expect("unregistered");
+    assert!(
+        index_names(&repo, false).await.is_empty(),
+        "an unregistered repository's unloaded models are forgotten"
+    );
+    assert!(repo.all_ready());
 }
