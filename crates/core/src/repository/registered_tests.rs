@@ -52,6 +52,16 @@ fn mapping(dir: &str, name: &str) -> Vec<(String, String)> {
     vec![(dir.to_string(), name.to_string())]
 }
 
+/// Registers `dir`, its `subdir` mapped to `name`, and loads `name`.
+async fn register_and_load(repo: &Arc<ModelRepository>, dir: &Path, subdir: &str, name: &str) {
+    repo.register_repository(dir, &mapping(subdir, name))
+        .await
+        .expect("registered");
+    repo.load(name, LoadRequest::default())
+        .await
+        .expect("loads");
+}
+
 async fn index_names(repo: &ModelRepository, ready_only: bool) -> Vec<String> {
     let index = repo.index(ready_only).await.expect("readable");
     index.into_iter().map(|e| e.name).collect()
@@ -149,12 +159,7 @@ async fn mapped_directories_load(namespacing: bool) {
     let repo = repository_with(root.path(), ControlMode::Explicit, namespacing);
     let (a, b) = (archive(false), archive(false));
     for (dir, name) in [(&a, "h1"), (&b, "h2")] {
-        repo.register_repository(dir.path(), &mapping("add_sub", name))
-            .await
-            .expect("registered");
-        repo.load(name, LoadRequest::default())
-            .await
-            .expect("loads");
+        register_and_load(&repo, dir.path(), "add_sub", name).await;
     }
     for name in ["h1", "h2"] {
         let model = repo.get(name, Some(1)).expect("ready");
@@ -165,22 +170,11 @@ async fn mapped_directories_load(namespacing: bool) {
     repo.unregister_repository(a.path()).expect("unregistered");
     assert_eq!(index_names(&repo, false).await, vec!["h2"]);
     assert!(repo.get("h1", None).is_err());
-    let e = repo
-        .load("h1", LoadRequest::default())
-        .await
-        .expect_err("gone");
-    assert!(
-        e.message().starts_with("failed to load 'h1'"),
-        "{}",
-        e.message()
-    );
+    let gone = repo.load("h1", LoadRequest::default()).await;
+    let message = gone.expect_err("gone").message().to_string();
+    assert!(message.starts_with("failed to load 'h1'"), "{message}");
     // The repository can be registered again, as SageMaker does to reload an archive.
-    repo.register_repository(a.path(), &mapping("add_sub", "h1"))
-        .await
-        .expect("registered again");
-    repo.load("h1", LoadRequest::default())
-        .await
-        .expect("loads again");
+    register_and_load(&repo, a.path(), "add_sub", "h1").await;
 }
 
 #[tokio::test]
@@ -188,12 +182,7 @@ async fn an_ensemble_archive_loads_its_composing_model_from_the_archive() {
     let root = tempfile::tempdir().expect("temp dir");
     let repo = repository(root.path(), ControlMode::Explicit);
     let a = archive(true);
-    repo.register_repository(a.path(), &mapping("pipeline", "ens"))
-        .await
-        .expect("registered");
-    repo.load("ens", LoadRequest::default())
-        .await
-        .expect("loads");
+    register_and_load(&repo, a.path(), "pipeline", "ens").await;
     assert_eq!(index_names(&repo, true).await, vec!["add_sub", "ens"]);
     let model = repo.get("ens", None).expect("ready");
     let request = testing::request(

@@ -47,7 +47,6 @@ async fn sagemaker_and_vertex_ai_serve_until_shutdown() {
         vertex_ai: vertex_routes(),
         ..FrontendOptions::default()
     };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let client = async {
         assert_eq!(http(sagemaker_address, "GET", "/ping", "").await.0, 200);
         let (status, body) = http(sagemaker_address, "POST", "/invocations", JSON).await;
@@ -72,20 +71,32 @@ async fn sagemaker_and_vertex_ai_serve_until_shutdown() {
             "{metrics}"
         );
         assert!(metrics.contains("nv_cpu_utilization"), "{metrics}");
+    };
+    serve_while(&nereid, listeners, frontends, client).await;
+    let closed = [sagemaker_address, vertex_address].map(TcpStream::connect);
+    for connect in closed {
+        assert!(connect.await.is_err(), "the listeners are closed");
+    }
+    nereid.shutdown().await;
+}
+
+/// Serves `listeners` while `client` runs, then shuts the serving down.
+async fn serve_while(
+    nereid: &Nereid,
+    listeners: Listeners,
+    frontends: FrontendOptions,
+    client: impl std::future::Future<Output = ()>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let client = async {
+        client.await;
         let _ = stop.send(());
     };
     let shutdown = async {
         let _ = stopped.await;
     };
-    let (served, ()) = tokio::join!(serve(&nereid, listeners, frontends, shutdown), client);
+    let (served, ()) = tokio::join!(serve(nereid, listeners, frontends, shutdown), client);
     served.expect("serves");
-    for address in [sagemaker_address, vertex_address] {
-        assert!(
-            TcpStream::connect(address).await.is_err(),
-            "{address} closed"
-        );
-    }
-    nereid.shutdown().await;
 }
 
 #[tokio::test]

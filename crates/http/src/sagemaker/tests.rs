@@ -49,6 +49,16 @@ fn json_of(body: &[u8]) -> Value {
     serde_json::from_slice(body).expect("a JSON body")
 }
 
+/// The status and error message of a failed load of `body`.
+async fn load_error(router: &Router, body: impl Into<axum::body::Body>) -> (StatusCode, String) {
+    let (status, _, answer) = send(router, "POST", "/models", &[], body).await;
+    let message = json_of(&answer)["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    (status, message)
+}
+
 #[tokio::test]
 async fn ping_answers_readiness_or_liveness() {
     let (_repo, router) = single(SagemakerOptions::default()).await;
@@ -209,18 +219,20 @@ async fn the_multi_model_endpoint_loads_lists_invokes_and_unloads() {
         "Request for unknown model: 'nosuch' is not found"
     );
 
-    let (status, _, body) = send(&router, "POST", "/models", &[], load.clone()).await;
-    assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(
-        json_of(&body)["error"],
-        format!("model repository '{url}' has already been registered")
+        load_error(&router, load.clone()).await,
+        (
+            StatusCode::CONFLICT,
+            format!("model repository '{url}' has already been registered")
+        )
     );
     let missing = json!({"model_name": "h2", "url": "/nonexistent"}).to_string();
-    let (status, _, body) = send(&router, "POST", "/models", &[], missing).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(
-        json_of(&body)["error"],
-        "failed to register '/nonexistent', repository not found"
+        load_error(&router, missing).await,
+        (
+            StatusCode::BAD_REQUEST,
+            "failed to register '/nonexistent', repository not found".to_string()
+        )
     );
 
     let (status, _, body) = send(&router, "DELETE", "/models/h1", &[], "").await;
@@ -273,15 +285,18 @@ async fn a_target_model_header_names_the_model_and_the_list_shows_it_empty() {
 async fn loads_need_explicit_model_control_and_a_model_name() {
     let (_root, archive, router) = multi_model(ControlMode::None).await;
     let load = json!({"model_name": "h", "url": archive.path()}).to_string();
-    let (status, _, body) = send(&router, "POST", "/models", &[], load).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(
-        json_of(&body)["error"],
-        "repository registration is not allowed if model control mode is not EXPLICIT"
+        load_error(&router, load).await,
+        (
+            StatusCode::BAD_REQUEST,
+            "repository registration is not allowed if model control mode is not EXPLICIT"
+                .to_string()
+        )
     );
-    let (status, _, body) = send(&router, "POST", "/models", &[], "{}").await;
+    let (status, message) = load_error(&router, "{}").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(json_of(&body)["error"]
-        .as_str()
-        .is_some_and(|e| e.starts_with("the request names no model")));
+    assert!(
+        message.starts_with("the request names no model"),
+        "{message}"
+    );
 }
