@@ -62,9 +62,13 @@ async fn register_and_load(repo: &Arc<ModelRepository>, dir: &Path, subdir: &str
         .expect("loads");
 }
 
+/// The model names the index lists, sorted (with namespacing the index is in the order
+/// of the repositories' paths, here random).
 async fn index_names(repo: &ModelRepository, ready_only: bool) -> Vec<String> {
     let index = repo.index(ready_only).await.expect("readable");
-    index.into_iter().map(|e| e.name).collect()
+    let mut names: Vec<String> = index.into_iter().map(|e| e.name).collect();
+    names.sort();
+    names
 }
 
 /// The kind and message of a registration `repo` refuses.
