@@ -24,6 +24,9 @@ pub const PING: u8 = 0x6;
 pub const GOAWAY: u8 = 0x7;
 /// The ACK flag of a PING frame.
 pub const ACK: u8 = 0x1;
+/// The first five header bytes of a PING ACK as (value, mask): length 8, type PING, the
+/// ACK flag (other flags are ignored, as RFC 9113 says).
+const PING_ACK_START: [(u8, u8); 5] = [(0, 0xff), (0, 0xff), (8, 0xff), (PING, 0xff), (ACK, ACK)];
 /// HTTP/2 error code ENHANCE_YOUR_CALM, which gRPC's GOAWAY for too many pings carries.
 pub const ENHANCE_YOUR_CALM: u32 = 0xb;
 
@@ -199,11 +202,23 @@ impl Scanner {
     }
 
     /// The bytes of an unfinished frame that could still turn out to be a PING
-    /// acknowledgement: a partial header, or a partial PING ACK (header and payload so
-    /// far). 0 otherwise. The reader holds these back until the frame is whole.
+    /// acknowledgement: a partial header whose bytes so far fit one, or a partial PING
+    /// ACK (header and payload so far). 0 otherwise. The reader holds these back until
+    /// the frame is whole.
     pub fn undecided(&self) -> usize {
         match self.state {
-            State::Header { len, .. } => usize::from(len),
+            State::Header { bytes, len } => {
+                let seen = usize::from(len);
+                let fits = bytes[..seen.min(5)]
+                    .iter()
+                    .zip(PING_ACK_START)
+                    .all(|(byte, (want, mask))| byte & mask == want);
+                if fits {
+                    seen
+                } else {
+                    0
+                }
+            }
             State::Ping { ack: true, len, .. } => HEADER_LEN + usize::from(len),
             _ => 0,
         }
@@ -379,6 +394,19 @@ mod tests {
         let mut scanner = Scanner::server();
         feed(&mut scanner, &header(100, DATA, 0, 1));
         assert_eq!(scanner.undecided(), 0, "inside a payload");
+        let mut scanner = Scanner::server();
+        feed(&mut scanner, &header(8, DATA, 0, 1)[..4]);
+        assert_eq!(
+            scanner.undecided(),
+            0,
+            "a partial header that is not a PING's"
+        );
+        let mut scanner = Scanner::server();
+        feed(&mut scanner, &ping_frame(false, [0; 8])[..6]);
+        assert_eq!(scanner.undecided(), 0, "a PING without the ACK flag");
+        let mut scanner = Scanner::server();
+        feed(&mut scanner, &[0, 0]);
+        assert_eq!(scanner.undecided(), 2, "two zero bytes may start anything");
     }
 
     #[test]
