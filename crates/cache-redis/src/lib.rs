@@ -69,6 +69,12 @@ impl ErrorLog {
 }
 
 impl RedisStore {
+    /// [`Self::from_config`] as a shared store, the shape the wiring crate's store
+    /// choice takes (`nereid_embed::caches::CacheKinds::redis`).
+    pub fn open(config: &CacheConfig) -> Result<Arc<dyn CacheStore>> {
+        Ok(Arc::new(Self::from_config(config)?))
+    }
+
     /// The cache `--cache-config redis,...` asks for (credentials may also come from the
     /// environment, as in Triton).
     pub fn from_config(config: &CacheConfig) -> Result<Self> {

@@ -6,7 +6,8 @@
 //! - [`loaded`]: one servable model version (validation, cache, scheduler or ensemble).
 //! - [`ensemble`]: ensembles, steps on other models run as a data-flow graph.
 //! - [`scheduler`]: how requests reach instance worker threads, as [`scheduler::Job`]s.
-//! - [`cache`]: the response cache (local and Redis).
+//! - [`cache`]: the response cache (the local store here; the traits Redis and plugin
+//!   stores implement and are loaded through).
 //! - [`model`]: the typed spec of a loaded version, built once from its configuration.
 //! - [`stats`]: statistics, and the record that counts each request's outcome once.
 //! - [`validate`] and [`batch`]: request checks; gathering and scattering tensors.

@@ -10,6 +10,10 @@ use nereid_core::{Error, Result};
 
 use crate::Options;
 
+/// tritonserver's `--backend-directory` default, where backend libraries the registry has
+/// no native implementation for are looked up (`<directory>/<name>/libtriton_<name>.so`).
+pub const DEFAULT_BACKEND_DIRECTORY: &str = "/opt/tritonserver/backends";
+
 /// `onnxruntime,default-max-batch-size` when not given (Triton's ONNX Runtime backend
 /// default for auto-completed configurations).
 const DEFAULT_MAX_BATCH_SIZE: i32 = 4;

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use crate::Options;
 
 /// A running server: models loaded, ready for in-process calls through
-/// [`Nereid::server`] and for [`crate::serve`]. Dropping it without
+/// [`Nereid::server`] and for `nereid_serve::serve`. Dropping it without
 /// [`Nereid::shutdown`] stops polling but leaves the models to the process's end.
 pub struct Nereid {
     server: Arc<Server>,
@@ -27,7 +27,7 @@ pub struct Nereid {
     exit_timeout: Duration,
     /// The poll-mode task; owned here so shutdown (or drop) ends it.
     poll: Option<JoinHandle<()>>,
-    /// Set by [`crate::serve`] when in-flight requests outlived the exit timeout: the
+    /// Set by `nereid_serve::serve` when in-flight requests outlived the exit timeout: the
     /// process is giving up on them, so shutdown does not wait again for the models.
     abandoned: AtomicBool,
 }
@@ -113,20 +113,21 @@ impl Nereid {
         self.exit_timeout
     }
 
-    /// Time since [`Nereid::start`] began.
-    pub(crate) fn uptime(&self) -> Duration {
+    /// Time since [`Nereid::start`] began (the start-up time `nereid-serve` logs).
+    pub fn uptime(&self) -> Duration {
         self.started.elapsed()
     }
 
-    /// Records that in-flight requests outlived the exit timeout (see the field).
-    pub(crate) fn abandon(&self) {
+    /// Records that in-flight requests outlived the exit timeout (see the field);
+    /// `nereid-serve` calls it when its drain gives up.
+    pub fn abandon(&self) {
         self.abandoned.store(true, Ordering::Relaxed);
     }
 
     /// Stops the server: readiness turns false, polling ends, and the models stop
     /// (their queues drain and instance threads are joined) within the exit timeout. A
     /// model still stuck past it is left behind with a warning, so an exit is never
-    /// held up. Call after [`crate::serve`] returned, if serving.
+    /// held up. Call after `nereid_serve::serve` returned, if serving.
     pub async fn shutdown(mut self) {
         self.server.begin_shutdown();
         if let Some(poll) = self.poll.take() {

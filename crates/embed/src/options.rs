@@ -1,6 +1,6 @@
 //! [`Options`]: everything [`crate::Nereid::start`] needs, typed. The binary fills it from
 //! tritonserver's flags; an embedding program (or `TRITONSERVER_ServerOptions`) fills it
-//! directly. Network settings are not here: they belong to [`crate::serve`].
+//! directly. Network settings are not here: they belong to `nereid_serve::serve`.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,4 +1,5 @@
-//! `nereid`: a Triton-compatible inference server. A thin `main` over `nereid-embed`:
+//! `nereid`: a Triton-compatible inference server. A thin `main` over `nereid-embed`
+//! (start-up) and `nereid-serve` (the ports):
 //! parses the command line into its options, starts the server, binds the ports and
 //! serves them until SIGINT or SIGTERM, then shuts down gracefully.
 
@@ -16,11 +17,13 @@ use clap::Parser;
 use nereid_core::cache::CacheStore;
 use nereid_core::log_settings::LogControl;
 use nereid_core::trace::SpanSink;
-use nereid_embed::{FrontendOptions, Listeners, Nereid, Options};
+use nereid_embed::caches::CacheKinds;
+use nereid_embed::{Nereid, Options};
 use nereid_http::sagemaker::SagemakerOptions;
 use nereid_http::vertex_ai::VertexAiOptions;
 use nereid_http::{EndpointOptions, Health};
 use nereid_otel::OtlpSink;
+use nereid_serve::{FrontendOptions, Listeners};
 use tokio::net::TcpListener;
 use tritonserver::backend::{HostedBackends, HostedSettings};
 
@@ -104,7 +107,12 @@ fn cache_store(config: &Config) -> anyhow::Result<Option<Arc<dyn CacheStore>>> {
         .cache_directory
         .as_deref()
         .map(std::path::Path::new);
-    let store = tritonserver::cache::open_store(&cache, directory).map_err(|e| {
+    // Redis is built in here; the C ABI finds it as a library, as Triton does.
+    let kinds = CacheKinds {
+        redis: Some(nereid_cache_redis::RedisStore::open),
+        libraries: Some(Arc::new(tritonserver::cache::CacheLibraries)),
+    };
+    let store = nereid_embed::caches::open_store(&cache, directory, &kinds).map_err(|e| {
         anyhow::anyhow!(
             "creating server: {} - {}",
             e.kind().triton_name(),
@@ -143,7 +151,7 @@ fn options(
         id: cli.id.clone(),
         backend_config,
         backend_loader: Some(hosted.clone()),
-        on_server: vec![hosted.server_hook()],
+        on_server: vec![tritonserver::inprocess::start::server_hook(&hosted)],
         cache,
         repository_poll_secs: Some(u64::try_from(cli.repository_poll_secs).unwrap_or(0)),
         exit_timeout: config.exit_timeout(),
@@ -287,7 +295,7 @@ async fn run(config: Config, log_control: Arc<LogControl>) -> anyhow::Result<()>
         }
     };
     let listeners = listeners(&config).await?;
-    nereid_embed::serve(&nereid, listeners, frontends, signal).await?;
+    nereid_serve::serve(&nereid, listeners, frontends, signal).await?;
     nereid.shutdown().await;
     Ok(())
 }

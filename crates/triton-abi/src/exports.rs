@@ -229,7 +229,7 @@ pub fn exported_functions() -> Vec<*const ()> {
         inprocess::server::TRITONSERVER_ServerModelMetadata as *const (),
         inprocess::server::TRITONSERVER_ServerModelStatistics as *const (),
         inprocess::server::TRITONSERVER_ServerModelTransactionProperties as *const (),
-        inprocess::server::TRITONSERVER_ServerNew as *const (),
+        inprocess::start::TRITONSERVER_ServerNew as *const (),
         inprocess::server::TRITONSERVER_ServerPollModelRepository as *const (),
         inprocess::server::TRITONSERVER_ServerRegisterModelRepository as *const (),
         inprocess::server::TRITONSERVER_ServerSetExitTimeout as *const (),

@@ -1,5 +1,5 @@
 //! A TRITONCACHE plugin (tests/plugins/memory_cache.c, compiled here with `cc`) behind
-//! `open_store` and `ResponseCache`: hits and misses, full-key comparison over the
+//! `nereid_embed::caches::open_store` and `ResponseCache`: hits and misses, full-key comparison over the
 //! plugin's hash key, failing plugins served uncached, and load-time errors.
 
 use std::path::{Path, PathBuf};
@@ -8,17 +8,18 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use nereid_core::cache::key::{CacheKey, KeyInput};
-use nereid_core::cache::{CacheConfig, CachedOutputs, Outcome, ResponseCache};
+use nereid_core::cache::{CacheConfig, CacheStore, CachedOutputs, Outcome, ResponseCache};
 use nereid_core::request::OutputTensor;
 use nereid_core::{DataType, ErrorKind};
-use tritonserver::cache::open_store;
+use nereid_embed::caches::library_path;
+use tritonserver::cache::CacheLibraries;
 
 /// Compiles the test plugin as `<dir>/<name>/libtritoncache_<name>.so`.
 fn build_plugin(dir: &Path, name: &str, defines: &[&str]) -> PathBuf {
     // The executable must keep (and export) the functions the plugin calls.
     std::hint::black_box(tritonserver::exported_functions());
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plugins/memory_cache.c");
-    let out = tritonserver::cache::library_path(dir, name);
+    let out = library_path(dir, name);
     std::fs::create_dir_all(out.parent().expect("has a parent")).expect("plugin dir");
     let status = Command::new("cc")
         .args(["-shared", "-fPIC", "-O1", "-o"])
@@ -29,6 +30,18 @@ fn build_plugin(dir: &Path, name: &str, defines: &[&str]) -> PathBuf {
         .expect("a C compiler (`cc`) is needed to build the test plugin");
     assert!(status.success(), "compiling {}", source.display());
     out
+}
+
+/// The store `config` means, with this crate's library loader (as the binary asks).
+fn open_store(
+    config: &CacheConfig,
+    directory: Option<&Path>,
+) -> nereid_core::Result<Arc<dyn CacheStore>> {
+    let kinds = nereid_embed::caches::CacheKinds {
+        redis: None,
+        libraries: Some(Arc::new(CacheLibraries)),
+    };
+    nereid_embed::caches::open_store(config, directory, &kinds)
 }
 
 fn config(name: &str, settings: &[(&str, &str)]) -> CacheConfig {
@@ -171,7 +184,7 @@ fn missing_library_and_missing_entry_point_are_clear_errors() {
     );
     assert!(message.contains(&path.display().to_string()), "{message}");
 
-    let broken = tritonserver::cache::library_path(dir.path(), "broken");
+    let broken = library_path(dir.path(), "broken");
     std::fs::create_dir_all(broken.parent().expect("parent")).expect("dir");
     std::fs::write(&broken, b"not a library").expect("write");
     let error = open_store(&config("broken", &[]), Some(dir.path()))

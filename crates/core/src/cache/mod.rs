@@ -2,8 +2,9 @@
 //! model. One cache per server (`--cache-config`), used by the models whose config says
 //! `response_cache { enable: true }`.
 //!
-//! - [`store`]: the trait every store implements; [`local`] is the in-process LRU cache
-//!   with a byte budget; Redis and TRITONCACHE libraries live in their own crates.
+//! - [`store`]: the trait every store implements, and the loader trait for stores in
+//!   shared libraries; [`local`] is the in-process LRU cache with a byte budget; Redis
+//!   and TRITONCACHE libraries live in their own crates.
 //! - [`key`]: what makes two requests identical (model, version, every input's name,
 //!   datatype, shape and bytes), compared in full.
 //! - [`flight`]: identical concurrent misses execute once.
@@ -33,7 +34,7 @@ pub use config::CacheConfig;
 use flight::{Flights, Role};
 use key::CacheKey;
 use stats::CacheSnapshot;
-pub use store::CacheStore;
+pub use store::{CacheLoader, CacheStore};
 
 /// Every output of one successful execution, shared between the cache and responses.
 pub type CachedOutputs = Arc<Vec<OutputTensor>>;

@@ -5,8 +5,12 @@
 //! concurrent misses — holds over each of them: the last two live in
 //! [`super::ResponseCache`], the first in each store.
 
+use std::path::Path;
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 
+use super::config::CacheConfig;
 use super::key::CacheKey;
 use super::stats::CacheSnapshot;
 use super::CachedOutputs;
@@ -37,4 +41,14 @@ pub trait CacheStore: Send + Sync {
 
     /// What the store is, for the start-up log line ("local, 1048576 bytes").
     fn describe(&self) -> String;
+}
+
+/// Opens the response-cache stores that live in shared libraries (Triton's TRITONCACHE
+/// plugins). The crate that can load them implements it; the wiring crate, which decides
+/// which store a `--cache-config` means, calls it without depending on that crate (as
+/// [`crate::backend::BackendLoader`] does for backend libraries).
+pub trait CacheLoader: Send + Sync {
+    /// The store kept by the library at `path`, initialized with `config`; an error names
+    /// the library and fails start-up.
+    fn load(&self, path: &Path, config: &CacheConfig) -> Result<Arc<dyn CacheStore>>;
 }

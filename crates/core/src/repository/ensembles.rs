@@ -2,7 +2,7 @@
 //! (refusing circular dependencies between ensembles), then the ensemble, checked against
 //! them; the errors are Triton's. This extends the manager (it calls the manager's
 //! loading and recording); the unload rules are in [`super::record`]. With namespacing,
-//! each step's model is resolved to a table key first ([`super::namespace`]), and the
+//! each step's model is resolved to a table key first (`ids.rs`), and the
 //! ensemble's plan runs on those keys.
 
 use std::collections::BTreeMap;
@@ -12,9 +12,9 @@ use std::sync::Arc;
 use nereid_proto::inference::model_config::SchedulingChoice;
 
 use super::agents::run_load_agents;
+use super::ids::step_key;
 use super::loader::load_ensemble;
 use super::manager::ModelRepository;
-use super::namespace::step_key;
 use super::record::Origin;
 use super::scan::{read_config, ModelDirs};
 use crate::classification::Labels;

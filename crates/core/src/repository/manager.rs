@@ -4,20 +4,18 @@
 //! in-flight requests finish on the version they started with.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use super::loader::{load_model, LoadSettings, VersionOutcomes};
-use super::overrides::{check_files, write_model_dir, LoadRequest};
-use super::record::{unload_set, ModelRecord, ModelState, Origin, VersionRecord, UNLOADED};
+use super::loader::{LoadSettings, VersionOutcomes};
+use super::record::{ModelRecord, ModelState};
+use super::registrations::Registered;
 use super::registry::BackendRegistry;
 use super::scan::{read_config, signature, ModelDirs, Signature};
 use super::storage::{Storage, StorageLimits};
-use crate::config::{config_from_json, is_ensemble, ModelConfig};
+use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
 
@@ -36,8 +34,8 @@ pub enum ControlMode {
 /// directory the model loads from.
 #[derive(Clone)]
 pub(super) struct Override {
-    config: ModelConfig,
-    dir: Option<PathBuf>,
+    pub(super) config: ModelConfig,
+    pub(super) dir: Option<PathBuf>,
 }
 
 /// How the repository behaves.
@@ -71,7 +69,7 @@ pub struct IndexEntry {
 /// The model table plus the operations of the repository extension.
 pub struct ModelRepository {
     pub(super) options: RepositoryOptions,
-    backends: BackendRegistry,
+    pub(super) backends: BackendRegistry,
     // Read on every request; written when a load or unload completes. Never held across
     // an await or a load.
     pub(super) table: RwLock<BTreeMap<String, ModelRecord>>,
@@ -80,7 +78,7 @@ pub struct ModelRepository {
     // Every filesystem access goes through here, off the request threads.
     storage: Storage,
     // Repositories registered while the server runs (the SageMaker endpoint's archives).
-    pub(super) registered: super::registered::Registered,
+    pub(super) registered: Registered,
 }
 
 impl ModelRepository {
@@ -166,183 +164,6 @@ impl ModelRepository {
             .all(|r| r.error.is_none() && r.versions.values().all(|v| v.state == ModelState::Ready))
     }
 
-    /// The repository index: every model directory, with its versions' states.
-    pub async fn index(&self, ready_only: bool) -> Result<Vec<IndexEntry>> {
-        let on_disk = self.scan().await?;
-        let table = self.table.read();
-        let mut names: Vec<&String> = on_disk.keys().chain(table.keys()).collect();
-        names.sort();
-        names.dedup();
-        let mut entries = Vec::new();
-        for id in names {
-            let name = &self.model_name(id).to_string();
-            let Some(record) = table.get(id) else {
-                if !ready_only {
-                    entries.push(IndexEntry {
-                        name: name.clone(),
-                        version: None,
-                        state: None,
-                        reason: String::new(),
-                    });
-                }
-                continue;
-            };
-            if let Some(error) = &record.error {
-                if !ready_only {
-                    entries.push(IndexEntry {
-                        name: name.clone(),
-                        version: None,
-                        state: Some(ModelState::Unavailable),
-                        reason: error.clone(),
-                    });
-                }
-            }
-            for (&version, v) in &record.versions {
-                if ready_only && v.state != ModelState::Ready {
-                    continue;
-                }
-                entries.push(IndexEntry {
-                    name: name.clone(),
-                    version: Some(version),
-                    state: Some(v.state),
-                    reason: v.reason.clone(),
-                });
-            }
-        }
-        Ok(entries)
-    }
-
-    /// The repository extension's load: (re)loads `name`, optionally with a JSON config
-    /// override and override files (see [`LoadRequest`]). Only in explicit mode, as in
-    /// Triton. A request that fails before the model's backend is reached answers
-    /// Triton's "failed to load '<name>', failed to poll from model repository" followed
-    /// by the reason.
-    pub async fn load(self: &Arc<Self>, name: &str, request: LoadRequest) -> Result<()> {
-        self.require_explicit()?;
-        let failed = |e: Error| {
-            Error::new(
-                e.kind(),
-                format!(
-                    "failed to load '{name}', failed to poll from model repository: {}",
-                    e.message()
-                ),
-            )
-        };
-        let files = if request.files.is_empty() {
-            None
-        } else {
-            Some(check_files(&request).map_err(failed)?)
-        };
-        let config = request
-            .config
-            .as_deref()
-            .map(config_from_json)
-            .transpose()
-            .map_err(failed)?;
-        let Some(files) = files else {
-            return self
-                .load_named(name, config.map(|config| Override { config, dir: None }))
-                .await;
-        };
-        let written = tokio::task::spawn_blocking(move || write_model_dir(&files))
-            .await
-            .map_err(|e| Error::internal(format!("writing the override files failed: {e}")))
-            .and_then(|written| written)
-            .map_err(failed)?;
-        let config = config.ok_or_else(|| Error::internal("checked above: config is set"))?;
-        let dir = Some(written.path().to_path_buf());
-        // The directory is removed once the load has read what it needs from it.
-        let loaded = self.load_named(name, Some(Override { config, dir })).await;
-        drop(written);
-        loaded
-    }
-
-    /// The repository extension's unload. Only in explicit mode, as in Triton. Ensembles
-    /// that use the model are unloaded with it (they cannot run without it); with
-    /// `unload_dependents`, an ensemble's composing models go too unless they were loaded
-    /// explicitly or another loaded ensemble still uses them.
-    pub async fn unload(self: &Arc<Self>, name: &str, unload_dependents: bool) -> Result<()> {
-        self.require_explicit()?;
-        let _admin = self.admin.lock().await;
-        let removed = {
-            let mut table = self.table.write();
-            // As in Triton, unloading a model that is not loaded succeeds.
-            let ids = self.ids_named(table.keys(), name);
-            let mut names = std::collections::BTreeSet::new();
-            for id in &ids {
-                names.extend(unload_set(&table, id, unload_dependents));
-            }
-            let mut removed = Vec::new();
-            for n in &names {
-                let Some(record) = table.get_mut(n) else {
-                    continue;
-                };
-                for v in record.versions.values_mut() {
-                    if let Some(model) = v.model.take() {
-                        removed.push(model);
-                    }
-                    v.state = ModelState::Unavailable;
-                    v.reason = UNLOADED.into();
-                }
-            }
-            for n in &names {
-                tracing::info!(model = %n, "successfully unloaded");
-            }
-            removed
-        };
-        stop_in_background(removed);
-        Ok(())
-    }
-
-    /// Poll mode: loads new models, reloads changed ones, unloads removed ones.
-    pub async fn poll(self: &Arc<Self>) -> Result<()> {
-        let on_disk = self.scan().await?;
-        let known: Vec<String> = self.table.read().keys().cloned().collect();
-        for name in &known {
-            if !on_disk.contains_key(name) {
-                // Ensembles using a removed model go with it.
-                let removed: Vec<(String, ModelRecord)> = {
-                    let mut table = self.table.write();
-                    unload_set(&table, name, false)
-                        .into_iter()
-                        .filter_map(|n| table.remove(&n).map(|r| (n, r)))
-                        .collect()
-                };
-                for (name, record) in removed {
-                    stop_in_background(
-                        record
-                            .versions
-                            .into_values()
-                            .filter_map(|v| v.model)
-                            .collect(),
-                    );
-                    tracing::info!(model = %name, "removed from the repository: unloaded");
-                }
-            }
-        }
-        let mut changed_ids = Vec::new();
-        for (name, dir) in &on_disk {
-            let Ok(dir) = dir else { continue };
-            let now = match self.dir_signature(name, dir).await {
-                Ok(now) => now,
-                Err(e) => {
-                    tracing::error!(model = %name, error = %e, "cannot poll the model directory");
-                    continue;
-                }
-            };
-            let changed = self
-                .table
-                .read()
-                .get(name)
-                .is_none_or(|r| r.signature != now);
-            if changed {
-                changed_ids.push(name.clone());
-            }
-        }
-        let _admin = self.admin.lock().await;
-        self.load_many(changed_ids, on_disk).await.map(drop)
-    }
-
     /// Stops every model (server shutdown). Blocking.
     pub fn stop_all(&self) {
         let models: Vec<Arc<LoadedModel>> = std::mem::take(&mut *self.table.write())
@@ -354,7 +175,7 @@ impl ModelRepository {
         }
     }
 
-    fn require_explicit(&self) -> Result<()> {
+    pub(super) fn require_explicit(&self) -> Result<()> {
         if self.options.control_mode == ControlMode::Explicit {
             Ok(())
         } else {
@@ -396,7 +217,7 @@ impl ModelRepository {
     }
 
     /// The `config.pbtxt` of model `name`'s directory.
-    async fn config_of(&self, name: &str, dir: &Path) -> Result<Option<ModelConfig>> {
+    pub(super) async fn config_of(&self, name: &str, dir: &Path) -> Result<Option<ModelConfig>> {
         let dir = dir.to_path_buf();
         let what = format!("reading the configuration of model '{name}'");
         let config_name = self.options.settings.flags.model_config_name.clone();
@@ -430,65 +251,6 @@ impl ModelRepository {
             .await
     }
 
-    pub(super) async fn load_unlocked(
-        self: &Arc<Self>,
-        name: &str,
-        over: Option<Override>,
-    ) -> Result<()> {
-        let _admin = self.admin.lock().await;
-        self.load_locked(name, over).await
-    }
-
-    /// Loads `name` as asked by a user; the caller holds the admin lock.
-    pub(super) async fn load_locked(
-        self: &Arc<Self>,
-        name: &str,
-        over: Option<Override>,
-    ) -> Result<()> {
-        self.load_any(name, over, true).await
-    }
-
-    /// Loads `name`, an ensemble (with its composing models) or any other model;
-    /// `explicit` says whether a user asked for it rather than an ensemble needing it.
-    /// Boxed because loading an ensemble loads its composing models through here.
-    pub(super) fn load_any<'a>(
-        self: &'a Arc<Self>,
-        name: &'a str,
-        over: Option<Override>,
-        explicit: bool,
-    ) -> Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>> {
-        Box::pin(async move {
-            let (override_config, dir) = match over {
-                Some(Override {
-                    config,
-                    dir: Some(dir),
-                }) => (Some(config), dir),
-                over => (over.map(|o| o.config), self.model_dir(name).await?),
-            };
-            let override_config = match override_config {
-                None => self.mapped_config(name, &dir).await,
-                given => given,
-            };
-            let ensemble = match &override_config {
-                Some(config) => is_ensemble(config).then(|| config.clone()),
-                // A configuration that cannot be read is reported by the ordinary load.
-                None => self
-                    .config_of(name, &dir)
-                    .await
-                    .ok()
-                    .flatten()
-                    .filter(is_ensemble),
-            };
-            match ensemble {
-                Some(config) => self.load_ensemble(name, &dir, config, explicit).await,
-                None => {
-                    self.load_model_dir(name, dir, override_config, explicit)
-                        .await
-                }
-            }
-        })
-    }
-
     /// The directory of model `name`, or Triton's error for a model not in any repository.
     pub(super) async fn model_dir(&self, name: &str) -> Result<PathBuf> {
         self.scan()
@@ -505,144 +267,11 @@ impl ModelRepository {
                 ))
             })?
     }
-
-    /// Loads a model that is not an ensemble through its backend.
-    async fn load_model_dir(
-        self: &Arc<Self>,
-        name: &str,
-        dir: PathBuf,
-        override_config: Option<crate::config::ModelConfig>,
-        explicit: bool,
-    ) -> Result<()> {
-        let this = self.clone();
-        let name_owned = self.model_name(name).to_string();
-        let (signature, outcome) = match self
-            .load_off_thread(name, move || {
-                let outcome = load_model(
-                    &this.backends,
-                    &this.options.settings,
-                    &name_owned,
-                    &dir,
-                    override_config,
-                );
-                (signature(&dir), outcome)
-            })
-            .await
-        {
-            Ok(loaded) => loaded,
-            // The storage did not answer: the model keeps what it serves, and the next poll
-            // tries again (an empty signature never matches the directory's).
-            Err(e) => (Signature::default(), Err(e)),
-        };
-        let origin = Origin {
-            explicit,
-            composing: Vec::new(),
-        };
-        self.install(name, signature, origin, outcome)
-    }
-
-    /// Records a load's outcome in the table; the first failure becomes the call's error.
-    pub(super) fn install(
-        &self,
-        name: &str,
-        signature: Signature,
-        origin: Origin,
-        outcome: Result<VersionOutcomes>,
-    ) -> Result<()> {
-        let mut record = ModelRecord {
-            signature,
-            origin,
-            ..Default::default()
-        };
-        let mut first_error = None;
-        match outcome {
-            Ok(versions) => {
-                for (version, result) in versions {
-                    let v = match result {
-                        Ok(model) => VersionRecord {
-                            state: ModelState::Ready,
-                            reason: String::new(),
-                            model: Some(model),
-                        },
-                        Err(e) => {
-                            tracing::error!(model = %name, version, error = %e, "failed to load version");
-                            let reason = e.message().to_string();
-                            first_error.get_or_insert_with(|| {
-                                Error::invalid_arg(format!(
-                                    "load failed for model '{name}': version {version} is at UNAVAILABLE state: {reason};"
-                                ))
-                            });
-                            VersionRecord {
-                                state: ModelState::Unavailable,
-                                reason,
-                                model: None,
-                            }
-                        }
-                    };
-                    record.versions.insert(version, v);
-                }
-            }
-            Err(e) => {
-                record.error = Some(e.message().to_string());
-                first_error = Some(Error::internal(format!(
-                    "failed to load '{name}', failed to poll from model repository: {}",
-                    e.message()
-                )));
-            }
-        }
-        let retired = {
-            let mut table = self.table.write();
-            let retired = match table.remove(name) {
-                Some(previous) => keep_serving_where_reload_failed(name, previous, &mut record),
-                None => Vec::new(),
-            };
-            table.insert(name.to_string(), record);
-            retired
-        };
-        stop_in_background(retired);
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-}
-
-/// Triton's rule for a reload: a version that was serving keeps serving when its reload
-/// fails (or when the whole load failed before any version was tried); the failure is
-/// still answered to the caller and logged. Returns the previous models that `record`
-/// replaces, to be stopped.
-fn keep_serving_where_reload_failed(
-    name: &str,
-    previous: ModelRecord,
-    record: &mut ModelRecord,
-) -> Vec<Arc<LoadedModel>> {
-    let failed_before_versions = record.error.is_some();
-    let mut retired = Vec::new();
-    for (version, old) in previous.versions {
-        let Some(model) = old.model.clone() else {
-            continue;
-        };
-        let reload_failed = match record.versions.get(&version) {
-            Some(new) => new.model.is_none(),
-            None => failed_before_versions,
-        };
-        if reload_failed {
-            tracing::warn!(model = %name, version, "reload failed; the loaded version keeps serving");
-            record.versions.insert(version, old);
-        } else {
-            retired.push(model);
-        }
-    }
-    if failed_before_versions && !record.versions.is_empty() {
-        // The model is still served as it was; the load answer carried the error.
-        record.error = None;
-    }
-    retired
 }
 
 /// Stops replaced or unloaded models off the async runtime: their queued requests finish
 /// first (requests still holding an `Arc` keep the model alive until they are answered).
-fn stop_in_background(models: Vec<Arc<LoadedModel>>) {
+pub(super) fn stop_in_background(models: Vec<Arc<LoadedModel>>) {
     if models.is_empty() {
         return;
     }

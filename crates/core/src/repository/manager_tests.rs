@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use super::super::overrides::LoadRequest;
 use super::*;
 use crate::error::ErrorKind;
 use crate::testing::{self, TestBackend, MODEL_FILE};

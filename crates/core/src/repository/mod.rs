@@ -4,21 +4,33 @@
 //! dependents' rules into unload. tritonserver's repository flags ([`RepositoryFlags`])
 //! choose the configuration file, the load parallelism and retries, namespacing, and
 //! where repository agents live; the `checksum` agent runs before a model loads.
+//!
+//! `manager.rs` defines [`ModelRepository`] (the table, its reads and storage access);
+//! each operation on it is a file of its own above it — `index`, `load`, `unload`,
+//! `poll`, `batch` (start-up and poll loads in parallel), `ensembles`, `namespace`,
+//! `registered` — importing the manager and the plain helpers below it (`ids`,
+//! `registrations`, `record`, `scan`, `loader`, `storage`, `overrides`), never one another.
 
 mod agents;
 mod batch;
 mod ensembles;
 mod flags;
+mod ids;
+mod index;
+mod load;
 mod loader;
 mod manager;
 mod md5;
 mod namespace;
 mod overrides;
+mod poll;
 mod record;
 mod registered;
+mod registrations;
 mod registry;
 mod scan;
 mod storage;
+mod unload;
 mod version_policy;
 
 pub use agents::CHECKSUM_AGENT;

@@ -9,72 +9,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use parking_lot::RwLock;
-
-use super::manager::{ControlMode, ModelRepository};
-use super::namespace::qualified;
-use super::scan::{insert_model, list_models, read_config, ModelDirs};
+use super::ids::qualified;
+use super::manager::{model_key, ControlMode, ModelRepository};
+use super::scan::read_config;
 use crate::config::ModelConfig;
 use crate::error::{Error, ErrorKind, Result};
-
-/// The repositories registered so far and their mappings. Read on every scan (a clone
-/// is taken under the lock); written only by registration.
-#[derive(Default)]
-pub(super) struct Registered(RwLock<Registrations>);
-
-/// One state of [`Registered`].
-#[derive(Debug, Clone, Default)]
-pub(super) struct Registrations {
-    /// In order of registration.
-    repositories: Vec<PathBuf>,
-    /// Model name → (its repository, its directory's name there).
-    mappings: BTreeMap<String, (PathBuf, String)>,
-}
-
-impl Registered {
-    /// The state now.
-    pub(super) fn snapshot(&self) -> Registrations {
-        self.0.read().clone()
-    }
-}
-
-impl Registrations {
-    /// The `--model-repository` roots followed by the registered repositories.
-    pub(super) fn roots(&self, startup: &[PathBuf]) -> Vec<PathBuf> {
-        startup.iter().chain(&self.repositories).cloned().collect()
-    }
-
-    /// The name the directory `subdir` of repository `root` goes by.
-    fn name_of<'a>(&'a self, root: &Path, subdir: &'a str) -> &'a str {
-        self.mappings
-            .iter()
-            .find(|(_, (repository, dir))| repository == root && dir == subdir)
-            .map_or(subdir, |(name, _)| name.as_str())
-    }
-
-    /// Every model directory across `startup` and the registered repositories, keyed as
-    /// the model table is (with `namespacing`, `<repository>::<name>`), mapped
-    /// directories under their mapped names. Blocking.
-    pub(super) fn list(&self, startup: &[PathBuf], namespacing: bool) -> Result<ModelDirs> {
-        let mut all = ModelDirs::new();
-        for root in self.roots(startup) {
-            for (subdir, dir) in list_models(std::slice::from_ref(&root))? {
-                let name = self.name_of(&root, &subdir);
-                if namespacing {
-                    all.insert(qualified(&root, name), dir);
-                } else {
-                    insert_model(&mut all, name, dir);
-                }
-            }
-        }
-        Ok(all)
-    }
-
-    /// Whether `name` is a mapped name.
-    fn is_mapped(&self, name: &str) -> bool {
-        self.mappings.contains_key(name)
-    }
-}
 
 impl ModelRepository {
     /// The repositories searched now: `--model-repository` ones, then registered ones.
@@ -208,7 +147,7 @@ impl ModelRepository {
         let config_name = self.options.settings.flags.model_config_name.clone();
         let read = self
             .read_off_thread(
-                &super::manager::model_key(name),
+                &model_key(name),
                 &format!("reading the configuration of model '{name}'"),
                 move || read_config(&dir, config_name.as_deref()),
             )

@@ -288,7 +288,7 @@ pub struct Cli {
     /// Where Triton backend libraries are: a model whose backend is not built in is
     /// served by `<dir>/<backend>/libtriton_<backend>.so` (default
     /// /opt/tritonserver/backends).
-    #[arg(long, default_value = tritonserver::backend::DEFAULT_BACKEND_DIRECTORY, help_heading = "Backend")]
+    #[arg(long, default_value = nereid_embed::backends::DEFAULT_BACKEND_DIRECTORY, help_heading = "Backend")]
     pub backend_directory: PathBuf,
     /// `<backend>,<key>=<value>` (repeatable).
     #[arg(long, help_heading = "Backend")]

@@ -1,9 +1,10 @@
-//! `TRITONBACKEND_Backend`: one loaded backend library, initialized once and shared by
-//! every model that names it, with its configuration, artifacts directory, state and
-//! attributes; and [`HostedBackend`], the core backend that loads models through it.
+//! [`HostedBackend`]: one loaded backend library as a core backend, initialized once
+//! and shared by every model that names it; and the `TRITONBACKEND_Backend*` calls a
+//! library makes on its backend object (configuration, artifacts directory, state,
+//! attributes).
 
 use std::ffi::{c_char, c_void, CString};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -12,83 +13,29 @@ use nereid_core::config::ModelConfig;
 use nereid_core::model::ModelSpec;
 use nereid_core::{Error, Result};
 
-use super::library::BackendLibrary;
 use super::memory::TRITONBACKEND_MemoryManager;
-use super::model::{HostedModel, PendingModels};
-use super::{HostedSettings, ServerSlot, API_VERSION};
+use super::model::HostedModel;
+use super::objects::{
+    BackendHandle, BackendLibrary, PendingModels, ServerSlot, TRITONBACKEND_Backend,
+    TRITONBACKEND_BackendAttribute, ARTIFACT_FILESYSTEM,
+};
 use crate::error::{callee_result, invalid_arg, ErrorPtr};
 use crate::ffi::{self, put};
 use crate::inprocess::message::TRITONSERVER_Message;
 
-/// `TRITONBACKEND_ARTIFACT_FILESYSTEM`: artifacts are files in a local directory.
-pub const ARTIFACT_FILESYSTEM: u32 = 0;
+/// The TRITONBACKEND API version this server implements (`tritonbackend.h` 1.19).
+pub const API_VERSION: (u32, u32) = (1, 19);
 
-/// The object behind `TRITONBACKEND_Backend*`.
-pub struct TRITONBACKEND_Backend {
-    name: CString,
-    /// The backend's directory, where its library and artifacts are.
-    directory: CString,
-    /// `{"cmdline": {...}}`: the global and the backend's own `--backend-config`.
-    config: TRITONSERVER_Message,
-    state: AtomicPtr<c_void>,
-    execution_policy: AtomicU32,
-    memory_manager: TRITONBACKEND_MemoryManager,
-    pub(crate) library: BackendLibrary,
-    pub(crate) server: Arc<ServerSlot>,
-    /// Whether models may auto-complete their configuration.
-    pub(crate) auto_complete: bool,
-}
-
-impl TRITONBACKEND_Backend {
-    /// The name models use for this backend.
-    pub fn name(&self) -> &str {
-        self.name.to_str().unwrap_or_default()
-    }
-}
-
-/// What `TRITONBACKEND_GetBackendAttribute` fills in. Nereid records it; instance
-/// groups are normalized by the core before a backend is asked.
-#[derive(Debug, Default)]
-pub struct TRITONBACKEND_BackendAttribute {
-    preferred_groups: Vec<(u32, u64)>,
-    parallel_instance_loading: bool,
-}
-
-/// A backend library, initialized; finalized on drop (after its last model).
-pub struct BackendHandle {
-    backend: Box<TRITONBACKEND_Backend>,
-    /// Models initialized for auto-completion, waiting for their load.
-    pub(crate) pending: PendingModels,
-}
-
-// SAFETY: the backend object is only read after initialization (state and policy are
-// atomics); a backend library must accept calls from any thread, as under Triton.
-unsafe impl Send for BackendHandle {}
-// SAFETY: as for Send.
-unsafe impl Sync for BackendHandle {}
-
-impl BackendHandle {
-    /// The backend object's pointer, for the library's calls.
-    pub(crate) fn pointer(&self) -> *mut TRITONBACKEND_Backend {
-        std::ptr::from_ref::<TRITONBACKEND_Backend>(&self.backend).cast_mut()
-    }
-
-    /// The backend object.
-    pub(crate) fn object(&self) -> &TRITONBACKEND_Backend {
-        &self.backend
-    }
-}
-
-impl Drop for BackendHandle {
-    fn drop(&mut self) {
-        if let Some(finalize) = self.backend.library.finalize {
-            // SAFETY: the library's own entry point, called once with its backend object.
-            let error = unsafe { finalize(self.pointer()) };
-            if let Err(e) = callee_result(error) {
-                tracing::error!("failed finalizing backend '{}': {e}", self.backend.name());
-            }
-        }
-    }
+/// Where backend libraries are found and what they are told.
+#[derive(Debug, Clone)]
+pub struct HostedSettings {
+    /// `--backend-directory`.
+    pub directory: PathBuf,
+    /// `--backend-config` settings as (backend, key, value); an empty backend name is a
+    /// global setting every backend gets.
+    pub config: Vec<(String, String, String)>,
+    /// `--strict-model-config`: backends are told not to auto-complete.
+    pub strict_model_config: bool,
 }
 
 /// A Triton backend library as a core backend.

@@ -1,10 +1,10 @@
-//! `TRITONBACKEND_ModelInstance`: one model instance as a backend library sees it, and
-//! [`HostedInstance`], the core instance that runs a batch through
-//! `TRITONBACKEND_ModelInstanceExecute`. A non-decoupled batch waits on its instance
+//! [`HostedInstance`], the core instance over one `TRITONBACKEND_ModelInstance`, which
+//! runs a batch through `TRITONBACKEND_ModelInstanceExecute`, and the
+//! `TRITONBACKEND_ModelInstance*` calls a library makes on it. A non-decoupled batch waits on its instance
 //! thread until every request has its final response; a decoupled one returns as soon as
 //! the backend does, its responses streaming from whatever thread sends them.
 
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,7 +18,7 @@ use nereid_core::Result;
 use parking_lot::Mutex;
 
 use super::exchange::Exchange;
-use super::model::{ModelHandle, TRITONBACKEND_Model};
+use super::objects::{ModelHandle, TRITONBACKEND_Model, TRITONBACKEND_ModelInstance};
 use super::request::{c_text, TRITONBACKEND_Request};
 use crate::buffer_attributes::TRITONSERVER_BufferAttributes;
 use crate::error::{callee_result, invalid_arg, ErrorPtr};
@@ -29,24 +29,6 @@ use crate::inprocess::message::TRITONSERVER_Message;
 const KIND_CPU: u32 = 1;
 const KIND_GPU: u32 = 2;
 const KIND_MODEL: u32 = 3;
-
-/// Execution phases a backend reported: exec start, compute start, compute end, exec
-/// end (ns since the epoch, as Triton's backends take them).
-type Phases = [u64; 4];
-
-/// The object behind `TRITONBACKEND_ModelInstance*`.
-pub struct TRITONBACKEND_ModelInstance {
-    name: CString,
-    kind: u32,
-    device_id: i32,
-    /// `{"<host policy>": {}}`: the instance's host policy (Triton's default name).
-    host_policy: TRITONSERVER_Message,
-    state: AtomicPtr<c_void>,
-    model: Arc<ModelHandle>,
-    /// The phases of the current execution, from `ReportBatchStatistics` (or the first
-    /// `ReportStatistics`).
-    reported: Mutex<Option<Phases>>,
-}
 
 /// A hosted model instance, owned by its worker thread.
 pub struct HostedInstance {

@@ -1,8 +1,8 @@
-//! `TRITONBACKEND_Model`: one model version as a backend library sees it (name, version,
-//! repository directory, configuration as JSON, state, the server handle for BLS), and
-//! [`HostedModel`], the core model backend that creates its instances.
+//! [`HostedModel`], the core model backend over one initialized `TRITONBACKEND_Model`
+//! that creates its instances, and the `TRITONBACKEND_Model*` calls a library makes on
+//! it (name, version, repository directory, configuration as JSON, state, the server
+//! handle for BLS).
 
-use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CString};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -14,54 +14,19 @@ use nereid_core::model::ModelSpec;
 use nereid_core::{Error, Result};
 use parking_lot::Mutex;
 
-use super::hosted::{BackendHandle, TRITONBACKEND_Backend, ARTIFACT_FILESYSTEM};
 use super::instance::HostedInstance;
+use super::objects::{
+    BackendHandle, ModelHandle, TRITONBACKEND_Backend, TRITONBACKEND_Model, ARTIFACT_FILESYSTEM,
+};
 use crate::buffer_attributes::TRITONSERVER_BufferAttributes;
 use crate::error::{callee_result, invalid_arg, new_error, ErrorPtr, TRITONSERVER_Error_Code};
 use crate::ffi::{self, put};
 use crate::inprocess::message::TRITONSERVER_Message;
 use crate::inprocess::server::TRITONSERVER_Server;
 
-/// The object behind `TRITONBACKEND_Model*`.
-pub struct TRITONBACKEND_Model {
-    name: CString,
-    version: u64,
-    /// The model's directory (the parent of its version directories).
-    repository: CString,
-    /// The configuration `TRITONBACKEND_ModelConfig` serializes.
-    config: Mutex<serde_json::Value>,
-    /// Whether this initialization may auto-complete the configuration.
-    auto_complete: bool,
-    /// `ModelSetConfig` is only allowed while the model initializes.
-    initializing: AtomicBool,
-    /// The configuration a backend set, as JSON text, until the loader takes it.
-    completed: Mutex<Option<String>>,
-    state: AtomicPtr<c_void>,
-    pub(crate) backend: Arc<BackendHandle>,
-}
-
-impl TRITONBACKEND_Model {
-    /// The model's name.
-    pub(crate) fn name(&self) -> &str {
-        self.name.to_str().unwrap_or_default()
-    }
-}
-
-/// An initialized model; finalized on drop, after its last instance.
-pub struct ModelHandle {
-    model: Box<TRITONBACKEND_Model>,
-}
-
-// SAFETY: the model object's mutable parts are behind locks and atomics; a backend
-// library must accept calls for a model from any of its instances' threads, as under
-// Triton.
-unsafe impl Send for ModelHandle {}
-// SAFETY: as for Send.
-unsafe impl Sync for ModelHandle {}
-
 impl ModelHandle {
     /// Creates the model object and runs `TRITONBACKEND_ModelInitialize`.
-    fn initialize(
+    pub(crate) fn initialize(
         backend: &Arc<BackendHandle>,
         config: &ModelConfig,
         name: &str,
@@ -99,35 +64,7 @@ impl ModelHandle {
         handle.model.initializing.store(false, Ordering::Release);
         Ok(Arc::new(handle))
     }
-
-    /// The model object's pointer, for the library's calls.
-    pub(crate) fn pointer(&self) -> *mut TRITONBACKEND_Model {
-        std::ptr::from_ref::<TRITONBACKEND_Model>(&self.model).cast_mut()
-    }
-
-    /// The model object.
-    pub(crate) fn object(&self) -> &TRITONBACKEND_Model {
-        &self.model
-    }
 }
-
-impl Drop for ModelHandle {
-    fn drop(&mut self) {
-        if let Some(finalize) = self.model.backend.object().library.model_finalize {
-            // SAFETY: the library's entry point, once, after every instance finalized
-            // (each holds this handle).
-            let error = unsafe { finalize(self.pointer()) };
-            if let Err(e) = callee_result(error) {
-                tracing::error!("failed finalizing model '{}': {e}", self.model.name());
-            }
-        }
-    }
-}
-
-/// Models initialized for auto-completion, by name and version, until their load takes
-/// them (Triton initializes a model once; so does Nereid).
-#[derive(Default)]
-pub struct PendingModels(Mutex<HashMap<(String, i64), Arc<ModelHandle>>>);
 
 /// A hosted model version, as the core sees it.
 pub struct HostedModel {

@@ -1,16 +1,13 @@
-//! Builds and stops the Nereid server behind a `TRITONSERVER_Server`: the one place that
-//! turns server options into a running server (through `nereid_embed`, as the binary
-//! does), on a tokio runtime the server object owns (C callers have no runtime of their
-//! own).
+//! The Nereid server behind a `TRITONSERVER_Server`: started through `nereid_embed` (as
+//! the binary does) on a tokio runtime the server object owns (C callers have no runtime
+//! of their own), or attached to a server running elsewhere; and the bridge from the
+//! C API's synchronous calls to that runtime.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use nereid_core::cache::{CacheConfig, CacheStore};
 use nereid_core::{Error, Result, Server};
 use nereid_embed::{Nereid, Options, SystemMetrics};
-
-use super::options::TRITONSERVER_ServerOptions;
 
 /// A running server and the runtime its tasks run on.
 pub struct Engine {
@@ -28,56 +25,25 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Starts a server as `options` describe: backends, response cache, repository and
-    /// start-up models, with Triton's start-up errors.
-    pub fn start(options: &TRITONSERVER_ServerOptions) -> Result<Self> {
-        if options.repositories.is_empty() {
-            return Err(Error::invalid_arg("--model-repository must be specified"));
-        }
+    /// Starts a server as `options` describe (see `super::start`, which builds them
+    /// from `TRITONSERVER_ServerOptions`) on a runtime of its own; `cpu_metrics` polls
+    /// the CPU gauges at that interval (`None`: `SetCpuMetrics(false)`).
+    pub fn start(options: Options, cpu_metrics: Option<Duration>) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .thread_name("nereid")
             .enable_all()
             .build()
             .map_err(|e| Error::internal(format!("failed to start the runtime: {e}")))?;
-        let inside = runtime.enter();
-        let hosted = crate::backend::HostedBackends::new(crate::backend::HostedSettings {
-            directory: options.backend_directory.clone(),
-            config: options.backend_config.clone(),
-            strict_model_config: options.strict_model_config,
-        });
-        let started = cache_store(options).and_then(|cache| {
-            futures::executor::block_on(Nereid::start(Options {
-                backend_loader: Some(hosted.clone()),
-                on_server: vec![hosted.server_hook()],
-                model_repositories: options.repositories.clone(),
-                control_mode: options.control_mode,
-                startup_models: options.startup_models.clone(),
-                strict_model_config: options.strict_model_config,
-                strict_readiness: options.strict_readiness,
-                exit_on_error: options.exit_on_error,
-                id: options.server_id.clone(),
-                backend_config: options.backend_config.clone(),
-                cache,
-                // In-process, POLL mode polls when the program calls
-                // TRITONSERVER_ServerPollModelRepository, as in Triton.
-                repository_poll_secs: None,
-                exit_timeout: Duration::from_secs(options.exit_timeout_secs.into()),
-                metrics_config: options.metrics_config.clone(),
-                model_config_name: options.model_config_name.clone(),
-                model_load_thread_count: options.model_load_thread_count,
-                model_load_retry_count: options.model_load_retry_count,
-                model_namespacing: options.model_namespacing,
-                repoagent_directory: options.repoagent_directory.clone(),
-                ..Options::default()
-            }))
-        });
-        drop(inside);
+        let started = {
+            let _inside = runtime.enter();
+            futures::executor::block_on(Nereid::start(options))
+        };
         let nereid = started?;
         let server = nereid.server().clone();
-        let system = options.cpu_metrics.then(|| {
+        let system = cpu_metrics.map(|interval| {
             let system = Arc::new(SystemMetrics::default());
             // Ends with the runtime.
-            runtime.spawn(system.clone().poll_every(options.metrics_interval));
+            runtime.spawn(system.clone().poll_every(interval));
             system
         });
         Ok(Self {
@@ -177,18 +143,4 @@ impl Drop for Engine {
             }
         }
     }
-}
-
-/// The response cache store the options ask for: `SetCacheConfig` (a built-in or a
-/// TRITONCACHE library from the cache directory) or the deprecated
-/// `SetResponseCacheByteSize` (a local cache of that size; 0 leaves the cache off).
-fn cache_store(options: &TRITONSERVER_ServerOptions) -> Result<Option<Arc<dyn CacheStore>>> {
-    let config = match (&options.cache, options.response_cache_byte_size) {
-        (Some((name, json)), _) => CacheConfig::from_json(name, json)?,
-        (None, Some(size)) if size > 0 => {
-            CacheConfig::from_json("local", &format!("{{\"size\":\"{size}\"}}"))?
-        }
-        _ => return Ok(None),
-    };
-    crate::cache::open_store(&config, Some(&options.cache_directory)).map(Some)
 }

@@ -1,5 +1,5 @@
-//! `TRITONSERVER_Server`: the in-process server's life cycle, health, metadata and model
-//! repository calls, each one call on the core facade.
+//! `TRITONSERVER_Server`: the in-process server's stop and delete, health, metadata and
+//! model repository calls, each one call on the core facade (`start.rs` creates it).
 
 use std::ffi::c_char;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -10,7 +10,6 @@ use nereid_core::repository::{LoadRequest, FILE_PREFIX};
 
 use super::engine::Engine;
 use super::message::TRITONSERVER_Message;
-use super::options::TRITONSERVER_ServerOptions;
 use super::parameter::{self, TRITONSERVER_Parameter, Value};
 use crate::error::{
     from_core, invalid_arg, new_error, unsupported, ErrorPtr, TRITONSERVER_Error_Code,
@@ -27,12 +26,14 @@ pub struct TRITONSERVER_Server {
 }
 
 impl TRITONSERVER_Server {
-    /// The handle hosted backends get for a server started elsewhere (the binary's):
-    /// their BLS requests and readiness checks go through it like a C program's.
-    pub(crate) fn attached(engine: Engine) -> Self {
+    /// A server object over `engine`, stopped within `exit_timeout_secs` unless the
+    /// program sets another timeout. Hosted backends get one over the server they run
+    /// in (Triton's default 30 s): their BLS requests and readiness checks go through it
+    /// like a C program's.
+    pub(crate) fn new(engine: Engine, exit_timeout_secs: u32) -> Self {
         Self {
             engine,
-            exit_timeout_secs: AtomicU32::new(30),
+            exit_timeout_secs: AtomicU32::new(exit_timeout_secs),
             stopped: AtomicBool::new(false),
         }
     }
@@ -107,30 +108,6 @@ fn with_model(
         let name = unsafe { ffi::text(model_name, "model_name") }?;
         s.require_ready()?;
         body(s, name)
-    })
-}
-
-/// `TRITONSERVER_ServerNew`: starts a server with `options` and loads its models.
-#[no_mangle]
-pub unsafe extern "C" fn TRITONSERVER_ServerNew(
-    server: *mut *mut TRITONSERVER_Server,
-    options: *mut TRITONSERVER_ServerOptions,
-) -> ErrorPtr {
-    ffi::status(|| {
-        if server.is_null() {
-            return Err(invalid_arg("server must not be null"));
-        }
-        // SAFETY: live options from `TRITONSERVER_ServerOptionsNew`, or null (checked).
-        let options = unsafe { ffi::reference(options, "options") }?;
-        let engine = Engine::start(options).map_err(|e| from_core(&e))?;
-        let created = Box::into_raw(Box::new(TRITONSERVER_Server {
-            engine,
-            exit_timeout_secs: AtomicU32::new(options.exit_timeout_secs),
-            stopped: AtomicBool::new(false),
-        }));
-        // SAFETY: checked for null above; the caller owns the new server.
-        unsafe { server.write(created) };
-        Ok(())
     })
 }
 

@@ -18,6 +18,7 @@ use tritonserver::inprocess::options::*;
 use tritonserver::inprocess::request::*;
 use tritonserver::inprocess::response::*;
 use tritonserver::inprocess::server::*;
+use tritonserver::inprocess::start::TRITONSERVER_ServerNew;
 use tritonserver::inprocess::tensors::*;
 
 use crate::fixture;

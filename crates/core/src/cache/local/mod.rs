@@ -3,6 +3,7 @@
 //! plus their bookkeeping never exceed.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -94,6 +95,12 @@ impl LocalCache {
     /// A cache of `size` bytes.
     pub fn new(size: usize) -> Result<Self> {
         Self::with_hasher(size, CacheKey::hash64)
+    }
+
+    /// [`Self::from_config`] as a shared store, the shape the wiring crate's store
+    /// choice takes.
+    pub fn open(config: &CacheConfig) -> Result<Arc<dyn CacheStore>> {
+        Ok(Arc::new(Self::from_config(config)?))
     }
 
     /// The cache `--cache-config local,size=N` asks for, with Triton's message when the

@@ -4,8 +4,9 @@
 //! is served, in tritonserver's words.
 
 use nereid_core::testing::{self, TestBackend};
-use nereid_embed::{serve, FrontendOptions, Listeners, Nereid};
+use nereid_embed::Nereid;
 use nereid_http::vertex_ai::VertexAiOptions;
+use nereid_serve::{serve, FrontendOptions, Listeners};
 use tokio::net::TcpStream;
 
 use super::{bind, http, options, CONFIG};

@@ -9,10 +9,9 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use nereid_core::Server;
+use nereid_embed::SystemMetrics;
 use nereid_net::Limits;
 use tokio::net::TcpListener;
-
-use crate::system_metrics::SystemMetrics;
 
 /// Extra Prometheus text the embedding process appends to every scrape (the binary
 /// adds its dropped-log-lines counter); called once per scrape.

@@ -17,9 +17,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use nereid_embed::{Nereid, SystemMetrics, DEFAULT_METRICS_INTERVAL};
+
 use crate::metrics::{MetricsAppendix, MetricsText};
-use crate::system_metrics::SystemMetrics;
-use crate::Nereid;
 
 /// The listeners to serve on; `None` leaves that frontend off (`--allow-http=false`...).
 #[derive(Debug, Default)]
@@ -76,7 +76,7 @@ impl Default for FrontendOptions {
             vertex_ai: VertexAiOptions::default(),
             metrics_limits: Limits::default(),
             metrics_appendix: None,
-            metrics_interval: crate::system_metrics::DEFAULT_METRICS_INTERVAL,
+            metrics_interval: DEFAULT_METRICS_INTERVAL,
             cpu_metrics: true,
         }
     }

@@ -1,4 +1,4 @@
-//! `nereid-embed` end to end: a [`Nereid`] started on a tiny repository (the shared test
+//! `nereid-embed` and `nereid-serve` end to end: a [`Nereid`] started on a tiny repository (the shared test
 //! backend), served on port-0 listeners, spoken to over real sockets, and shut down
 //! through the shutdown future.
 
@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use nereid_core::testing::{self, TestBackend, BACKEND_NAME};
-use nereid_embed::{serve, FrontendOptions, Listeners, Nereid, Options};
+use nereid_embed::{Nereid, Options};
+use nereid_serve::{serve, FrontendOptions, Listeners};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
