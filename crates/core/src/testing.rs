@@ -587,6 +587,7 @@ pub fn serve(
         stats.clone(),
         backend.instances(&spec.name, 1),
         receiver,
+        &[],
     )
     .expect("instance threads start");
     let scheduler = Box::new(DefaultScheduler::new(sender, pool));

@@ -10,6 +10,7 @@ use super::flags::RepositoryFlags;
 use super::registry::BackendRegistry;
 use super::scan::{config_path, list_versions, read_config};
 use super::version_policy::select_versions;
+use super::warmup::warmup_samples;
 use crate::backend::{Backend, InstanceConfig};
 use crate::cache::ResponseCache;
 use crate::classification::{read_labels, Labels};
@@ -286,6 +287,7 @@ fn load_version(
     let spec = Arc::new(spec);
     let cache = model_cache(&spec, settings)?;
     let stats = settings.model_stats(&config, cache.is_some())?;
+    let warmup = warmup_samples(&spec, &config, dir)?;
     if !file.exists() {
         return Err(Error::invalid_arg(format!(
             "unable to find '{}' for model '{}'",
@@ -310,7 +312,8 @@ fn load_version(
         SchedulingSpec::Dynamic(_) => {
             // One payload per instance at most: the batcher cuts a batch only for a free one.
             let (sender, receiver) = InstancePool::channel(count.max(1));
-            let pool = InstancePool::start(spec.clone(), stats.clone(), instances, receiver)?;
+            let pool =
+                InstancePool::start(spec.clone(), stats.clone(), instances, receiver, &warmup)?;
             Box::new(DynamicBatcher::start(spec.clone(), sender, pool, count)?)
         }
         SchedulingSpec::Sequence(_) => Box::new(SequenceBatcher::start(
@@ -318,10 +321,12 @@ fn load_version(
             stats.clone(),
             instances,
             file.parent().and_then(Path::parent),
+            &warmup,
         )?),
         SchedulingSpec::Default | SchedulingSpec::Ensemble => {
             let (sender, receiver) = InstancePool::channel(DEFAULT_QUEUE_CAPACITY);
-            let pool = InstancePool::start(spec.clone(), stats.clone(), instances, receiver)?;
+            let pool =
+                InstancePool::start(spec.clone(), stats.clone(), instances, receiver, &warmup)?;
             Box::new(DefaultScheduler::new(sender, pool))
         }
     };

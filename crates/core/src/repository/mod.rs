@@ -32,6 +32,7 @@ mod scan;
 mod storage;
 mod unload;
 mod version_policy;
+mod warmup;
 
 pub use agents::CHECKSUM_AGENT;
 pub use flags::{RepositoryFlags, DEFAULT_LOAD_THREAD_COUNT, DEFAULT_REPOAGENT_DIRECTORY};

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
+use super::warmup::WarmupSample;
 use super::Job;
 use crate::backend::{ComputeTiming, InstanceBackend};
 use crate::batch::Batch;
@@ -52,12 +53,15 @@ pub struct InstancePool {
 }
 
 impl InstancePool {
-    /// Starts one worker per instance, all pulling from `payloads`.
+    /// Starts one worker per instance, all pulling from `payloads`, each first running
+    /// the `warmup` samples (on the calling thread, before the model can be ready); a
+    /// failing sample fails the start.
     pub fn start(
         spec: Arc<ModelSpec>,
         stats: Arc<ModelStats>,
         instances: Vec<(String, Box<dyn InstanceBackend>)>,
         payloads: Receiver<Payload>,
+        warmup: &[WarmupSample],
     ) -> Result<Self> {
         let mut threads = Vec::with_capacity(instances.len());
         for (name, instance) in instances {
@@ -65,13 +69,16 @@ impl InstancePool {
             if let Some(usage) = instance.state_usage() {
                 stats.set_state_usage(&name, usage);
             }
-            let worker = Worker {
+            let mut worker = Worker {
                 spec: spec.clone(),
                 stats: stats.clone(),
                 instance,
                 payloads: payloads.clone(),
                 name: name.clone(),
             };
+            for sample in warmup {
+                sample.run(&spec, &stats, &name, |payload| worker.execute(payload))?;
+            }
             let handle = std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || worker.run())

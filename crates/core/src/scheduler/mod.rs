@@ -13,6 +13,7 @@ mod intake;
 mod job;
 mod reply;
 pub mod sequence;
+mod warmup;
 
 pub use default::{DefaultScheduler, DEFAULT_QUEUE_CAPACITY};
 pub use dynamic::DynamicBatcher;
@@ -20,6 +21,7 @@ pub use instances::{InstancePool, Payload};
 pub use job::{Job, OutputCallback, OutputHook};
 pub use reply::{Reply, ReplyOrder};
 pub use sequence::SequenceBatcher;
+pub use warmup::WarmupSample;
 
 use std::time::Instant;
 

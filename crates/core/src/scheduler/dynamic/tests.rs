@@ -200,6 +200,7 @@ fn start_hooked(
         stats.clone(),
         backend.instances("m", 1),
         receiver,
+        &[],
     )
     .expect("starts");
     let batcher = DynamicBatcher::start_with(spec, sender, pool, 1, hooks).expect("starts");

@@ -29,6 +29,7 @@ use self::controls::Controls;
 use self::state::States;
 use self::table::{Pending, Round, Table};
 use super::hold::Hooks;
+use super::WarmupSample;
 use super::{stopping_error, InstancePool, Job, OutputHook, Payload, Reply, Scheduler};
 use crate::backend::InstanceBackend;
 use crate::error::{Error, Result};
@@ -61,14 +62,16 @@ pub struct SequenceBatcher {
 
 impl SequenceBatcher {
     /// Starts one worker and one dispatcher per instance, and the idle reaper, on the
-    /// current tokio runtime. The test hooks are read from the environment here, once.
+    /// current tokio runtime, each instance warmed up with `warmup` first. The test hooks
+    /// are read from the environment here, once.
     pub fn start(
         spec: Arc<ModelSpec>,
         stats: Arc<ModelStats>,
         instances: Vec<(String, Box<dyn InstanceBackend>)>,
         model_dir: Option<&Path>,
+        warmup: &[WarmupSample],
     ) -> Result<Self> {
-        Self::start_with(spec, stats, instances, model_dir, Hooks::from_env())
+        Self::start_with(spec, stats, instances, model_dir, warmup, Hooks::from_env())
     }
 
     /// [`Self::start`] with the given test hooks.
@@ -77,6 +80,7 @@ impl SequenceBatcher {
         stats: Arc<ModelStats>,
         instances: Vec<(String, Box<dyn InstanceBackend>)>,
         model_dir: Option<&Path>,
+        warmup: &[WarmupSample],
         hooks: Hooks,
     ) -> Result<Self> {
         let runtime = tokio::runtime::Handle::try_current()
@@ -133,6 +137,7 @@ impl SequenceBatcher {
                 stats.clone(),
                 vec![instance],
                 receiver,
+                warmup,
             )?);
             runtime.spawn(dispatch(shared.clone(), index, sender));
         }

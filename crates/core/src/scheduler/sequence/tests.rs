@@ -34,7 +34,7 @@ fn start_hooked(
     );
     let stats = Arc::new(ModelStats::default());
     let instances = backend.instances("seq", 1);
-    let batcher = SequenceBatcher::start_with(spec, stats.clone(), instances, None, hooks)
+    let batcher = SequenceBatcher::start_with(spec, stats.clone(), instances, None, &[], hooks)
         .expect("batcher starts");
     (batcher, stats)
 }
