@@ -40,7 +40,7 @@ NO_EFFECT = {
     "kserve": ["--grpc-infer-allocation-pool-size", "--grpc-max-response-pool-size"],
     "tuned": ["--buffer-manager-thread-count", "--min-supported-compute-capability",
               "--enable-peer-access", "--host-policy", "--model-load-gpu-limit",
-              "--cuda-virtual-address-size", "--rate-limit"],
+              "--cuda-virtual-address-size"],
 }
 
 

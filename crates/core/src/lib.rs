@@ -6,6 +6,7 @@
 //! - [`loaded`]: one servable model version (validation, cache, scheduler or ensemble).
 //! - [`ensemble`]: ensembles, steps on other models run as a data-flow graph.
 //! - [`scheduler`]: how requests reach instance worker threads, as [`scheduler::Job`]s.
+//! - [`rate_limit`]: the rate limiter instances of every model take turns under.
 //! - [`cache`]: the response cache (the local store here; the traits Redis and plugin
 //!   stores implement and are loaded through).
 //! - [`model`]: the typed spec of a loaded version, built once from its configuration.
@@ -35,6 +36,7 @@ pub mod loaded;
 pub mod log_settings;
 pub mod metrics;
 pub mod model;
+pub mod rate_limit;
 pub mod raw_input;
 pub mod repository;
 pub mod request;

@@ -538,6 +538,7 @@ pub fn repository_options(
         control_mode,
         startup_models: startup_models.iter().map(|m| m.to_string()).collect(),
         settings: crate::repository::LoadSettings {
+            rate_limiter: None,
             strict_model_config: true,
             normalize: NormalizeOptions::default(),
             cache: None,

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use nereid_core::cache::ResponseCache;
 use nereid_core::config::NormalizeOptions;
+use nereid_core::rate_limit::RateLimiter;
 use nereid_core::repository::LoadSettings;
 use nereid_core::server::ServerIdentity;
 use nereid_core::trace::TraceManager;
@@ -58,6 +59,7 @@ impl Nereid {
                     cache,
                     metrics: options.metrics_config.clone(),
                     flags: options.repository_flags(),
+                    rate_limiter: options.rate_limit.clone().map(RateLimiter::new),
                 },
                 storage: options.storage_limits,
             },

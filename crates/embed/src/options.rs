@@ -10,6 +10,7 @@ use nereid_core::backend::BackendLoader;
 use nereid_core::cache::CacheStore;
 use nereid_core::log_settings::LogControl;
 use nereid_core::metrics::MetricsConfig;
+use nereid_core::rate_limit::ResourceLimit;
 use nereid_core::repository::{BackendRegistry, RepositoryFlags, StorageLimits};
 use nereid_core::shm::ShmLimits;
 use nereid_core::ControlMode;
@@ -88,6 +89,10 @@ pub struct Options {
     pub metrics_config: MetricsConfig,
     /// The trace extension's start-up settings (`--trace-config`).
     pub trace: nereid_core::trace::TraceOptions,
+    /// `--rate-limit=execution_count` with the `--rate-limit-resource`s given (empty:
+    /// each resource exists as often as the most any instance needs); `None` is
+    /// `--rate-limit=off`, Triton's default.
+    pub rate_limit: Option<Vec<ResourceLimit>>,
     /// Where the `opentelemetry` trace mode's spans go (the binary passes its OTLP
     /// exporter); that mode is refused without one.
     pub span_sink: Option<Arc<dyn nereid_core::trace::SpanSink>>,
@@ -129,6 +134,7 @@ impl Default for Options {
             metrics_config: MetricsConfig::default(),
             trace: nereid_core::trace::TraceOptions::default(),
             span_sink: None,
+            rate_limit: None,
         }
     }
 }

@@ -166,6 +166,7 @@ fn options(
         metrics_config: config.metrics_config.clone(),
         trace: config.trace.clone(),
         span_sink: span_sink.map(|sink| sink as Arc<dyn SpanSink>),
+        rate_limit: config.rate_limit(),
         ..Options::default()
     }
 }

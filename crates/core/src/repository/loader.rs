@@ -11,7 +11,7 @@ use super::registry::BackendRegistry;
 use super::scan::{config_path, list_versions, read_config};
 use super::version_policy::select_versions;
 use super::warmup::warmup_samples;
-use crate::backend::{Backend, InstanceConfig};
+use crate::backend::{Backend, InstanceBackend, InstanceConfig};
 use crate::cache::ResponseCache;
 use crate::classification::{read_labels, Labels};
 use crate::config::{normalize_and_validate, ModelConfig, NormalizeOptions, PublishedConfig};
@@ -19,7 +19,8 @@ use crate::ensemble::Ensemble;
 use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
 use crate::metrics::MetricsConfig;
-use crate::model::{ModelSpec, SchedulingSpec};
+use crate::model::{InstanceGroupSpec, InstanceKind, ModelSpec, SchedulingSpec};
+use crate::rate_limit::{LimitedInstance, RateLimiter};
 use crate::scheduler::{
     DefaultScheduler, DynamicBatcher, InstancePool, Scheduler, SequenceBatcher,
     DEFAULT_QUEUE_CAPACITY,
@@ -41,6 +42,9 @@ pub struct LoadSettings {
     /// The repository flags: configuration name, load threads and retries, namespacing,
     /// repository agents.
     pub flags: RepositoryFlags,
+    /// `--rate-limit=execution_count`: the limiter every instance registers with
+    /// (`None`: `--rate-limit=off`, instances run as soon as they are free).
+    pub rate_limiter: Option<Arc<RateLimiter>>,
 }
 
 impl LoadSettings {
@@ -252,6 +256,28 @@ fn resolve_backend(
     backends.get(&config.backend)
 }
 
+/// `instance` under the rate limiter, with its group's `rate_limiter` resources on its
+/// device (CPU instances count as device 0, as in Triton).
+fn limited(
+    limiter: &Arc<RateLimiter>,
+    spec: &ModelSpec,
+    group: &InstanceGroupSpec,
+    instance: Box<dyn InstanceBackend>,
+) -> Result<Box<dyn InstanceBackend>> {
+    let config = spec
+        .config
+        .instance_group
+        .iter()
+        .find(|g| g.name == group.name)
+        .and_then(|g| g.rate_limiter.as_ref());
+    let device = match group.kind {
+        InstanceKind::Gpu(id) => id,
+        InstanceKind::Cpu | InstanceKind::Model => 0,
+    };
+    let registration = limiter.register(config, device)?;
+    Ok(Box::new(LimitedInstance::new(instance, registration)))
+}
+
 /// The cache a model uses: the server's, when the model enables it and can be cached.
 fn model_cache(spec: &ModelSpec, settings: &LoadSettings) -> Result<Option<Arc<ResponseCache>>> {
     if !spec.response_cache {
@@ -304,6 +330,10 @@ fn load_version(
                 kind: group.kind,
             };
             let backend_instance = model.create_instance(&instance)?;
+            let backend_instance = match &settings.rate_limiter {
+                Some(limiter) => limited(limiter, &spec, group, backend_instance)?,
+                None => backend_instance,
+            };
             instances.push((instance.name, backend_instance));
         }
     }

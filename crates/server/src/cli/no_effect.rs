@@ -5,7 +5,7 @@
 //! given is said once at start-up, with the reason, so nobody believes it took effect.
 //! Their values are still checked at parse like Triton's.
 
-use super::{Config, RateLimitMode};
+use super::Config;
 
 /// One line per flag given that has no effect, or less effect than in tritonserver.
 pub fn notes(config: &Config) -> Vec<String> {
@@ -66,11 +66,6 @@ pub fn notes(config: &Config) -> Vec<String> {
         .filter(|(given, _, _)| *given)
         .map(|(_, flag, why)| format!("--{flag} has no effect: {why}"))
         .collect();
-    if cli.rate_limit == RateLimitMode::ExecutionCount || !cli.rate_limit_resource.is_empty() {
-        notes.push(
-            "--rate-limit / --rate-limit-resource are checked but the rate limiter is not implemented yet: instances run as soon as they are free, as with --rate-limit=off".to_string(),
-        );
-    }
     let thread_flags = [
         ("http-thread-count", cli.http_thread_count),
         ("grpc-infer-thread-count", cli.grpc_infer_thread_count),

@@ -5,11 +5,12 @@
 use std::time::Duration;
 
 use nereid_core::cache::CacheConfig;
+use nereid_core::rate_limit::ResourceLimit;
 use nereid_core::repository::StorageLimits;
 use nereid_core::shm::ShmLimits;
 use nereid_net::Limits;
 
-use super::{Config, GrpcCompressionLevel};
+use super::{Config, GrpcCompressionLevel, RateLimitMode};
 
 impl Config {
     /// How many threads serve the network. `--io-threads` when given; else the largest
@@ -40,6 +41,20 @@ impl Config {
             Some(n) => usize::try_from(n).unwrap_or(1).clamp(1, cores),
             None => (cores / 2).max(1),
         }
+    }
+
+    /// The rate limiter `--rate-limit` and `--rate-limit-resource` ask for (`None`: off).
+    pub fn rate_limit(&self) -> Option<Vec<ResourceLimit>> {
+        if self.cli.rate_limit == RateLimitMode::Off {
+            return None;
+        }
+        let limits = self.cli.rate_limit_resource.iter().map(|r| ResourceLimit {
+            name: r.name.clone(),
+            // A negative count, which Triton reads as a huge unsigned one, is none here.
+            count: u64::try_from(r.count).unwrap_or(0),
+            device: r.device,
+        });
+        Some(limits.collect())
     }
 
     /// How long the repository waits for its storage.

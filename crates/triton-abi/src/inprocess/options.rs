@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use nereid_core::metrics::MetricsConfig;
+use nereid_core::rate_limit::ResourceLimit;
 use nereid_core::repository::ControlMode;
 
 use crate::error::{invalid_arg, ErrorPtr};
@@ -48,6 +49,10 @@ pub struct TRITONSERVER_ServerOptions {
     pub(crate) metrics_interval: Duration,
     /// `SetCpuMetrics`: whether the CPU gauges are polled and exported.
     pub(crate) cpu_metrics: bool,
+    /// `SetRateLimiterMode`: EXEC_COUNT (true) or OFF, Triton's default.
+    pub(crate) rate_limit: bool,
+    /// `AddRateLimiterResource`s.
+    pub(crate) rate_limit_resources: Vec<ResourceLimit>,
     /// `SetModelConfigName`: `configs/<name>.pbtxt` instead of `config.pbtxt` where it
     /// exists (`None`, Triton's empty default, reads `config.pbtxt`).
     pub(crate) model_config_name: Option<String>,
@@ -80,6 +85,8 @@ impl Default for TRITONSERVER_ServerOptions {
             metrics_config: MetricsConfig::default(),
             metrics_interval: nereid_embed::DEFAULT_METRICS_INTERVAL,
             cpu_metrics: true,
+            rate_limit: false,
+            rate_limit_resources: Vec::new(),
             model_config_name: None,
             model_load_thread_count: nereid_core::repository::DEFAULT_LOAD_THREAD_COUNT,
             model_load_retry_count: 0,
@@ -350,16 +357,41 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(
     })
 }
 
-/// `TRITONSERVER_ServerOptionsSetModelControlMode`'s sibling for rate limiting: OFF=0 and
-/// EXEC_COUNT=1 are accepted (Nereid does not rate-limit), anything else is refused.
+/// `TRITONSERVER_ServerOptionsSetRateLimiterMode`: OFF=0 or EXEC_COUNT=1, as
+/// `--rate-limit`; anything else is refused.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetRateLimiterMode(
     options: *mut TRITONSERVER_ServerOptions,
     mode: u32,
 ) -> ErrorPtr {
-    with_options(options, |_| match mode {
-        0 | 1 => Ok(()),
-        _ => Err(invalid_arg(format!("unknown rate limit mode '{mode}'"))),
+    with_options(options, |o| {
+        o.rate_limit = match mode {
+            0 => false,
+            1 => true,
+            _ => return Err(invalid_arg(format!("unknown rate limit mode '{mode}'"))),
+        };
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsAddRateLimiterResource`: as `--rate-limit-resource`; a
+/// `device` of -1 gives that many on every device.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsAddRateLimiterResource(
+    options: *mut TRITONSERVER_ServerOptions,
+    resource_name: *const c_char,
+    resource_count: usize,
+    device: i32,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        // SAFETY: a NUL-terminated name or null (checked).
+        let name = unsafe { ffi::text(resource_name, "resource_name") }?;
+        o.rate_limit_resources.push(ResourceLimit {
+            name: name.to_string(),
+            count: resource_count as u64,
+            device: (device >= 0).then_some(device),
+        });
+        Ok(())
     })
 }
 
@@ -524,8 +556,6 @@ macro_rules! ignored_options {
 }
 
 ignored_options! {
-    /// `TRITONSERVER_ServerOptionsAddRateLimiterResource`: ignored (no rate limiter).
-    TRITONSERVER_ServerOptionsAddRateLimiterResource(name: *const c_char, count: usize, device: i32);
     /// `TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize`: ignored (no pinned pool).
     TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize(size: u64);
     /// `TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize`: ignored (no CUDA).

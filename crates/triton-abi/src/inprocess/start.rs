@@ -72,6 +72,9 @@ fn start(options: &TRITONSERVER_ServerOptions) -> Result<Engine> {
         model_load_retry_count: options.model_load_retry_count,
         model_namespacing: options.model_namespacing,
         repoagent_directory: options.repoagent_directory.clone(),
+        rate_limit: options
+            .rate_limit
+            .then(|| options.rate_limit_resources.clone()),
         ..Options::default()
     };
     let cpu_metrics = options.cpu_metrics.then_some(options.metrics_interval);
