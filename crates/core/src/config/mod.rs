@@ -1,5 +1,7 @@
 //! Model configuration: `config.pbtxt` → generated `ModelConfig` → normalized (Triton's
 //! defaults filled in) → validated. The result is immutable and read by everything else.
+//! [`support`] says, for every field, whether Nereid honours it, accepts it without
+//! effect, or refuses it.
 
 #[cfg(test)]
 mod fuzz_tests;
@@ -7,10 +9,12 @@ mod json;
 mod normalize;
 mod parse;
 mod reshape;
+pub mod support;
 
 pub use json::{config_from_json, config_to_json};
 pub use normalize::{normalize_and_validate, NormalizeOptions};
 pub use parse::parse_model_config;
+pub use support::check_supported;
 
 /// The generated model configuration message (Triton's `inference.ModelConfig`).
 pub use nereid_proto::inference::ModelConfig;

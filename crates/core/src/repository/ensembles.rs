@@ -18,7 +18,9 @@ use super::manager::ModelRepository;
 use super::record::Origin;
 use super::scan::{read_config, ModelDirs};
 use crate::classification::Labels;
-use crate::config::{ensembling, is_ensemble, normalize_and_validate, ModelConfig};
+use crate::config::{
+    check_supported, ensembling, is_ensemble, normalize_and_validate, ModelConfig,
+};
 use crate::ensemble::graph::{composing_models, Plan};
 use crate::ensemble::{Ensemble, StepModel, StepModels};
 use crate::error::{Error, Result};
@@ -56,13 +58,16 @@ impl ModelRepository {
         };
         // Configuration and agent errors are reported as for any model (Triton's poll
         // stage).
-        let checked = self.run_agents(name, dir, &config).await.and_then(|()| {
-            normalize_and_validate(
-                &mut config,
-                self.model_name(name),
-                self.options.settings.normalize,
-            )
-        });
+        let checked = self.run_agents(name, dir, &config).await;
+        let checked = checked
+            .and_then(|()| check_supported(&config))
+            .and_then(|()| {
+                normalize_and_validate(
+                    &mut config,
+                    self.model_name(name),
+                    self.options.settings.normalize,
+                )
+            });
         let plan = checked.and_then(|()| Plan::new(&config));
         let mut plan = match plan {
             Ok(plan) => plan,

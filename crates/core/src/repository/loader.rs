@@ -14,7 +14,9 @@ use super::warmup::warmup_samples;
 use crate::backend::{Backend, InstanceBackend, InstanceConfig};
 use crate::cache::ResponseCache;
 use crate::classification::{read_labels, Labels};
-use crate::config::{normalize_and_validate, ModelConfig, NormalizeOptions, PublishedConfig};
+use crate::config::{
+    check_supported, normalize_and_validate, ModelConfig, NormalizeOptions, PublishedConfig,
+};
 use crate::ensemble::Ensemble;
 use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
@@ -205,6 +207,7 @@ fn prepare(
     newest: i64,
     mut config: ModelConfig,
 ) -> Result<(Arc<dyn Backend>, ModelConfig, String)> {
+    check_supported(&config)?;
     let backend = resolve_backend(backends, &mut config, name, &dir.join(newest.to_string()))?;
     let filename = |config: &ModelConfig| backend.model_filename(config);
     if !settings.strict_model_config {
