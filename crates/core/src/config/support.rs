@@ -199,7 +199,7 @@ pub const FIELDS: &[(&str, Support)] = &[
     ("ModelEnsembling.step", Honoured),
     (
         "ModelEnsembling.max_inflight_requests",
-        Refused("the in-flight limit of ensemble steps is not implemented yet"),
+        NoEffect("it bounds the responses of decoupled steps in flight; ensemble steps here run once per request (decoupled steps in ensembles are not supported yet), so at most one is in flight"),
     ),
     ("ModelEnsembling.Step.*", Honoured),
     ("ModelParameter.*", Honoured),
