@@ -6,7 +6,9 @@ use bytes::{Bytes, BytesMut};
 
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
-use crate::request::{split_bytes_elements, InferRequest, OutputTensor};
+use crate::request::{
+    element_count, split_bytes_elements, InferRequest, InputTensor, OutputTensor,
+};
 use crate::DataType;
 
 /// One input gathered over a batch.
@@ -65,7 +67,9 @@ impl<'a> Batch<'a> {
 
     /// The input `name` of every request, concatenated along the batch dimension, in the
     /// shape the backend sees (its `reshape`, batch dimension kept, when it has one);
-    /// `None` when no request has it (an optional input left out).
+    /// `None` when no request has it (an optional input left out). An
+    /// `allow_ragged_batch` input is concatenated whatever its shapes, as one
+    /// dimension of all the elements: the layout Triton's backends give ragged inputs.
     pub fn gather_input(&self, name: &str) -> Result<Option<GatheredInput>> {
         let mut found = self
             .requests
@@ -74,6 +78,10 @@ impl<'a> Batch<'a> {
         let Some(first) = found.next() else {
             return Ok(None);
         };
+        if self.spec.input(name).is_some_and(|t| t.allow_ragged_batch) {
+            let parts: Vec<_> = std::iter::once(first).chain(found).collect();
+            return self.gather_ragged(name, &parts).map(Some);
+        }
         if self.requests.len() == 1 {
             return Ok(Some(GatheredInput {
                 shape: self.spec.input_model_shape(name, &first.shape),
@@ -96,6 +104,34 @@ impl<'a> Batch<'a> {
             shape: self.spec.input_model_shape(name, &shape),
             data: data.freeze(),
         }))
+    }
+
+    /// A ragged input's parts end to end, shaped `[elements]`.
+    fn gather_ragged(&self, name: &str, parts: &[&InputTensor]) -> Result<GatheredInput> {
+        if parts.len() != self.requests.len() {
+            return Err(Error::invalid_arg(format!(
+                "optional input '{name}' must be given by every request of a batch or by none"
+            )));
+        }
+        let mut elements = 0usize;
+        for part in parts {
+            elements += element_count(&part.shape).ok_or_else(|| {
+                Error::invalid_arg(format!("input '{name}' has an invalid shape"))
+            })?;
+        }
+        let data = if parts.len() == 1 {
+            parts[0].data.clone()
+        } else {
+            let mut data = BytesMut::with_capacity(parts.iter().map(|p| p.data.len()).sum());
+            for part in parts {
+                data.extend_from_slice(&part.data);
+            }
+            data.freeze()
+        };
+        Ok(GatheredInput {
+            shape: vec![elements as i64],
+            data,
+        })
     }
 
     /// Splits whole-batch outputs into each request's part, along the batch dimension.

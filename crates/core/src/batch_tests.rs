@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::*;
-use crate::request::{join_bytes_elements, InputTensor};
+use crate::request::join_bytes_elements;
 use crate::testing;
 
 /// A batching model with one `BYTES` input and output of two strings per row.
@@ -149,4 +149,49 @@ fn gathered_inputs_have_their_reshape() {
         .expect("gathers")
         .expect("present");
     assert_eq!(plain.shape, vec![3, 2]);
+}
+
+#[test]
+fn ragged_inputs_are_concatenated_as_one_dimension() {
+    let spec = testing::spec(
+        "ragged",
+        r#"backend: "identity" max_batch_size: 8
+           input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] allow_ragged_batch: true } ]
+           output [ { name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] } ]"#,
+    );
+    let rows = |id: &str, values: &[i32]| {
+        testing::request(
+            "ragged",
+            id,
+            vec![InputTensor {
+                name: "IN".into(),
+                datatype: DataType::Int32,
+                shape: vec![1, values.len() as i64],
+                data: Bytes::from(
+                    values
+                        .iter()
+                        .flat_map(|v| v.to_le_bytes())
+                        .collect::<Vec<_>>(),
+                ),
+            }],
+        )
+    };
+    let (a, b, c) = (
+        rows("a", &[1, 2, 3]),
+        rows("b", &[4, 5, 6, 7]),
+        rows("c", &[8]),
+    );
+    let batch = Batch::new(&spec, vec![&a, &b, &c], vec![1, 1, 1]);
+    let gathered = batch.gather_input("IN").expect("gathers").expect("present");
+    assert_eq!(gathered.shape, vec![8]);
+    let values: Vec<i32> = gathered
+        .data
+        .chunks(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert_eq!(values, [1, 2, 3, 4, 5, 6, 7, 8]);
+    // Alone, a request's ragged input is one dimension too (the model's input is [-1]).
+    let alone = Batch::new(&spec, vec![&b], vec![1]);
+    let gathered = alone.gather_input("IN").expect("gathers").expect("present");
+    assert_eq!(gathered.shape, vec![4]);
 }
