@@ -2,6 +2,7 @@
 //! model repository calls, each one call on the core facade (`start.rs` creates it).
 
 use std::ffi::c_char;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -11,9 +12,7 @@ use nereid_core::repository::{LoadRequest, FILE_PREFIX};
 use super::engine::Engine;
 use super::message::TRITONSERVER_Message;
 use super::parameter::{self, TRITONSERVER_Parameter, Value};
-use crate::error::{
-    from_core, invalid_arg, new_error, unsupported, ErrorPtr, TRITONSERVER_Error_Code,
-};
+use crate::error::{from_core, invalid_arg, new_error, ErrorPtr, TRITONSERVER_Error_Code};
 use crate::ffi::{self, put};
 
 /// The object behind `TRITONSERVER_Server*`.
@@ -154,8 +153,9 @@ pub unsafe extern "C" fn TRITONSERVER_ServerSetExitTimeout(
     })
 }
 
-/// `TRITONSERVER_ServerRegisterModelRepository`: not supported (repositories are fixed
-/// when the server starts).
+/// `TRITONSERVER_ServerRegisterModelRepository`: adds a repository while the server runs
+/// (explicit model control), each mapping parameter naming a model directory (its name)
+/// and the model name it goes by (its string value), with Triton's checks.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_ServerRegisterModelRepository(
     server: *mut TRITONSERVER_Server,
@@ -163,32 +163,50 @@ pub unsafe extern "C" fn TRITONSERVER_ServerRegisterModelRepository(
     name_mapping: *const *const TRITONSERVER_Parameter,
     mapping_count: u32,
 ) -> ErrorPtr {
-    with_server(server, |_| {
-        if name_mapping.is_null() && mapping_count != 0 {
-            return Err(invalid_arg(
+    with_server(server, |s| {
+        s.require_ready()?;
+        // SAFETY: `mapping_count` parameter pointers at `name_mapping`, or null (checked).
+        let mappings = unsafe {
+            parameter::list(
+                name_mapping,
+                mapping_count as usize,
                 "model mappings are not provided while mapping count is non-zero",
-            ));
-        }
+            )
+        }?;
         // SAFETY: a NUL-terminated path or null (checked).
-        unsafe { ffi::text(repository_path, "repository_path") }?;
-        Err(unsupported(
-            "TRITONSERVER_ServerRegisterModelRepository is not supported by Nereid",
-        ))
+        let path = unsafe { ffi::text(repository_path, "repository_path") }?;
+        let mut mapping = Vec::with_capacity(mappings.len());
+        for p in mappings {
+            let Value::String(model) = &p.value else {
+                return Err(invalid_arg(format!(
+                    "Mapped model name must be a string, found another type for {}",
+                    p.name()
+                )));
+            };
+            mapping.push((p.name(), model.to_string_lossy().into_owned()));
+        }
+        let server = s.engine.server();
+        s.engine
+            .block_on(server.register_model_repository(Path::new(path), &mapping))
+            .map_err(|e| from_core(&e))
     })
 }
 
-/// `TRITONSERVER_ServerUnregisterModelRepository`: not supported, like registration.
+/// `TRITONSERVER_ServerUnregisterModelRepository`: removes a repository registered
+/// while the server runs; its loaded models stay loaded, as in Triton.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_ServerUnregisterModelRepository(
     server: *mut TRITONSERVER_Server,
     repository_path: *const c_char,
 ) -> ErrorPtr {
-    with_server(server, |_| {
+    with_server(server, |s| {
+        s.require_ready()?;
         // SAFETY: a NUL-terminated path or null (checked).
-        unsafe { ffi::text(repository_path, "repository_path") }?;
-        Err(unsupported(
-            "TRITONSERVER_ServerUnregisterModelRepository is not supported by Nereid",
-        ))
+        let path = unsafe { ffi::text(repository_path, "repository_path") }?;
+        s.engine
+            .server()
+            .unregister_model_repository(Path::new(path))
+            .map_err(|e| from_core(&e))
     })
 }
 

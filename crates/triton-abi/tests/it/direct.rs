@@ -12,6 +12,9 @@ use tritonserver::error::{
 use tritonserver::inprocess::allocator::*;
 use tritonserver::inprocess::infer::TRITONSERVER_ServerInferAsync;
 use tritonserver::inprocess::options::*;
+use tritonserver::inprocess::parameter::{
+    kind, TRITONSERVER_ParameterDelete, TRITONSERVER_ParameterNew,
+};
 use tritonserver::inprocess::request::*;
 use tritonserver::inprocess::response::*;
 use tritonserver::inprocess::server::*;
@@ -379,5 +382,106 @@ fn a_callback_may_call_back_into_the_server() {
         ok(TRITONSERVER_ResponseAllocatorDelete(allocator));
         ok(TRITONSERVER_ServerDelete(server));
         drop(Box::from_raw(reentry));
+    }
+}
+
+/// `TRITONSERVER_ServerRegisterModelRepository` / `Unregister`: a repository added while
+/// the server runs serves its models under their mapped names, with Triton's checks.
+#[test]
+fn a_registered_repository_serves_its_models_under_their_mapped_names() {
+    if !fixture::onnx_runtime_available() {
+        return;
+    }
+    let startup = tempfile::tempdir().expect("temporary directory");
+    let archive = fixture::repository();
+    let (startup_path, archive_path) = (
+        c(&startup.path().to_string_lossy()),
+        c(&archive.path().to_string_lossy()),
+    );
+    let mut options = null_mut();
+    let mut server = null_mut();
+    // SAFETY: valid pointers and strings throughout; parameters deleted after use.
+    unsafe {
+        ok(TRITONSERVER_ServerOptionsNew(&mut options));
+        ok(TRITONSERVER_ServerOptionsSetModelRepositoryPath(
+            options,
+            startup_path.as_ptr(),
+        ));
+        ok(TRITONSERVER_ServerOptionsSetModelControlMode(options, 2));
+        ok(TRITONSERVER_ServerNew(&mut server, options));
+        ok(TRITONSERVER_ServerOptionsDelete(options));
+
+        let renamed = c("renamed");
+        let mapping = TRITONSERVER_ParameterNew(
+            c"add_sub".as_ptr(),
+            kind::STRING,
+            renamed.as_ptr().cast::<c_void>(),
+        );
+        let count: i64 = 3;
+        let not_a_name = TRITONSERVER_ParameterNew(
+            c"add_sub".as_ptr(),
+            kind::INT,
+            (&raw const count).cast::<c_void>(),
+        );
+        let (code, message) = failure(TRITONSERVER_ServerRegisterModelRepository(
+            server,
+            archive_path.as_ptr(),
+            [not_a_name.cast_const()].as_ptr(),
+            1,
+        ));
+        assert_eq!(code, TRITONSERVER_Error_Code::InvalidArg);
+        assert_eq!(
+            message,
+            "Mapped model name must be a string, found another type for add_sub"
+        );
+        let (code, message) = failure(TRITONSERVER_ServerRegisterModelRepository(
+            server,
+            archive_path.as_ptr(),
+            null(),
+            1,
+        ));
+        assert_eq!(code, TRITONSERVER_Error_Code::InvalidArg);
+        assert_eq!(
+            message,
+            "model mappings are not provided while mapping count is non-zero"
+        );
+
+        ok(TRITONSERVER_ServerRegisterModelRepository(
+            server,
+            archive_path.as_ptr(),
+            [mapping.cast_const()].as_ptr(),
+            1,
+        ));
+        ok(TRITONSERVER_ServerLoadModel(server, renamed.as_ptr()));
+        let mut ready = false;
+        ok(TRITONSERVER_ServerModelIsReady(
+            server,
+            renamed.as_ptr(),
+            -1,
+            &mut ready,
+        ));
+        assert!(ready, "the mapped directory serves as 'renamed'");
+
+        ok(TRITONSERVER_ServerUnregisterModelRepository(
+            server,
+            archive_path.as_ptr(),
+        ));
+        let (code, _) = failure(TRITONSERVER_ServerUnregisterModelRepository(
+            server,
+            archive_path.as_ptr(),
+        ));
+        assert_eq!(code, TRITONSERVER_Error_Code::InvalidArg);
+        // Its loaded model stays loaded, as in Triton.
+        ok(TRITONSERVER_ServerModelIsReady(
+            server,
+            renamed.as_ptr(),
+            -1,
+            &mut ready,
+        ));
+        assert!(ready);
+
+        TRITONSERVER_ParameterDelete(mapping);
+        TRITONSERVER_ParameterDelete(not_a_name);
+        ok(TRITONSERVER_ServerDelete(server));
     }
 }
