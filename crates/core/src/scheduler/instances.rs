@@ -77,7 +77,13 @@ impl InstancePool {
                 name: name.clone(),
             };
             for sample in warmup {
-                sample.run(&spec, &stats, &name, |payload| worker.execute(payload))?;
+                sample.run(&spec, &stats, &name, |jobs| {
+                    worker.execute(Payload {
+                        jobs,
+                        slot: None,
+                        released: Vec::new(),
+                    });
+                })?;
             }
             let handle = std::thread::Builder::new()
                 .name(name.clone())

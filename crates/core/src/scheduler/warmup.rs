@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use super::instances::Payload;
 use super::job::Job;
 use super::reply::Reply;
 use crate::error::{Error, Result};
@@ -38,14 +37,15 @@ enum Answer {
 }
 
 impl WarmupSample {
-    /// Runs the sample `count` times through `execute` (the instance's executor),
-    /// waiting for every answer each time; errors are collected as Triton reports them.
+    /// Runs the sample `count` times through `execute` (the instance's executor, given
+    /// the jobs of one batch), waiting for every answer each time; errors are collected
+    /// as Triton reports them.
     pub(super) fn run(
         &self,
         spec: &ModelSpec,
         stats: &Arc<ModelStats>,
         instance: &str,
-        mut execute: impl FnMut(Payload),
+        mut execute: impl FnMut(Vec<Job>),
     ) -> Result<()> {
         for iteration in 1..=self.count.max(1) {
             tracing::debug!(
@@ -60,11 +60,7 @@ impl WarmupSample {
                 .iter()
                 .map(|request| self.job(spec, stats, request))
                 .unzip();
-            execute(Payload {
-                jobs,
-                slot: None,
-                released: Vec::new(),
-            });
+            execute(jobs);
             let errors: Vec<String> = answers.into_iter().flat_map(errors_of).collect();
             if !errors.is_empty() {
                 let mut message = format!("failed to run warmup sample '{}': ", self.name);
