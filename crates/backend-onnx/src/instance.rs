@@ -32,13 +32,24 @@ impl OnnxInstance {
                 gathered.push((input, g));
             }
         }
-        let mut inputs: Vec<(String, SessionInputValue<'_>)> = Vec::with_capacity(gathered.len());
-        for (input, g) in &gathered {
-            let value = match to_value_view(input.datatype, &g.shape, &g.data)? {
+        let mut computed = Vec::with_capacity(spec.batch_inputs.len());
+        for batch_input in &spec.batch_inputs {
+            computed.push((batch_input, batch.batch_input(batch_input)?));
+        }
+        let mut inputs: Vec<(String, SessionInputValue<'_>)> =
+            Vec::with_capacity(gathered.len() + computed.len());
+        let fed = gathered
+            .iter()
+            .map(|(input, g)| (input.name.as_str(), input.datatype, g));
+        let computed_targets = computed.iter().flat_map(|(batch_input, g)| {
+            (batch_input.targets.iter()).map(move |t| (t.as_str(), batch_input.datatype, g))
+        });
+        for (name, datatype, g) in fed.chain(computed_targets) {
+            let value = match to_value_view(datatype, &g.shape, &g.data)? {
                 Some(view) => view,
-                None => to_value(input.datatype, &g.shape, &g.data)?.into(),
+                None => to_value(datatype, &g.shape, &g.data)?.into(),
             };
-            inputs.push((input.name.clone(), value));
+            inputs.push((name.to_string(), value));
         }
         let prepared = Instant::now();
         let mut outputs = self

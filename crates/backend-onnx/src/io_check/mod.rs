@@ -1,8 +1,9 @@
 //! The configuration checked against the ONNX graph when an instance loads, as Triton's
 //! ONNX Runtime backend does (`ValidateInputs`, `ValidateOutputs` and the sequence
 //! control checks in its `src/onnxruntime.cc`), in the same order and with the same
-//! messages: the sequence controls, the number of inputs, each configured input and
-//! output (name, datatype, shape), then the implicit state tensors. Without this, a
+//! messages: the sequence controls, the number of inputs (`batch_input`s count), each
+//! configured input and output (name, datatype, shape; a `batch_output`'s shape is not
+//! compared), then the implicit state tensors. Without this, a
 //! mistaken `config.pbtxt` or load-API override loads and then fails every request.
 
 mod sequence;
@@ -92,6 +93,7 @@ fn check_graph(spec: &ModelSpec, graph: &Graph) -> Result<()> {
         sequence::check_controls(spec, &sequence.controls, &graph.inputs)?;
     }
     let expected = spec.inputs.iter().filter(|t| !t.optional).count()
+        + spec.batch_inputs.len()
         + sequence.map_or(0, |s| s.controls.tensor_specs().len() + s.states.len());
     if graph.inputs.len() != expected {
         return Err(Error::invalid_arg(format!(
@@ -106,7 +108,10 @@ fn check_graph(spec: &ModelSpec, graph: &Graph) -> Result<()> {
     for output in &spec.outputs {
         let found = graph.find(Side::Output, &output.name)?;
         check_datatype(spec, "output", &output.name, output.datatype, found)?;
-        shape::check_shape(spec, Side::Output, output, &found.dims)?;
+        // A batch output holds every request's part end to end, whatever its dims say.
+        if spec.batch_output(&output.name).is_none() {
+            shape::check_shape(spec, Side::Output, output, &found.dims)?;
+        }
     }
     if let Some(sequence) = sequence {
         sequence::check_states(spec, &sequence.states, graph)?;

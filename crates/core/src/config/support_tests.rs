@@ -99,10 +99,6 @@ fn a_refused_field_fails_naming_its_path_and_others_pass() {
     check_supported(&config(&warned)).expect("no-effect fields only warn");
     let cases = [
         (
-            r#"batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_FP32 source_input: "X" } ]"#,
-            "configuration field 'batch_input' is not supported: ragged batching's batch inputs are not implemented yet",
-        ),
-        (
             r#"instance_group [ { kind: KIND_CPU secondary_devices [ { kind: KIND_NVDLA device_id: 0 } ] } ]"#,
             "configuration field 'instance_group.secondary_devices' is not supported",
         ),

@@ -7,12 +7,15 @@
 //! - `controls` and `state`: what the sequence batcher feeds a stateful model
 //!   ([`ControlSpec`], [`StateSpec`]).
 //! - [`reshape`]: a tensor's `reshape`, the shape the backend sees instead of `dims`.
+//! - `batch_io`: the `batch_input`s and `batch_output`s of ragged models
+//!   ([`BatchInputSpec`], [`BatchOutputSpec`]).
 //!
 //! Every size a configuration gives that later sizes an allocation or a thread count is
 //! bounded here, at load and before anything is allocated, so that an absurd value fails
 //! the load with a message naming the field and the limit instead of exhausting memory:
 //! [`MAX_BATCH_SIZE`], [`MAX_INSTANCES`], [`MAX_SEQUENCE_SLOTS`] and [`MAX_STATE_BYTES`].
 
+mod batch_io;
 mod controls;
 pub mod reshape;
 mod scheduling;
@@ -23,6 +26,7 @@ use std::collections::BTreeMap;
 use nereid_proto::inference::model_instance_group::Kind;
 use nereid_proto::inference::{ModelConfig, ModelInstanceGroup};
 
+pub use batch_io::{BatchInputKind, BatchInputSpec, BatchOutputSpec};
 pub use controls::{ControlSpec, CorridSpec, SwitchSpec};
 pub use scheduling::{
     DynamicBatchingSpec, QueuePolicy, SchedulingSpec, SequenceSpec, SequenceStrategy,
@@ -121,6 +125,10 @@ pub struct ModelSpec {
     pub internal_inputs: Vec<TensorSpec>,
     /// Outputs the server consumes and clients never see (sequence state).
     pub internal_outputs: Vec<TensorSpec>,
+    /// `batch_input`: inputs the server computes from each batch's shapes.
+    pub batch_inputs: Vec<BatchInputSpec>,
+    /// `batch_output`: outputs cut into the requests by their inputs' shapes.
+    pub batch_outputs: Vec<BatchOutputSpec>,
     /// The scheduler and its settings.
     pub scheduling: SchedulingSpec,
     /// Instance groups, in configuration order.
@@ -235,6 +243,8 @@ impl ModelSpec {
             }
             internal_inputs.extend(sequence.controls.tensor_specs());
         }
+        let batch_inputs = batch_io::batch_inputs(&config)?;
+        let batch_outputs = batch_io::batch_outputs(&config)?;
         let platform = if config.platform.is_empty() {
             config.backend.clone()
         } else {
@@ -248,6 +258,8 @@ impl ModelSpec {
             outputs,
             internal_inputs,
             internal_outputs,
+            batch_inputs,
+            batch_outputs,
             scheduling,
             instance_groups,
             response_cache: config.response_cache.as_ref().is_some_and(|c| c.enable),
@@ -279,6 +291,13 @@ impl ModelSpec {
     /// The output called `name`.
     pub fn output(&self, name: &str) -> Option<&TensorSpec> {
         self.outputs.iter().find(|t| t.name == name)
+    }
+
+    /// The `batch_output` that cuts output `name`, if one does.
+    pub fn batch_output(&self, name: &str) -> Option<&BatchOutputSpec> {
+        self.batch_outputs
+            .iter()
+            .find(|b| b.targets.iter().any(|t| t == name))
     }
 
     /// Dims as clients see them: with a leading -1 batch dimension when the model batches.

@@ -112,8 +112,10 @@ impl SequenceBatcher {
                 spec.name
             )));
         }
+        let ragged = spec.inputs.iter().filter(|i| i.allow_ragged_batch);
         let mut table = Table::new(&spec.name, count, per_instance, max_batch, strategy, idle)
-            .with_hooks(hooks);
+            .with_hooks(hooks)
+            .with_ragged_inputs(ragged.map(|i| i.name.clone()).collect());
         if capacity.is_some() {
             table = table.with_backend_state();
         }

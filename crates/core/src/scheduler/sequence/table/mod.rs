@@ -105,6 +105,8 @@ pub struct Table {
     backend_state: Option<Vec<Vec<SequenceId>>>,
     /// The test hooks' holds (`TRITONSERVER_DELAY_SCHEDULER`), when set.
     holds: Option<SlotHolds>,
+    /// Inputs with `allow_ragged_batch`: their shapes may differ within a batch.
+    ragged: Vec<String>,
 }
 
 impl Table {
@@ -139,7 +141,15 @@ impl Table {
             reaper_due: false,
             backend_state: None,
             holds: None,
+            ragged: Vec::new(),
         }
+    }
+
+    /// The table of a model whose `ragged` inputs may differ in shape within a batch
+    /// (every other input's shape must match for requests to share one).
+    pub fn with_ragged_inputs(mut self, ragged: Vec<String>) -> Self {
+        self.ragged = ragged;
+        self
     }
 
     /// The table with the test hooks' holds (see [`hold`]).

@@ -78,8 +78,8 @@ impl Table {
     }
 
     /// Pops the head of each chosen slot (requests whose input shapes differ from the
-    /// first chosen one wait for a later round), padding gaps below the highest active
-    /// slot when `pad`.
+    /// first chosen one, ragged inputs aside, wait for a later round), padding every
+    /// slot up to the highest chosen one that is not taken when `pad`.
     pub(super) fn take(
         &mut self,
         first: usize,
@@ -91,9 +91,13 @@ impl Table {
                 .request
                 .inputs
                 .iter()
+                .filter(|i| !self.ragged.contains(&i.name))
                 .map(|i| i.shape.clone())
                 .collect()
         };
+        // Direct rounds pad up to the highest slot with a request queued, even when that
+        // request waits for a later round (Triton's `max_seq_slot`).
+        let last = chosen.iter().max().copied().unwrap_or(first);
         let reference = chosen.first().map(|&i| shapes(&self.slots[i].queue[0]));
         let chosen: Vec<usize> = chosen
             .into_iter()
@@ -111,7 +115,6 @@ impl Table {
             popped.push((index, pending));
         }
         let entries = if pad {
-            let last = chosen.iter().max().copied().unwrap_or(first);
             let mut by_slot: HashMap<usize, Pending> = popped.into_iter().collect();
             (first..=last).map(|i| by_slot.remove(&i)).collect()
         } else {

@@ -296,3 +296,42 @@ fn a_backlogged_restart_joins_the_slot_its_predecessor_drains() {
     }
     assert!(matches!(t.next_round(1, now).0, Round::Wait(None)));
 }
+
+/// A sequence request with input `IN` of `shape`.
+fn shaped(id: u64, shape: Vec<i64>, at: Instant) -> Pending {
+    let mut p = pending(id, true, false, at);
+    p.job.request.inputs.push(crate::request::InputTensor {
+        name: "IN".into(),
+        datatype: crate::DataType::Fp32,
+        shape,
+        data: bytes::Bytes::new(),
+    });
+    p
+}
+
+#[test]
+fn different_shapes_share_a_round_only_when_the_input_is_ragged() {
+    let now = Instant::now();
+    let shapes = [vec![1, 2], vec![1, 3], vec![1, 2], vec![1, 3]];
+    let mut plain = Table::new("m", 1, 4, 4, direct(), Duration::from_secs(1));
+    let mut ragged = Table::new("m", 1, 4, 4, direct(), Duration::from_secs(1))
+        .with_ragged_inputs(vec!["IN".into()]);
+    for (id, shape) in shapes.iter().enumerate() {
+        plain
+            .admit(shaped(id as u64, shape.clone(), now), now)
+            .expect("admitted");
+        ragged
+            .admit(shaped(id as u64, shape.clone(), now), now)
+            .expect("admitted");
+    }
+    // The [1, 3] requests wait for a round of their own unless IN is ragged; each round
+    // spans every slot with a request queued (Triton's padding).
+    let (two, three) = (
+        vec![Some(0), None, Some(2), None],
+        vec![None, Some(1), None, Some(3)],
+    );
+    assert_eq!(ids(plain.next_round(0, now).0), two);
+    assert_eq!(ids(plain.next_round(0, now).0), three);
+    let all = vec![Some(0), Some(1), Some(2), Some(3)];
+    assert_eq!(ids(ragged.next_round(0, now).0), all);
+}

@@ -1,14 +1,15 @@
 //! A batch of requests handed to an instance, with the two operations every backend needs:
 //! gather one input across the requests (one copy at most, none for a single request) and
-//! scatter batch outputs back to the requests (zero-copy `Bytes` slices).
+//! scatter batch outputs back to the requests (zero-copy `Bytes` slices). What ragged
+//! models add (inputs without padding, `batch_input`, `batch_output`) is in `ragged`.
+
+mod ragged;
 
 use bytes::{Bytes, BytesMut};
 
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
-use crate::request::{
-    element_count, split_bytes_elements, InferRequest, InputTensor, OutputTensor,
-};
+use crate::request::{split_bytes_elements, InferRequest, OutputTensor};
 use crate::DataType;
 
 /// One input gathered over a batch.
@@ -106,42 +107,20 @@ impl<'a> Batch<'a> {
         }))
     }
 
-    /// A ragged input's parts end to end, shaped `[elements]`.
-    fn gather_ragged(&self, name: &str, parts: &[&InputTensor]) -> Result<GatheredInput> {
-        if parts.len() != self.requests.len() {
-            return Err(Error::invalid_arg(format!(
-                "optional input '{name}' must be given by every request of a batch or by none"
-            )));
-        }
-        let mut elements = 0usize;
-        for part in parts {
-            elements += element_count(&part.shape).ok_or_else(|| {
-                Error::invalid_arg(format!("input '{name}' has an invalid shape"))
-            })?;
-        }
-        let data = if parts.len() == 1 {
-            parts[0].data.clone()
-        } else {
-            let mut data = BytesMut::with_capacity(parts.iter().map(|p| p.data.len()).sum());
-            for part in parts {
-                data.extend_from_slice(&part.data);
-            }
-            data.freeze()
-        };
-        Ok(GatheredInput {
-            shape: vec![elements as i64],
-            data,
-        })
-    }
-
-    /// Splits whole-batch outputs into each request's part, along the batch dimension.
+    /// Splits whole-batch outputs into each request's part: along the batch dimension,
+    /// or, for a `batch_output`, by the shapes of its source input in the requests.
     pub fn scatter(&self, outputs: Vec<OutputTensor>) -> Vec<Result<Vec<OutputTensor>>> {
-        if self.requests.len() == 1 {
+        if self.requests.len() == 1 && self.spec.batch_outputs.is_empty() {
             return vec![Ok(outputs)];
         }
         let mut per_request: Vec<Vec<OutputTensor>> = vec![Vec::new(); self.requests.len()];
         for output in outputs {
-            match self.split_output(&output) {
+            let parts = match self.spec.batch_output(&output.name) {
+                Some(cut) => self.scatter_with_input_shape(&output, cut),
+                None if self.requests.len() == 1 => Ok(vec![output]),
+                None => self.split_output(&output),
+            };
+            match parts {
                 Ok(parts) => {
                     for (slot, part) in per_request.iter_mut().zip(parts) {
                         slot.push(part);
@@ -205,5 +184,4 @@ fn row_byte_offsets(output: &OutputTensor, rows: usize) -> Result<Vec<usize>> {
 }
 
 #[cfg(test)]
-#[path = "batch_tests.rs"]
 mod tests;
