@@ -120,4 +120,25 @@ pub trait InstanceBackend: Send {
     fn state_usage(&self) -> Option<StateUsage> {
         None
     }
+
+    /// The requests of the batch just executed that the backend asked to run again
+    /// (Triton's request rescheduling, `TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`): they
+    /// got no answer yet and go back to their scheduler. Taken once per execution.
+    fn take_rescheduled(&mut self) -> Vec<Rescheduled> {
+        Vec::new()
+    }
+}
+
+/// Triton's error for a request rescheduled by the backend of a model without iterative
+/// sequences (nothing would run it again).
+pub const NOT_RESCHEDULABLE: &str = "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured to handle such a flag.";
+
+/// A request the backend rescheduled: its place in the batch and, for a decoupled model,
+/// the sender its later responses go to.
+#[derive(Debug)]
+pub struct Rescheduled {
+    /// Index in the batch.
+    pub index: usize,
+    /// A decoupled request's stream, handed back by the backend.
+    pub stream: Option<ResponseSender>,
 }

@@ -105,6 +105,14 @@ impl InferRequest {
             .find_map(|(k, v)| (k == name).then_some(v))
     }
 
+    /// Sets parameter `name` to `value`, replacing any value it had.
+    pub fn set_parameter(&mut self, name: &str, value: ParamValue) {
+        match self.parameters.iter_mut().find(|(k, _)| k == name) {
+            Some((_, old)) => *old = value,
+            None => self.parameters.push((name.to_string(), value)),
+        }
+    }
+
     /// The parameter `name` as a non-negative integer, if it is one.
     pub fn u64_parameter(&self, name: &str) -> Option<u64> {
         match self.parameter(name)? {

@@ -567,6 +567,7 @@ pub fn job(request: InferRequest, batch_size: usize) -> (Job, JobAnswer) {
         padding: false,
         on_outputs: None,
         stream: None,
+        on_iteration: None,
     };
     (job, answer)
 }

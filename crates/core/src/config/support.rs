@@ -168,10 +168,7 @@ pub const FIELDS: &[(&str, Support)] = &[
     ),
     ("ModelSequenceBatching.control_input", Honoured),
     ("ModelSequenceBatching.state", Honoured),
-    (
-        "ModelSequenceBatching.iterative_sequence",
-        Refused("iterative sequences are not implemented yet"),
-    ),
+    ("ModelSequenceBatching.iterative_sequence", Honoured),
     ("ModelSequenceBatching.Control.*", Honoured),
     ("ModelSequenceBatching.ControlInput.*", Honoured),
     ("ModelSequenceBatching.InitialState.*", Honoured),

@@ -106,10 +106,6 @@ fn a_refused_field_fails_naming_its_path_and_others_pass() {
             r#"optimization { execution_accelerators { cpu_execution_accelerator [ { name: "openvino" } ] } }"#,
             "configuration field 'optimization.execution_accelerators.cpu_execution_accelerator' is not supported",
         ),
-        (
-            r#"sequence_batching { iterative_sequence: true }"#,
-            "configuration field 'sequence_batching.iterative_sequence' is not supported",
-        ),
     ];
     for (extra, expected) in cases {
         let error = check_supported(&config(&format!("{base} {extra}"))).expect_err("refused");
@@ -117,8 +113,7 @@ fn a_refused_field_fails_naming_its_path_and_others_pass() {
         assert!(error.message().starts_with("model 'm': "), "{error}");
     }
     // Set to its default, a refused field is not set at all.
-    check_supported(&config(&format!(
-        "{base} sequence_batching {{ iterative_sequence: false }}"
-    )))
-    .expect("false is the default");
+    let shape_tensor_off = base.replace("dims: [ -1 ] }", "dims: [ -1 ] is_shape_tensor: false }");
+    assert_ne!(shape_tensor_off, base);
+    check_supported(&config(&shape_tensor_off)).expect("false is the default");
 }

@@ -254,6 +254,7 @@ impl LoadedModel {
             padding: false,
             on_outputs: None,
             stream,
+            on_iteration: None,
         };
         // A refused job is dropped by the scheduler, and its record counts it as rejected.
         scheduler.enqueue(job)?;

@@ -80,6 +80,9 @@ pub struct SequenceSpec {
     pub controls: ControlSpec,
     /// Implicit state kept per sequence.
     pub states: Vec<StateSpec>,
+    /// `iterative_sequence`: one request is a whole sequence, executed again each time
+    /// the backend reschedules it, until it completes (Triton's iterative scheduling).
+    pub iterative: bool,
 }
 
 /// The sequence batcher's strategy.
@@ -259,6 +262,7 @@ impl SequenceSpec {
             max_sequence_idle: Duration::from_micros(config.max_sequence_idle_microseconds),
             controls,
             states,
+            iterative: config.iterative_sequence,
         })
     }
 

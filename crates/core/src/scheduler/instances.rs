@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use super::warmup::WarmupSample;
 use super::Job;
-use crate::backend::{ComputeTiming, InstanceBackend};
+use crate::backend::{ComputeTiming, InstanceBackend, Rescheduled, NOT_RESCHEDULABLE};
 use crate::batch::Batch;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
@@ -179,6 +179,8 @@ impl Worker {
                 (hook.0)(outputs);
             }
         }
+        let rescheduled = self.instance.take_rescheduled();
+        let (payload, results) = settle_iterations(payload, results, rescheduled);
         drop(slot);
         // Before the answers go out, so a client that got one sees the state it left.
         self.publish_state_usage();
@@ -223,6 +225,9 @@ impl Worker {
                 .execute_decoupled(&batch, senders, &mut timing);
             batch.total_batch_size()
         };
+        let rescheduled = self.instance.take_rescheduled();
+        let units = vec![(); payload.len()];
+        let (payload, _) = settle_iterations(payload, units, rescheduled);
         drop(slot);
         self.publish_state_usage();
         self.count_execution(&payload, total_batch, timing);
@@ -287,6 +292,51 @@ impl Worker {
             outputs,
         })
     }
+}
+
+/// After an execution: sends the jobs the backend rescheduled back to their iterative
+/// sequence (a decoupled one with the stream the backend handed back), ends the
+/// iterative sequences whose job completed, and returns the jobs left to answer with
+/// their results. A rescheduled job that is not part of an iterative sequence cannot
+/// run again and is refused (padding is dropped).
+fn settle_iterations<T>(
+    payload: Vec<Job>,
+    results: Vec<T>,
+    mut rescheduled: Vec<Rescheduled>,
+) -> (Vec<Job>, Vec<T>) {
+    if rescheduled.is_empty() && payload.iter().all(|j| j.on_iteration.is_none()) {
+        return (payload, results);
+    }
+    let mut left = (
+        Vec::with_capacity(payload.len()),
+        Vec::with_capacity(payload.len()),
+    );
+    for (index, (mut job, result)) in payload.into_iter().zip(results).enumerate() {
+        let again = rescheduled
+            .iter()
+            .position(|r| r.index == index)
+            .map(|at| rescheduled.swap_remove(at));
+        match (again, job.on_iteration.take()) {
+            (Some(again), hook) => {
+                if again.stream.is_some() {
+                    job.stream = again.stream;
+                }
+                match hook {
+                    Some(hook) => (hook.0)(Some(job)),
+                    None if job.padding => {}
+                    None => job.reject(Error::invalid_arg(NOT_RESCHEDULABLE)),
+                }
+            }
+            (None, hook) => {
+                if let Some(hook) = hook {
+                    (hook.0)(None);
+                }
+                left.0.push(job);
+                left.1.push(result);
+            }
+        }
+    }
+    left
 }
 
 /// A traced job's execution: `COMPUTE_START`, `COMPUTE_INPUT_END`, `COMPUTE_OUTPUT_START`

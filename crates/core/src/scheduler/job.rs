@@ -35,6 +35,21 @@ pub struct Job {
     pub on_outputs: Option<OutputHook>,
     /// For a request of a decoupled model: where its responses go (the reply is unused).
     pub stream: Option<ResponseSender>,
+    /// For the request of an iterative sequence: what follows each of its executions.
+    pub on_iteration: Option<IterationHook>,
+}
+
+/// The callback inside an [`IterationHook`]: `Some(job)` when the backend rescheduled
+/// the job (it runs again), `None` when the job completed (its sequence ends).
+pub type IterationCallback = Box<dyn FnOnce(Option<Job>) + Send>;
+
+/// What follows an execution of an iterative sequence's request.
+pub struct IterationHook(pub IterationCallback);
+
+impl std::fmt::Debug for IterationHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IterationHook")
+    }
 }
 
 /// The callback inside an [`OutputHook`].

@@ -18,7 +18,7 @@ mod warmup;
 pub use default::{DefaultScheduler, DEFAULT_QUEUE_CAPACITY};
 pub use dynamic::DynamicBatcher;
 pub use instances::{InstancePool, Payload};
-pub use job::{Job, OutputCallback, OutputHook};
+pub use job::{IterationCallback, IterationHook, Job, OutputCallback, OutputHook};
 pub use reply::{Reply, ReplyOrder};
 pub use sequence::SequenceBatcher;
 pub use warmup::WarmupSample;

@@ -107,6 +107,7 @@ impl WarmupSample {
             padding: false,
             on_outputs: None,
             stream,
+            on_iteration: None,
         };
         (job, answer)
     }

@@ -3,7 +3,9 @@
 //! collects its one response for the instance thread waiting on it; a decoupled one
 //! forwards each response to its stream. When the last object is gone without a final
 //! flag, the request is answered with an error naming the backend, so a backend that
-//! forgets a request never leaves its caller waiting.
+//! forgets a request never leaves its caller waiting. A request the backend reschedules
+//! (an iterative sequence's) is not answered: its stream, if any, is handed back for the
+//! next execution.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -17,6 +19,7 @@ pub struct Exchange {
     sink: Sink,
     live: AtomicUsize,
     finished: AtomicBool,
+    rescheduled: AtomicBool,
     /// "model 'm' (backend 'b')", for errors.
     origin: String,
     /// Sequence state tensors (`TRITONBACKEND_StateUpdate`), added to the next response.
@@ -28,7 +31,8 @@ enum Sink {
         slot: Mutex<Option<Result<Vec<OutputTensor>>>>,
         done: Condvar,
     },
-    Stream(ResponseSender),
+    /// Empty once handed back after a reschedule.
+    Stream(Mutex<Option<ResponseSender>>),
 }
 
 impl Exchange {
@@ -45,7 +49,7 @@ impl Exchange {
 
     /// For a request of a decoupled model: every response goes to `sender`.
     pub fn streaming(sender: ResponseSender, origin: String) -> Self {
-        Self::new(Sink::Stream(sender), origin)
+        Self::new(Sink::Stream(Mutex::new(Some(sender))), origin)
     }
 
     fn new(sink: Sink, origin: String) -> Self {
@@ -53,6 +57,7 @@ impl Exchange {
             sink,
             live: AtomicUsize::new(0),
             finished: AtomicBool::new(false),
+            rescheduled: AtomicBool::new(false),
             origin,
             states: Mutex::new(Vec::new()),
         }
@@ -70,7 +75,10 @@ impl Exchange {
 
     /// A backend object of this request was released or deleted.
     pub fn release(&self) {
-        if self.live.fetch_sub(1, Ordering::AcqRel) == 1 && !self.is_finished() {
+        if self.live.fetch_sub(1, Ordering::AcqRel) == 1
+            && !self.is_finished()
+            && !self.is_rescheduled()
+        {
             self.deliver(
                 Some(Err(Error::internal(format!(
                     "{} released a request without sending its final response",
@@ -90,7 +98,32 @@ impl Exchange {
     pub fn is_cancelled(&self) -> bool {
         match &self.sink {
             Sink::Collect { .. } => false,
-            Sink::Stream(sender) => sender.is_cancelled(),
+            Sink::Stream(sender) => sender.lock().as_ref().is_none_or(|s| s.is_cancelled()),
+        }
+    }
+
+    /// The backend released the request to run again
+    /// (`TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`): it gets no answer from this
+    /// execution, and an instance thread waiting for one stops waiting.
+    pub fn reschedule(&self) {
+        self.rescheduled.store(true, Ordering::Release);
+        if let Sink::Collect { slot, done } = &self.sink {
+            let _guard = slot.lock();
+            done.notify_all();
+        }
+    }
+
+    /// Whether the backend rescheduled the request.
+    pub fn is_rescheduled(&self) -> bool {
+        self.rescheduled.load(Ordering::Acquire)
+    }
+
+    /// A rescheduled decoupled request's stream, for its next execution; responses sent
+    /// here afterwards are dropped.
+    pub fn take_stream(&self) -> Option<ResponseSender> {
+        match &self.sink {
+            Sink::Collect { .. } => None,
+            Sink::Stream(sender) => sender.lock().take(),
         }
     }
 
@@ -108,6 +141,10 @@ impl Exchange {
         });
         match &self.sink {
             Sink::Stream(sender) => {
+                let sender = sender.lock();
+                let Some(sender) = sender.as_ref() else {
+                    return false;
+                };
                 match result {
                     Some(result) => {
                         sender.send(result, last);
@@ -155,6 +192,12 @@ impl Exchange {
             Sink::Collect { slot, done } => {
                 let mut slot = slot.lock();
                 while !self.is_finished() {
+                    if self.is_rescheduled() {
+                        return Err(Error::internal(format!(
+                            "{} rescheduled the request",
+                            self.origin
+                        )));
+                    }
                     done.wait(&mut slot);
                 }
                 slot.take().unwrap_or_else(|| {

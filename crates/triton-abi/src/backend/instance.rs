@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use nereid_core::backend::{ComputeTiming, InstanceBackend, InstanceConfig};
+use nereid_core::backend::{ComputeTiming, InstanceBackend, InstanceConfig, Rescheduled};
 use nereid_core::batch::Batch;
 use nereid_core::model::{InstanceKind, ModelSpec};
 use nereid_core::request::OutputTensor;
@@ -36,6 +36,8 @@ pub struct HostedInstance {
     spec: Arc<ModelSpec>,
     /// "model 'm' (backend 'b')", for errors.
     origin: String,
+    /// The requests of the last execution the backend rescheduled.
+    rescheduled: Vec<Rescheduled>,
 }
 
 // SAFETY: the instance object is used by its worker thread, and by backend threads
@@ -74,6 +76,7 @@ impl HostedInstance {
             instance,
             spec,
             origin,
+            rescheduled: Vec::new(),
         };
         if let Some(initialize) = backend.object().library.instance_initialize {
             // SAFETY: the library's entry point with an instance object that lives in
@@ -128,6 +131,20 @@ impl HostedInstance {
         }
     }
 
+    /// Keeps which requests of the execution just ended the backend rescheduled, with
+    /// a decoupled request's stream, for the scheduler to run them again.
+    fn note_rescheduled(&mut self, exchanges: &[Arc<Exchange>]) {
+        self.rescheduled = exchanges
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.is_rescheduled())
+            .map(|(index, e)| Rescheduled {
+                index,
+                stream: e.take_stream(),
+            })
+            .collect();
+    }
+
     /// The compute phases of the last execution: as the backend reported them, else the
     /// whole call as inference.
     fn timing(&self, started: Instant, timing: &mut ComputeTiming) {
@@ -157,6 +174,7 @@ impl InstanceBackend for HostedInstance {
         self.run(batch, &exchanges);
         let results = exchanges.iter().map(|e| e.wait()).collect();
         self.timing(started, timing);
+        self.note_rescheduled(&exchanges);
         results
     }
 
@@ -173,6 +191,11 @@ impl InstanceBackend for HostedInstance {
             .collect();
         self.run(batch, &exchanges);
         self.timing(started, timing);
+        self.note_rescheduled(&exchanges);
+    }
+
+    fn take_rescheduled(&mut self) -> Vec<Rescheduled> {
+        std::mem::take(&mut self.rescheduled)
     }
 }
 

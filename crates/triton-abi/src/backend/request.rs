@@ -13,15 +13,17 @@ use nereid_core::sequence_flags::{SequenceFlags, SequenceId};
 
 use super::exchange::Exchange;
 use crate::buffer_attributes::TRITONSERVER_BufferAttributes;
-use crate::error::{invalid_arg, unsupported, ErrorPtr};
+use crate::error::{invalid_arg, ErrorPtr};
 use crate::ffi::{self, put, put_optional};
 use crate::types::{datatype_to_raw, memory_type};
+use nereid_core::backend::NOT_RESCHEDULABLE;
 
 /// `TRITONSERVER_REQUEST_FLAG_SEQUENCE_START` / `_END`.
 const FLAG_SEQUENCE_START: u32 = 1;
 const FLAG_SEQUENCE_END: u32 = 2;
-/// `TRITONSERVER_REQUEST_RELEASE_ALL`.
+/// `TRITONSERVER_REQUEST_RELEASE_ALL` and `_RESCHEDULE`.
 const RELEASE_ALL: u32 = 1;
+const RELEASE_RESCHEDULE: u32 = 2;
 
 /// Request parameters Triton consumes itself and does not show backends.
 const RESERVED_PARAMETERS: [&str; 5] = [
@@ -59,6 +61,9 @@ pub struct TRITONBACKEND_Request {
     inputs: Vec<TRITONBACKEND_Input>,
     outputs: Vec<CString>,
     parameters: Vec<(CString, Parameter)>,
+    /// Whether the backend may release it with `TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`
+    /// (the model runs iterative sequences).
+    reschedulable: bool,
     pub(crate) exchange: Arc<Exchange>,
 }
 
@@ -126,6 +131,7 @@ impl TRITONBACKEND_Request {
             inputs,
             outputs,
             parameters,
+            reschedulable: spec.scheduling.sequence().is_some_and(|s| s.iterative),
             exchange,
         })
     }
@@ -358,8 +364,10 @@ pub unsafe extern "C" fn TRITONBACKEND_RequestTrace(
     with_request(request, |_| put(trace, std::ptr::null_mut(), "trace"))
 }
 
-/// `TRITONBACKEND_RequestRelease`: the backend is done with the request (ALL); the
-/// request may still be answered through its factories and responses.
+/// `TRITONBACKEND_RequestRelease`: the backend is done with the request (ALL), or wants
+/// it executed again (RESCHEDULE, for a model with iterative sequences). The request may
+/// still be answered through its factories and responses. On an error the backend keeps
+/// the request, as in Triton.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONBACKEND_RequestRelease(
     request: *mut TRITONBACKEND_Request,
@@ -369,9 +377,21 @@ pub unsafe extern "C" fn TRITONBACKEND_RequestRelease(
         if request.is_null() {
             return Err(invalid_arg("request must not be null"));
         }
-        if release_flags != RELEASE_ALL {
-            return Err(unsupported(format!(
-                "request release flags {release_flags} are not supported: only TRITONSERVER_REQUEST_RELEASE_ALL (rescheduling is not implemented)"
+        // SAFETY: a request handed out by execute and not yet released (checked for null).
+        let r = unsafe { &*request };
+        if release_flags & RELEASE_RESCHEDULE != 0 {
+            if !r.reschedulable {
+                let refused = invalid_arg(NOT_RESCHEDULABLE);
+                // Triton stops there and its client waits forever: the backend keeps a
+                // request it will not answer. Here the request fails instead.
+                let failed = nereid_core::Error::invalid_arg(NOT_RESCHEDULABLE);
+                r.exchange.deliver(Some(Err(failed)), true);
+                return Err(refused);
+            }
+            r.exchange.reschedule();
+        } else if release_flags & RELEASE_ALL == 0 {
+            return Err(invalid_arg(format!(
+                "unknown request release flags {release_flags}"
             )));
         }
         // SAFETY: a request handed out by execute; releasing passes it back, once.

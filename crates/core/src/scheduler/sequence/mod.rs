@@ -18,7 +18,7 @@ pub mod state;
 pub mod table;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crossbeam_channel::Sender as PayloadSender;
@@ -30,11 +30,13 @@ use self::state::States;
 use self::table::{Pending, Round, Table};
 use super::hold::Hooks;
 use super::WarmupSample;
-use super::{stopping_error, InstancePool, Job, OutputHook, Payload, Reply, Scheduler};
+use super::{
+    stopping_error, InstancePool, IterationHook, Job, OutputHook, Payload, Reply, Scheduler,
+};
 use crate::backend::InstanceBackend;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
-use crate::request::InferRequest;
+use crate::request::{InferRequest, ParamValue};
 use crate::sequence_flags::{SequenceFlags, SequenceId};
 use crate::stats::{ModelStats, RequestRecord};
 
@@ -52,6 +54,12 @@ struct Shared {
     /// The reaper sleeps on it until its next deadline, or until something is due sooner.
     reaper: Notify,
     stopping: AtomicBool,
+    /// `iterative_sequence`: see [`Shared::iteration_hook`].
+    iterative: bool,
+    /// The next correlation ID for an iterative request sent without one. Triton counts
+    /// up from 1, the IDs clients use themselves; counting down from the top keeps the
+    /// two apart.
+    next_iterative_id: AtomicU64,
 }
 
 /// Handle of a model version's sequence batcher.
@@ -129,6 +137,8 @@ impl SequenceBatcher {
             wake: (0..count).map(|_| Notify::new()).collect(),
             reaper: Notify::new(),
             stopping: AtomicBool::new(false),
+            iterative: config.iterative,
+            next_iterative_id: AtomicU64::new(u64::MAX),
         });
         let mut pools = Vec::with_capacity(count);
         for (index, instance) in instances.into_iter().enumerate() {
@@ -185,8 +195,55 @@ impl Shared {
         }
     }
 
+    /// An iterative request without a correlation ID starts a sequence of its own, under
+    /// an ID the server picks (Triton's iterative sequencer).
+    fn begin_iteration(&self, request: &mut InferRequest) {
+        if SequenceFlags::of(request, &self.spec.name).is_ok() {
+            return;
+        }
+        let id = self.next_iterative_id.fetch_sub(1, Relaxed);
+        request.set_parameter("sequence_id", ParamValue::Uint(id));
+        request.set_parameter("sequence_start", ParamValue::Bool(true));
+    }
+
+    /// What follows each execution of iterative sequence `id`'s request: rescheduled, it
+    /// queues again in the sequence's slot, as the client sent it and neither START nor
+    /// END; completed, the sequence ends.
+    fn iteration_hook(self: &Arc<Self>, id: SequenceId) -> IterationHook {
+        let shared = self.clone();
+        IterationHook(Box::new(move |job: Option<Job>| {
+            let Some(mut job) = job else {
+                let wake = shared.update(|t| t.finish(&id));
+                shared.states.forget(&id);
+                shared.wake_all(wake);
+                return;
+            };
+            let spec = &shared.spec;
+            job.request.inputs.retain(|i| spec.input(&i.name).is_some());
+            job.request
+                .set_parameter("sequence_start", ParamValue::Bool(false));
+            job.request
+                .set_parameter("sequence_end", ParamValue::Bool(false));
+            let flags = SequenceFlags {
+                id,
+                start: false,
+                end: false,
+            };
+            match shared.update(|t| t.requeue(Pending { job, flags })) {
+                Ok(instance) => shared.wake_all([instance]),
+                Err(pending) => pending.job.reject(Error::unavailable(format!(
+                    "sequence {} of model '{}' ended before its rescheduled request could run again",
+                    pending.flags.id, shared.spec.name
+                ))),
+            }
+        }))
+    }
+
     /// The job the instance runs for `pending`: its controls and state added.
     fn job_for(self: &Arc<Self>, Pending { mut job, flags }: Pending) -> Job {
+        if self.iterative {
+            job.on_iteration = Some(self.iteration_hook(flags.id.clone()));
+        }
         let (state, ticket) = self.states.inputs(Some(&flags));
         job.request.inputs.extend(state);
         job.request
@@ -218,6 +275,7 @@ impl Shared {
             padding: true,
             on_outputs: None,
             stream: None,
+            on_iteration: None,
         }
     }
 }
@@ -342,6 +400,10 @@ impl Scheduler for SequenceBatcher {
                 "inference request to model '{}' must specify batch-size 1 due to requirements of sequence batcher",
                 shared.spec.name
             )));
+        }
+        let mut job = job;
+        if shared.iterative {
+            shared.begin_iteration(&mut job.request);
         }
         let flags = SequenceFlags::of(&job.request, &shared.spec.name)?;
         let wake = shared.update(|t| {

@@ -9,14 +9,16 @@
 //! Here: the slots, admission and the counts. Its seams, each an `impl Table` of its own:
 //! [`backlog`] (sequences waiting for a slot, handed freed slots oldest first),
 //! [`rounds`] (an instance's next batch under `direct` or `oldest`), [`reaping`] (idle
-//! release and backlog timeouts, and when the reaper next looks); [`idle`] orders the
-//! idle deadlines and [`hold`] is the test hooks' holds.
+//! release and backlog timeouts, and when the reaper next looks), [`iterative`] (a
+//! rescheduled request queued again, a completed one ending its sequence); [`idle`]
+//! orders the idle deadlines and [`hold`] is the test hooks' holds.
 
 mod backlog;
 mod hold;
 #[cfg(test)]
 mod hold_tests;
 mod idle;
+mod iterative;
 mod reaping;
 mod rounds;
 #[cfg(test)]

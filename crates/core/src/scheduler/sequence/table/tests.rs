@@ -335,3 +335,21 @@ fn different_shapes_share_a_round_only_when_the_input_is_ragged() {
     let all = vec![Some(0), Some(1), Some(2), Some(3)];
     assert_eq!(ids(ragged.next_round(0, now).0), all);
 }
+
+#[test]
+fn an_iterative_request_requeues_in_its_slot_and_its_completion_frees_the_slot() {
+    let now = Instant::now();
+    let mut t = Table::new("m", 1, 1, 1, direct(), Duration::from_secs(1));
+    t.admit(pending(1, true, false, now), now).expect("1");
+    // A second sequence waits in the backlog: the only slot is taken.
+    assert_eq!(t.admit(pending(2, true, false, now), now).expect("2"), None);
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(1)]);
+    // Rescheduled: back in its slot, ahead of the backlog.
+    assert_eq!(t.requeue(pending(1, false, false, now)).ok(), Some(0));
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(1)]);
+    // Completed: the slot goes to the backlogged sequence.
+    assert_eq!(t.finish(&SequenceId::Number(1)), vec![0]);
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(2)]);
+    // A sequence that holds no slot any more gets its request back.
+    assert!(t.requeue(pending(1, false, false, now)).is_err());
+}
