@@ -188,10 +188,7 @@ pub const FIELDS: &[(&str, Support)] = &[
     ("ModelSequenceBatching.StrategyDirect.*", Honoured),
     ("ModelSequenceBatching.StrategyOldest.*", Honoured),
     ("ModelEnsembling.step", Honoured),
-    (
-        "ModelEnsembling.max_inflight_requests",
-        NoEffect("it bounds the responses of decoupled steps in flight; ensemble steps here run once per request (decoupled steps in ensembles are not supported yet), so at most one is in flight"),
-    ),
+    ("ModelEnsembling.max_inflight_requests", Honoured),
     ("ModelEnsembling.Step.*", Honoured),
     ("ModelParameter.*", Honoured),
     ("ModelWarmup.*", Honoured),

@@ -3,6 +3,7 @@
 //!
 //! - [`graph`]: the graph from the configuration alone, validated, as a [`graph::Plan`].
 //! - [`check`]: validation against the composing models once they are loaded.
+//! - [`lineage`]: which decoupled step each tensor descends from (streaming ensembles).
 //! - [`run`]: one request's execution, step by step as inputs arrive.
 //!
 //! An ensemble looks its composing models up on every request (through [`StepModels`],
@@ -13,6 +14,7 @@
 
 pub mod check;
 pub mod graph;
+pub mod lineage;
 pub mod run;
 
 use std::sync::{Arc, Weak};
@@ -22,6 +24,7 @@ use nereid_proto::inference::ModelConfig;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::request::{Answer, InferRequest};
+use crate::response_stream::ResponseStream;
 use crate::stats::StepTimes;
 use graph::Plan;
 use run::Run;
@@ -52,6 +55,13 @@ pub trait StepModel: Send + Sync {
         received_at: std::time::Instant,
         times: Arc<StepTimes>,
     ) -> Answer;
+
+    /// Submits one step request to a decoupled model: its responses, as they come.
+    fn submit_step_stream(
+        self: Arc<Self>,
+        request: InferRequest,
+        received_at: std::time::Instant,
+    ) -> Result<ResponseStream>;
 }
 
 /// A loaded ensemble: its validated plan and the table its steps are looked up in.
@@ -61,6 +71,12 @@ pub struct Ensemble {
     plan: Arc<Plan>,
     /// Weak, because the table holds this ensemble: a strong reference would be a cycle.
     models: Weak<dyn StepModels>,
+    /// Whether a step is decoupled, which makes the ensemble decoupled too.
+    decoupled: bool,
+    /// `ensemble_scheduling.max_inflight_requests`: requests of one step running at once
+    /// for one ensemble request (0: no bound). It matters when a decoupled step's
+    /// responses each start downstream steps.
+    max_inflight: usize,
 }
 
 impl Ensemble {
@@ -70,11 +86,21 @@ impl Ensemble {
             .upgrade()
             .ok_or_else(|| Error::unavailable("the model repository is shutting down"))?;
         check::check_steps(config, &plan, table.as_ref())?;
+        let decoupled = lineage::has_decoupled_step(&config.name, &plan, table.as_ref())?;
         Ok(Self {
             name: Arc::from(config.name.as_str()),
             plan: Arc::new(plan),
             models,
+            decoupled,
+            max_inflight: crate::config::ensembling(config)
+                .map_or(0, |e| e.max_inflight_requests as usize),
         })
+    }
+
+    /// Whether a step is decoupled: the ensemble then streams its responses, and its
+    /// configuration says `model_transaction_policy { decoupled: true }` as Triton's does.
+    pub fn decoupled(&self) -> bool {
+        self.decoupled
     }
 
     /// The validated graph.
@@ -89,5 +115,7 @@ impl Ensemble {
     }
 }
 
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;

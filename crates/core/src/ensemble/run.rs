@@ -3,16 +3,23 @@
 //! independent steps run concurrently and each model's scheduler, cache and statistics
 //! apply); the step answers are awaited together, and each answer's outputs may make
 //! further steps ready. Tensors move between steps as `Bytes` handles, never copied.
-//! The first failing step fails the request with that step's error; no partial response
-//! is ever returned.
+//! The first failing step fails the request with that step's error.
+//!
+//! A decoupled step answers with a stream: each of its responses starts an iteration of
+//! its own, and the steps downstream run once per iteration on that response's tensors
+//! (Triton's streaming ensembles). Every tensor value is keyed by its iteration; whenever
+//! the ensemble outputs of one iteration are all there, they are a response. Triton
+//! numbers each tensor's values in arrival order, which can pair tensors of different
+//! responses when downstream steps finish out of order; here a value inherits the
+//! iteration of the step inputs it was computed from.
 
-use std::future::Future;
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use futures::stream::{FuturesUnordered, StreamExt};
+use futures::stream::{self, SelectAll, Stream, StreamExt};
 
 use super::graph::Plan;
 use super::{Ensemble, StepModels};
@@ -30,28 +37,55 @@ struct Value {
     data: Bytes,
 }
 
-/// A step's answer, tagged with the step's index.
-type StepAnswer = Pin<Box<dyn Future<Output = (usize, Result<Vec<OutputTensor>>)> + Send>>;
+/// A tensor (by index) in one iteration: 0 for the request's own, a fresh number for
+/// each response of a decoupled step and what is computed from it.
+type Key = (usize, u64);
+
+/// What a running step yields.
+enum StepEvent {
+    /// An answer of step `.0` run in iteration `.1`; `.3` when its outputs start an
+    /// iteration of their own (a decoupled step's response).
+    Answer(usize, u64, Result<Vec<OutputTensor>>, bool),
+    /// Step `.0`'s request ended (after its one answer, or its stream's last message).
+    Ended(usize),
+}
+
+/// What a running step yields: one answer, or a decoupled step's responses.
+type StepEvents = Pin<Box<dyn Stream<Item = StepEvent> + Send>>;
 
 /// The state of one ensemble request in flight.
 pub struct Run {
     name: Arc<str>,
     plan: Arc<Plan>,
     models: Option<Arc<dyn StepModels>>,
+    /// Whether a step is decoupled: then the run may answer any number of times.
+    decoupled: bool,
     /// The request's id and parameters, passed on to every step.
     id: String,
     parameters: Parameters,
     /// The request's trace, if sampled: each step traces under a child id.
     trace: Option<RequestTrace>,
-    /// Tensor values by tensor index (`None` until written, or for an omitted optional
-    /// ensemble input).
-    values: Vec<Option<Value>>,
-    /// Inputs each step still waits for.
-    waiting: Vec<usize>,
-    running: FuturesUnordered<StepAnswer>,
+    /// Tensor values not used up yet (`None` for an omitted optional ensemble input).
+    values: HashMap<Key, Option<Value>>,
+    /// How many more steps (and the response, for an ensemble output) will read each.
+    uses_left: HashMap<Key, usize>,
+    /// Inputs each step still waits for, per iteration, once one of them arrived.
+    waiting: HashMap<Key, usize>,
+    running: SelectAll<StepEvents>,
+    /// `max_inflight_requests`: at most this many requests of one step at once (0: no
+    /// bound); the others wait in `deferred` with their iteration.
+    max_inflight: usize,
+    inflight: Vec<usize>,
+    deferred: Vec<VecDeque<u64>>,
+    /// The last iteration number given out.
+    iterations: u64,
+    /// Complete sets of ensemble outputs not yet sent.
+    ready: Vec<Vec<OutputTensor>>,
+    /// Whether any response was made.
+    answered: bool,
     /// Queue and compute times of the steps, summed.
     times: Arc<StepTimes>,
-    /// A step that could not even be submitted.
+    /// A step that failed or could not even be submitted.
     failed: Option<Error>,
 }
 
@@ -59,20 +93,26 @@ impl Run {
     /// Takes the request's inputs and submits every step they make ready, before
     /// returning (so requests admitted one after another reach the steps in order).
     pub fn start(ensemble: &Ensemble, request: InferRequest, times: Arc<StepTimes>) -> Self {
-        let plan = ensemble.plan.clone();
-        let tensor_count = plan.tensors.len();
         let mut run = Run {
             name: ensemble.name.clone(),
             models: ensemble.models.upgrade(),
+            decoupled: ensemble.decoupled,
             id: request.id,
             parameters: request.parameters,
             trace: request.trace,
-            values: vec![None; tensor_count],
-            waiting: plan.steps.iter().map(|s| s.inputs.len()).collect(),
-            running: FuturesUnordered::new(),
+            values: HashMap::new(),
+            uses_left: HashMap::new(),
+            waiting: HashMap::new(),
+            running: SelectAll::new(),
+            max_inflight: ensemble.max_inflight,
+            inflight: vec![0; ensemble.plan.steps.len()],
+            deferred: vec![VecDeque::new(); ensemble.plan.steps.len()],
+            iterations: 0,
+            ready: Vec::new(),
+            answered: false,
             times,
             failed: None,
-            plan,
+            plan: ensemble.plan.clone(),
         };
         if run.models.is_none() {
             run.failed = Some(Error::unavailable("the model repository is shutting down"));
@@ -92,45 +132,102 @@ impl Run {
                     shape: i.shape,
                     data: i.data,
                 });
-            run.arrive(id, value);
+            run.arrive((id, 0), value);
         }
         run
     }
 
-    /// Records tensor `id` (absent for an omitted optional input) and submits the steps
-    /// that were waiting only for it.
-    fn arrive(&mut self, id: usize, value: Option<Value>) {
-        self.values[id] = value;
+    /// Records tensor value `key` (absent for an omitted optional input), submits the
+    /// steps of its iteration that were waiting only for it, and makes a response when
+    /// it completes the ensemble outputs of its iteration.
+    fn arrive(&mut self, key: Key, value: Option<Value>) {
+        let (id, iteration) = key;
         let plan = self.plan.clone();
+        let is_output = plan.outputs.contains(&id);
+        let uses = plan.consumers[id].len() + usize::from(is_output);
+        if uses == 0 {
+            return;
+        }
+        self.values.insert(key, value);
+        self.uses_left.insert(key, uses);
         for &step in &plan.consumers[id] {
-            self.waiting[step] -= 1;
-            if self.waiting[step] == 0 {
-                self.launch(step);
+            let needed = plan.steps[step].inputs.len();
+            let missing = self.waiting.entry((step, iteration)).or_insert(needed);
+            *missing = missing.saturating_sub(1);
+            if *missing == 0 {
+                self.waiting.remove(&(step, iteration));
+                self.launch(step, iteration);
             }
+        }
+        if is_output {
+            self.collect_outputs(iteration);
         }
     }
 
-    /// Submits step `index` to its composing model.
-    fn launch(&mut self, index: usize) {
+    /// The value of `key` for one reader, dropped after its last one.
+    fn read(&mut self, key: Key) -> Option<Value> {
+        let value = self.values.get(&key).cloned().flatten();
+        if let Some(left) = self.uses_left.get_mut(&key) {
+            *left -= 1;
+            if *left == 0 {
+                self.uses_left.remove(&key);
+                self.values.remove(&key);
+            }
+        }
+        value
+    }
+
+    /// Makes a response of `iteration`'s ensemble outputs once they are all there.
+    fn collect_outputs(&mut self, iteration: u64) {
+        let plan = self.plan.clone();
+        if !plan
+            .outputs
+            .iter()
+            .all(|&id| self.values.contains_key(&(id, iteration)))
+        {
+            return;
+        }
+        let mut outputs = Vec::with_capacity(plan.outputs.len());
+        for &id in &plan.outputs {
+            if let Some(value) = self.read((id, iteration)) {
+                outputs.push(OutputTensor {
+                    name: plan.tensors[id].clone(),
+                    datatype: value.datatype,
+                    shape: value.shape,
+                    data: value.data,
+                });
+            }
+        }
+        self.ready.push(outputs);
+    }
+
+    /// Submits step `index` of `iteration` to its composing model, or defers it while
+    /// the step has `max_inflight` requests running.
+    fn launch(&mut self, index: usize, iteration: u64) {
         if self.failed.is_some() {
             return;
         }
-        let Some(models) = &self.models else {
+        if self.max_inflight > 0 && self.inflight[index] >= self.max_inflight {
+            self.deferred[index].push_back(iteration);
+            return;
+        }
+        self.inflight[index] += 1;
+        let Some(models) = self.models.clone() else {
             return;
         };
-        let step = &self.plan.steps[index];
-        let inputs = step
-            .inputs
-            .iter()
-            .filter_map(|(name, id)| {
-                self.values[*id].as_ref().map(|v| InputTensor {
+        let plan = self.plan.clone();
+        let step = &plan.steps[index];
+        let mut inputs = Vec::with_capacity(step.inputs.len());
+        for (name, id) in &step.inputs {
+            if let Some(v) = self.read((*id, iteration)) {
+                inputs.push(InputTensor {
                     name: name.clone(),
                     datatype: v.datatype,
-                    shape: v.shape.clone(),
-                    data: v.data.clone(),
-                })
-            })
-            .collect();
+                    shape: v.shape,
+                    data: v.data,
+                });
+            }
+        }
         let request = InferRequest {
             model_name: step.model.clone(),
             model_version: step.version,
@@ -141,63 +238,135 @@ impl Run {
             classification: Vec::new(),
             trace: self.trace.as_ref().map(RequestTrace::child),
         };
-        match models.step_model(&step.model, step.version) {
-            Ok(model) => {
-                let answer = model.submit_step(request, Instant::now(), self.times.clone());
-                self.running.push(Box::pin(
-                    async move { (index, answer.await.map(|r| r.outputs)) },
-                ));
+        let model = match models.step_model(&step.model, step.version) {
+            Ok(model) => model,
+            Err(e) => {
+                self.failed = Some(e);
+                return;
+            }
+        };
+        let ended = stream::once(std::future::ready(StepEvent::Ended(index)));
+        if !model.spec().decoupled {
+            let answer = model.submit_step(request, Instant::now(), self.times.clone());
+            let answer = stream::once(async move {
+                StepEvent::Answer(index, iteration, answer.await.map(|r| r.outputs), false)
+            });
+            self.running.push(Box::pin(answer.chain(ended)));
+            return;
+        }
+        match model.submit_step_stream(request, Instant::now()) {
+            Ok(responses) => {
+                let responses = stream::unfold(responses, |mut rx| async move {
+                    rx.recv().await.map(|message| (message, rx))
+                });
+                // A final flag alone carries nothing; an error ends the run.
+                let answers = responses.filter_map(move |message| {
+                    let event = message.result.map(|answer| {
+                        StepEvent::Answer(index, iteration, answer.map(|r| r.outputs), true)
+                    });
+                    std::future::ready(event)
+                });
+                self.running.push(Box::pin(answers.chain(ended)));
             }
             Err(e) => self.failed = Some(e),
         }
     }
 
-    /// Awaits the steps until every one has answered, and returns the ensemble's outputs
-    /// in configuration order.
-    pub async fn finish(mut self) -> Result<Vec<OutputTensor>> {
-        loop {
-            if let Some(e) = self.failed.take() {
-                return Err(self.step_error(e));
-            }
-            let Some((index, answer)) = self.running.next().await else {
-                break;
-            };
-            let outputs = answer.map_err(|e| self.step_error(e))?;
-            let plan = self.plan.clone();
-            for output in outputs {
-                let planned = plan.steps[index]
-                    .outputs
-                    .iter()
-                    .find(|(n, _)| *n == output.name);
-                if let Some(&(_, id)) = planned {
-                    let value = Value {
-                        datatype: output.datatype,
-                        shape: output.shape,
-                        data: output.data,
-                    };
-                    self.arrive(id, Some(value));
-                }
+    /// Records what step `index` of `iteration` answered.
+    fn produced(&mut self, index: usize, iteration: u64, outputs: Vec<OutputTensor>, fresh: bool) {
+        let iteration = if fresh {
+            self.iterations += 1;
+            self.iterations
+        } else {
+            iteration
+        };
+        let plan = self.plan.clone();
+        for output in outputs {
+            let planned = plan.steps[index]
+                .outputs
+                .iter()
+                .find(|(n, _)| *n == output.name);
+            if let Some(&(_, id)) = planned {
+                let value = Value {
+                    datatype: output.datatype,
+                    shape: output.shape,
+                    data: output.data,
+                };
+                self.arrive((id, iteration), Some(value));
             }
         }
-        self.plan
+    }
+
+    /// Awaits the steps, handing `respond` each response as it is complete (one per
+    /// iteration that completes the ensemble outputs) and marking the last one; `None`
+    /// is a final flag alone, for a decoupled ensemble whose last response went out
+    /// before its last step ended. A failing step ends the run with its error.
+    pub async fn drive(mut self, mut respond: impl FnMut(Option<Result<Vec<OutputTensor>>>, bool)) {
+        loop {
+            if let Some(e) = self.failed.take() {
+                respond(Some(Err(self.step_error(e))), true);
+                return;
+            }
+            let ready = std::mem::take(&mut self.ready);
+            self.answered |= !ready.is_empty();
+            let count = ready.len();
+            let done = self.running.is_empty();
+            for (i, outputs) in ready.into_iter().enumerate() {
+                respond(Some(Ok(outputs)), done && i + 1 == count);
+            }
+            if done {
+                if count == 0 {
+                    match self.missing_output() {
+                        Some(e) if !self.answered => respond(Some(Err(e)), true),
+                        _ => respond(None, true),
+                    }
+                }
+                return;
+            }
+            match self.running.next().await {
+                Some(StepEvent::Answer(index, iteration, answer, fresh)) => match answer {
+                    Ok(outputs) => self.produced(index, iteration, outputs, fresh),
+                    Err(e) => self.failed = Some(e),
+                },
+                Some(StepEvent::Ended(index)) => {
+                    self.inflight[index] -= 1;
+                    if let Some(iteration) = self.deferred[index].pop_front() {
+                        self.launch(index, iteration);
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Awaits the steps of an ensemble without decoupled steps and returns its one
+    /// response's outputs, in configuration order.
+    pub async fn finish(self) -> Result<Vec<OutputTensor>> {
+        let mut first = None;
+        self.drive(|result, _| {
+            if first.is_none() {
+                first = result;
+            }
+        })
+        .await;
+        first.unwrap_or_else(|| Err(Error::internal("the ensemble made no response")))
+    }
+
+    /// Triton's deadlock error for an ensemble without decoupled steps whose steps all
+    /// ended without producing every output (a decoupled one may answer nothing).
+    fn missing_output(&self) -> Option<Error> {
+        if self.decoupled {
+            return None;
+        }
+        let missing = self
+            .plan
             .outputs
             .iter()
-            .map(|&id| {
-                let name = &self.plan.tensors[id];
-                let value = self.values[id].take().ok_or_else(|| {
-                    Error::internal(format!(
-                        "in ensemble '{}', no step produced output '{name}'",
-                        self.name
-                    ))
-                })?;
-                Ok(OutputTensor {
-                    name: name.clone(),
-                    datatype: value.datatype,
-                    shape: value.shape,
-                    data: value.data,
-                })
-            })
-            .collect()
+            .find(|&&id| !self.values.contains_key(&(id, 0)))?;
+        Some(Error::internal(format!(
+            "in ensemble '{}', no step produced output '{}'",
+            self.name, self.plan.tensors[*missing]
+        )))
     }
 
     /// Triton's wording for a failed step: the step's error, kind kept, prefixed with

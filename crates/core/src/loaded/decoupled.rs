@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{Admitted, LoadedModel, Runner};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::request::{select_outputs, trace_outputs, InferRequest, InferResponse};
 use crate::response_stream::{ResponseSender, ResponseStream};
 use crate::stats::FirstResponse;
@@ -19,12 +19,6 @@ impl LoadedModel {
         request: InferRequest,
         received_at: Instant,
     ) -> Result<ResponseStream> {
-        let Runner::Scheduled(scheduler) = &self.runner else {
-            return Err(Error::internal(format!(
-                "model '{}' is an ensemble, which cannot be decoupled",
-                self.spec.name
-            )));
-        };
         let batch_size = validate_request(&self.spec, &request)?;
         let spec = self.spec.clone();
         let id = request.id.clone();
@@ -55,7 +49,14 @@ impl LoadedModel {
             step_times: None,
             queue_traced: false,
         };
-        self.enqueue(scheduler.as_ref(), request, admitted, Some(sender))?;
+        match &self.runner {
+            Runner::Scheduled(scheduler) => {
+                self.enqueue(scheduler.as_ref(), request, admitted, Some(sender))?;
+            }
+            Runner::Ensemble(ensemble) => {
+                self.stream_ensemble(ensemble, request, admitted, sender);
+            }
+        }
         Ok(stream)
     }
 }

@@ -1,5 +1,6 @@
 //! Running a request of an ensemble version: its steps submitted as a data-flow graph,
-//! recorded as one execution whose queue and compute times are the steps' sums.
+//! recorded as one execution whose queue and compute times are the steps' sums. An
+//! ensemble with a decoupled step streams its responses instead.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -7,6 +8,7 @@ use std::time::Instant;
 use super::{Admitted, LoadedModel};
 use crate::ensemble::Ensemble;
 use crate::request::{select_outputs, Answer, InferRequest};
+use crate::response_stream::ResponseSender;
 use crate::stats::{FailureReason, RequestRecord, StepTimes};
 
 impl LoadedModel {
@@ -57,5 +59,52 @@ impl LoadedModel {
             let outputs = select_outputs(outputs, wanted.as_deref(), &this.spec.name)?;
             Ok(this.response(id, outputs))
         })
+    }
+
+    /// Runs a request of an ensemble with a decoupled step: each complete set of outputs
+    /// goes to `sender` as it is made, the last one marked final, and the request is
+    /// recorded as one execution once the steps are done.
+    pub(super) fn stream_ensemble(
+        self: &Arc<Self>,
+        ensemble: &Ensemble,
+        mut request: InferRequest,
+        admitted: Admitted,
+        sender: ResponseSender,
+    ) {
+        let times = Arc::new(StepTimes::default());
+        let mut record = RequestRecord::open(
+            self.stats.clone(),
+            admitted.received_at,
+            admitted.step_times,
+            FailureReason::Canceled,
+        );
+        record.executing();
+        self.spec.reshape_inputs(&mut request.inputs);
+        if let Some(trace) = &request.trace {
+            trace.timestamp("QUEUE_START", Instant::now());
+        }
+        let run = ensemble.start(request, times.clone());
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut failed = false;
+            run.drive(|result, last| match result {
+                Some(result) => {
+                    failed |= result.is_err();
+                    sender.send(result, last);
+                }
+                None => {
+                    sender.close();
+                }
+            })
+            .await;
+            if failed {
+                record.failed(FailureReason::Other);
+                return;
+            }
+            let (queue, timing) = times.totals();
+            this.stats
+                .execution_finished(admitted.batch_size, admitted.batch_size, timing);
+            record.succeeded(queue, timing);
+        });
     }
 }

@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::metrics::ModelMetrics;
 use crate::model::ModelSpec;
 use crate::request::{Answer, InferRequest, InferResponse, OutputTensor};
-use crate::response_stream::ResponseSender;
+use crate::response_stream::{ResponseSender, ResponseStream};
 use crate::scheduler::{Job, Reply, Scheduler};
 use crate::stats::{
     FailureReason, FirstResponse, ModelStats, ModelStatsSnapshot, RequestRecord, StepTimes,
@@ -301,6 +301,14 @@ impl StepModel for LoadedModel {
         times: Arc<StepTimes>,
     ) -> Answer {
         self.submit_in(request, received_at, Some(times))
+    }
+
+    fn submit_step_stream(
+        self: Arc<Self>,
+        request: InferRequest,
+        received_at: Instant,
+    ) -> Result<ResponseStream> {
+        self.submit_stream(request, received_at)
     }
 }
 

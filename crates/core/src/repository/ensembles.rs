@@ -90,6 +90,14 @@ impl ModelRepository {
                 )));
             }
         };
+        if ensemble.decoupled() {
+            // Triton fills this in for an ensemble with a decoupled step; clients read it
+            // from the configuration, and the spec streams its answers.
+            config
+                .model_transaction_policy
+                .get_or_insert_with(Default::default)
+                .decoupled = true;
+        }
         let step_labels = self.step_labels(&config, &steps);
         let (settings, dir) = (self.options.settings.clone(), dir.to_path_buf());
         let outcome = self
