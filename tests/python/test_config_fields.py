@@ -11,19 +11,18 @@ from conftest import add_sub_config
 
 def test_a_refused_field_fails_that_model_naming_it(make_repo, start_server):
     repo = make_repo(["add_sub"], {
-        "with_batch_input": add_sub_config(
-            "with_batch_input",
-            extra='batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_FP32 '
-                  'source_input: "INPUT0" } ]\n'),
+        "with_openvino": add_sub_config(
+            "with_openvino",
+            extra='optimization { execution_accelerators { cpu_execution_accelerator [ { name: "openvino" } ] } }\n'),
         "with_cuda_graphs": add_sub_config(
             "with_cuda_graphs", extra="optimization { cuda { graphs: true } }\n"),
     })
     srv = start_server(repo, "--exit-on-error=false")
     client = srv.http_client()
     index = {m["name"]: m for m in client.get_model_repository_index()}
-    assert index["with_batch_input"]["state"] == "UNAVAILABLE"
-    assert ("model 'with_batch_input': configuration field 'batch_input' is not supported: "
-            "ragged batching's batch inputs are not implemented yet") in index["with_batch_input"]["reason"]
+    assert index["with_openvino"]["state"] == "UNAVAILABLE"
+    assert ("model 'with_openvino': configuration field 'optimization.execution_accelerators."
+            "cpu_execution_accelerator' is not supported") in index["with_openvino"]["reason"]
     # Accepted without effect: it serves, and the log names the field once.
     assert index["with_cuda_graphs"]["state"] == "READY"
     assert "configuration field 'optimization.cuda' has no effect" in srv.log()

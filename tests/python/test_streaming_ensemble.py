@@ -1,7 +1,7 @@
 """Ensembles with a decoupled step (issue 35, item 5), through the binary on Triton's own
 python backend (the nvidia-pytriton 0.7.0 wheel), driven with tritonclient.
 
-`counted` runs the decoupled `repeat` model (IN = n answers 0 .. n-1) and squares each
+`counted` runs the decoupled `repeat_py` model (IN = n answers 0 .. n-1) and squares each
 of its responses in a second, ordinary step: every response of the decoupled step is an
 iteration of its own, and the ensemble answers once per iteration over gRPC's
 ModelStreamInfer, with COUNT and its SQUARE paired. The ensemble is decoupled itself
@@ -13,39 +13,19 @@ model 'mixed'") and its repository index shows the model without a state or reas
 Nereid names the step and reports the model UNAVAILABLE with that reason.
 """
 
+import os
 import queue
+import shutil
 
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from conftest import REPO_ROOT
 from triton_wheel import python_backend_directory, stub_environment
 
 pytestmark = pytest.mark.timeout(600)
-
-REPEAT_PY = '''
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        for request in requests:
-            n = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0])
-            sender = request.get_response_sender()
-            for i in range(n):
-                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([i], np.int32))]))
-            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        return None
-'''
-
-REPEAT_CONFIG = '''backend: "python"
-max_batch_size: 0
-model_transaction_policy { decoupled: true }
-input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
-output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-'''
 
 SQUARE_PY = '''
 import triton_python_backend_utils as pb_utils
@@ -71,7 +51,7 @@ max_batch_size: 0
 input [ { name: "N" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "COUNT" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "SQUARE" data_type: TYPE_INT32 dims: [ 1 ] } ]
 ensemble_scheduling { step [
-  { model_name: "repeat" model_version: -1 input_map { key: "IN" value: "N" } output_map { key: "OUT" value: "COUNT" } },
+  { model_name: "repeat_py" model_version: -1 input_map { key: "IN" value: "N" } output_map { key: "OUT" value: "COUNT" } },
   { model_name: "square" model_version: -1 input_map { key: "X" value: "COUNT" } output_map { key: "Y" value: "SQUARE" } }
 ] }
 '''
@@ -94,8 +74,10 @@ output [ { name: "C" data_type: TYPE_INT32 dims: [ 1 ] } ]
 
 
 def write_repo(root):
-    for name, model_py, config in (("repeat", REPEAT_PY, REPEAT_CONFIG), ("square", SQUARE_PY, SQUARE_CONFIG),
-                                   ("pair", PAIR_PY, PAIR_CONFIG)):
+    # The decoupled step: IN = n answers OUT = 0 .. n-1, then the final flag alone.
+    shutil.copytree(os.path.join(REPO_ROOT, "tests", "python_backend_models", "repeat_py"), root / "repeat_py",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name, model_py, config in (("square", SQUARE_PY, SQUARE_CONFIG), ("pair", PAIR_PY, PAIR_CONFIG)):
         (root / name / "1").mkdir(parents=True)
         (root / name / "1" / "model.py").write_text(model_py)
         (root / name / "config.pbtxt").write_text(config)

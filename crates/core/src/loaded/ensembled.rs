@@ -6,28 +6,27 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{Admitted, LoadedModel};
+use crate::ensemble::run::Run;
 use crate::ensemble::Ensemble;
 use crate::request::{select_outputs, Answer, InferRequest};
 use crate::response_stream::ResponseSender;
 use crate::stats::{FailureReason, RequestRecord, StepTimes};
 
 impl LoadedModel {
-    /// Runs an ensemble request and records it as Triton does: one execution of the
-    /// request's batch size whose queue and compute times are the sums over its steps.
-    pub(super) fn start_ensemble(
-        self: &Arc<Self>,
+    /// Starts the steps of an admitted request: its record (open until the steps are
+    /// done; a caller that goes away first leaves it cancelled), the run, and the sums of
+    /// the steps' times.
+    fn begin(
+        &self,
         ensemble: &Ensemble,
         mut request: InferRequest,
-        admitted: Admitted,
-    ) -> Answer {
-        let wanted = request.requested_outputs.take();
-        let id = request.id.clone();
+        admitted: &Admitted,
+    ) -> (Run, RequestRecord, Arc<StepTimes>) {
         let times = Arc::new(StepTimes::default());
-        // A caller that goes away before the steps finish drops the record: cancelled.
         let mut record = RequestRecord::open(
             self.stats.clone(),
             admitted.received_at,
-            admitted.step_times,
+            admitted.step_times.clone(),
             FailureReason::Canceled,
         );
         // Its steps start now; each is pending in its own model's queue.
@@ -38,7 +37,20 @@ impl LoadedModel {
         if let (false, Some(trace)) = (admitted.queue_traced, &request.trace) {
             trace.timestamp("QUEUE_START", Instant::now());
         }
-        let run = ensemble.start(request, times.clone());
+        (ensemble.start(request, times.clone()), record, times)
+    }
+
+    /// Runs an ensemble request and records it as Triton does: one execution of the
+    /// request's batch size whose queue and compute times are the sums over its steps.
+    pub(super) fn start_ensemble(
+        self: &Arc<Self>,
+        ensemble: &Ensemble,
+        mut request: InferRequest,
+        admitted: Admitted,
+    ) -> Answer {
+        let wanted = request.requested_outputs.take();
+        let id = request.id.clone();
+        let (run, record, times) = self.begin(ensemble, request, &admitted);
         let this = self.clone();
         Box::pin(async move {
             let outputs = run
@@ -67,23 +79,11 @@ impl LoadedModel {
     pub(super) fn stream_ensemble(
         self: &Arc<Self>,
         ensemble: &Ensemble,
-        mut request: InferRequest,
+        request: InferRequest,
         admitted: Admitted,
         sender: ResponseSender,
     ) {
-        let times = Arc::new(StepTimes::default());
-        let mut record = RequestRecord::open(
-            self.stats.clone(),
-            admitted.received_at,
-            admitted.step_times,
-            FailureReason::Canceled,
-        );
-        record.executing();
-        self.spec.reshape_inputs(&mut request.inputs);
-        if let Some(trace) = &request.trace {
-            trace.timestamp("QUEUE_START", Instant::now());
-        }
-        let run = ensemble.start(request, times.clone());
+        let (run, record, times) = self.begin(ensemble, request, &admitted);
         let this = self.clone();
         tokio::spawn(async move {
             let mut failed = false;
