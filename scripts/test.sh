@@ -24,6 +24,17 @@ if ! command -v openssl >/dev/null; then
   apt-get update -qq && apt-get install -y -qq openssl >/dev/null
 fi
 
+# The cloud repository tests (tests/python/test_cloud_repository.py) run Microsoft's
+# Azure Storage emulator, Azurite, from npm.
+if [ ! -x .cache/azurite/node_modules/.bin/azurite-blob ]; then
+  if ! command -v npm >/dev/null; then
+    echo "test: installing nodejs and npm" >&2
+    apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  echo "test: installing azurite" >&2
+  npm install --silent --no-audit --no-fund --prefix .cache/azurite azurite@3 >/dev/null
+fi
+
 # The cache plugin tests relink Triton's own plugin to need libtritonserver.so.
 if ! command -v patchelf >/dev/null; then
   echo "test: installing patchelf" >&2

@@ -535,6 +535,7 @@ pub fn repository_options(
 ) -> crate::RepositoryOptions {
     crate::RepositoryOptions {
         roots: vec![root.to_path_buf()],
+        remotes: Vec::new(),
         control_mode,
         startup_models: startup_models.iter().map(|m| m.to_string()).collect(),
         settings: crate::repository::LoadSettings {

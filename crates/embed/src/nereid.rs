@@ -51,6 +51,7 @@ impl Nereid {
         let repository = Arc::new(ModelRepository::new(
             RepositoryOptions {
                 roots: options.model_repositories.clone(),
+                remotes: options.remote_repositories.clone(),
                 control_mode: options.control_mode,
                 startup_models: options.startup_models.clone(),
                 settings: LoadSettings {

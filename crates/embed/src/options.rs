@@ -11,7 +11,7 @@ use nereid_core::cache::CacheStore;
 use nereid_core::log_settings::LogControl;
 use nereid_core::metrics::MetricsConfig;
 use nereid_core::rate_limit::ResourceLimit;
-use nereid_core::repository::{BackendRegistry, RepositoryFlags, StorageLimits};
+use nereid_core::repository::{BackendRegistry, RemoteRepository, RepositoryFlags, StorageLimits};
 use nereid_core::shm::ShmLimits;
 use nereid_core::ControlMode;
 use nereid_core::Server;
@@ -20,8 +20,11 @@ use nereid_core::Server;
 /// caller names only what it changes (`Options { model_repositories, ..Default::default() }`).
 #[derive(Clone)]
 pub struct Options {
-    /// Model repository directories (`--model-repository`, repeatable).
+    /// Model repository directories (`--model-repository`, repeatable), the local copies
+    /// of `remote_repositories` among them.
     pub model_repositories: Vec<PathBuf>,
+    /// Repositories in cloud storage, each refreshed into its local copy before a scan.
+    pub remote_repositories: Vec<Arc<dyn RemoteRepository>>,
     /// Which models load at start-up and whether load/unload calls are allowed
     /// (`--model-control-mode`).
     pub control_mode: ControlMode,
@@ -110,6 +113,7 @@ impl Default for Options {
         let flags = RepositoryFlags::default();
         Self {
             model_repositories: Vec::new(),
+            remote_repositories: Vec::new(),
             control_mode: ControlMode::None,
             startup_models: Vec::new(),
             strict_model_config: false,

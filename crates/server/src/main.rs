@@ -16,6 +16,7 @@ use anyhow::Context;
 use clap::Parser;
 use nereid_core::cache::CacheStore;
 use nereid_core::log_settings::LogControl;
+use nereid_core::repository::RemoteRepository;
 use nereid_core::trace::SpanSink;
 use nereid_embed::caches::CacheKinds;
 use nereid_embed::{Nereid, Options};
@@ -143,6 +144,11 @@ fn options(
     });
     Options {
         model_repositories: config.model_repositories.clone(),
+        remote_repositories: config
+            .remote_repositories
+            .iter()
+            .map(|mirror| mirror.clone() as Arc<dyn RemoteRepository>)
+            .collect(),
         control_mode: config.control_mode,
         startup_models: cli.load_model.clone(),
         strict_model_config,

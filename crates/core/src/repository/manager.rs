@@ -13,6 +13,7 @@ use super::loader::{LoadSettings, VersionOutcomes};
 use super::record::{ModelRecord, ModelState};
 use super::registrations::Registered;
 use super::registry::BackendRegistry;
+use super::remote::RemoteRepository;
 use super::scan::{read_config, signature, ModelDirs, Signature};
 use super::storage::{Storage, StorageLimits};
 use crate::config::ModelConfig;
@@ -41,8 +42,10 @@ pub(super) struct Override {
 /// How the repository behaves.
 #[derive(Clone)]
 pub struct RepositoryOptions {
-    /// `--model-repository` directories.
+    /// `--model-repository` directories (a remote repository's local copy among them).
     pub roots: Vec<PathBuf>,
+    /// The remote repositories, refreshed before each scan.
+    pub remotes: Vec<Arc<dyn RemoteRepository>>,
     /// `--model-control-mode`.
     pub control_mode: ControlMode,
     /// `--load-model` names (explicit mode); `*` means all.
@@ -202,7 +205,11 @@ impl ModelRepository {
     pub(super) async fn scan(&self) -> Result<ModelDirs> {
         let (roots, namespacing) = (self.options.roots.clone(), self.namespacing());
         let registered = self.registered.snapshot();
+        let remotes = self.options.remotes.clone();
         self.read_off_thread("repository", "listing the model repositories", move || {
+            for remote in &remotes {
+                remote.refresh()?;
+            }
             registered.list(&roots, namespacing)
         })
         .await?

@@ -9,7 +9,8 @@
 //! each operation on it is a file of its own above it — `index`, `load`, `unload`,
 //! `poll`, `batch` (start-up and poll loads in parallel), `ensembles`, `namespace`,
 //! `registered` — importing the manager and the plain helpers below it (`ids`,
-//! `registrations`, `record`, `scan`, `loader`, `storage`, `overrides`), never one another.
+//! `registrations`, `record`, `scan`, `loader`, `storage`, `overrides`, `remote`), never
+//! one another.
 
 mod agents;
 mod batch;
@@ -28,6 +29,7 @@ mod record;
 mod registered;
 mod registrations;
 mod registry;
+mod remote;
 mod scan;
 mod storage;
 mod unload;
@@ -41,4 +43,5 @@ pub use manager::{ControlMode, IndexEntry, ModelRepository, RepositoryOptions};
 pub use overrides::{LoadRequest, FILE_PREFIX};
 pub use record::ModelState;
 pub use registry::BackendRegistry;
+pub use remote::RemoteRepository;
 pub use storage::StorageLimits;

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::bail;
+use nereid_cloud::CloudMirror;
 use nereid_core::header_forward::HeaderForward;
 use nereid_core::log_settings::LogFormat;
 use nereid_core::metrics::MetricsConfig;
@@ -113,8 +114,10 @@ pub struct Config {
     /// The raw flags.
     pub cli: Cli,
     /// The model repositories: `--model-repository` in order, repeats dropped, or
-    /// `AIP_STORAGE_URI` when none was given.
+    /// `AIP_STORAGE_URI` when none was given; a cloud repository by its local copy.
     pub model_repositories: Vec<PathBuf>,
+    /// The cloud repositories (`s3://`, `gs://`, `as://`), copied into local directories.
+    pub remote_repositories: Vec<Arc<CloudMirror>>,
     /// Parsed control mode.
     pub control_mode: ControlMode,
     /// `--disable-auto-complete-config`, or the deprecated `--strict-model-config`.
@@ -213,7 +216,7 @@ impl Config {
             &cli.grpc_header_forward_pattern,
             "grpc-header-forward-pattern",
         )?;
-        let model_repositories = model_repositories(&cli, env)?;
+        let (model_repositories, remote_repositories) = model_repositories(&cli, env)?;
         let trace = crate::trace_flags::parse(
             &cli.trace_config,
             &crate::trace_flags::Deprecated {
@@ -236,6 +239,7 @@ impl Config {
         };
         let config = Self {
             model_repositories,
+            remote_repositories,
             control_mode,
             strict_model_config: cli.disable_auto_complete_config
                 || cli.strict_model_config.unwrap_or(false),
@@ -313,38 +317,42 @@ fn check_ranges(cli: &Cli) -> anyhow::Result<()> {
 }
 
 /// The repositories to serve: the flags' (a set in Triton: a repeat counts once), else
-/// `AIP_STORAGE_URI`, else tritonserver's start-up error.
+/// `AIP_STORAGE_URI`, else tritonserver's start-up error. A cloud repository is served
+/// from its local copy, which is listed among the directories.
 fn model_repositories(
     cli: &Cli,
     env: &dyn Fn(&str) -> Option<String>,
-) -> anyhow::Result<Vec<PathBuf>> {
-    let mut roots: Vec<PathBuf> = Vec::new();
+) -> anyhow::Result<(Vec<PathBuf>, Vec<Arc<CloudMirror>>)> {
+    let mut named: Vec<PathBuf> = Vec::new();
     for root in &cli.model_repository {
-        if !roots.contains(root) {
-            roots.push(root.clone());
+        if !named.contains(root) {
+            named.push(root.clone());
         }
     }
-    if roots.is_empty() {
+    if named.is_empty() {
         if let Some(uri) = env("AIP_STORAGE_URI").filter(|uri| !uri.is_empty()) {
-            roots.push(PathBuf::from(uri));
+            named.push(PathBuf::from(uri));
         }
     }
-    if roots.is_empty() {
+    if named.is_empty() {
         bail!("creating server: Invalid argument - --model-repository must be specified");
     }
-    for root in &roots {
+    let (mut roots, mut remotes) = (Vec::new(), Vec::new());
+    for root in named {
         let text = root.to_string_lossy();
-        if ["s3://", "gs://", "as://"]
-            .iter()
-            .any(|scheme| text.starts_with(scheme))
-        {
-            bail!("--model-repository {text}: cloud storage repositories are not supported yet; copy the repository to a local directory");
+        if nereid_cloud::is_cloud(&text) {
+            let mirror = CloudMirror::open(&text, env)
+                .map_err(|e| anyhow::anyhow!("--model-repository {text}: {e}"))?;
+            roots.push(nereid_core::repository::RemoteRepository::local_dir(&mirror).to_path_buf());
+            remotes.push(Arc::new(mirror));
+            continue;
         }
         if !root.is_dir() {
             bail!("--model-repository {text}: not a readable directory");
         }
+        roots.push(root);
     }
-    Ok(roots)
+    Ok((roots, remotes))
 }
 
 /// Compiles a `--...-header-forward-pattern` flag; a pattern that does not compile stops
