@@ -23,11 +23,11 @@ fn c_program_drives_the_in_process_server() {
         return;
     }
     let Some(lib) = library_dir() else {
-        eprintln!("skipped: libtritonserver.so not found next to the test executable");
+        fixture::skip("libtritonserver.so not found next to the test executable");
         return;
     };
     if Command::new("cc").arg("--version").output().is_err() {
-        eprintln!("skipped: no C compiler (cc)");
+        fixture::skip("no C compiler (cc)");
         return;
     }
     let out = tempfile::tempdir().expect("temporary directory");

@@ -116,7 +116,9 @@ fn build_backend(dir: &Path) -> bool {
         Ok(status) if status.success() => true,
         Ok(status) => panic!("the test backend does not build: {status}"),
         Err(e) => {
-            eprintln!("skipped: no C compiler (cc) to build the test backend: {e}");
+            crate::fixture::skip(&format!(
+                "no C compiler (cc) to build the test backend: {e}"
+            ));
             false
         }
     }

@@ -17,7 +17,16 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Whether ONNX Runtime can be found; tests that need it print why they skip.
+/// Skips a test whose dependency is missing, saying which; under `CI=true` a skipped test
+/// fails instead, so CI cannot pass without having run it (as the python suite does).
+pub fn skip(why: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{why} (CI=true: a skipped test fails)");
+    }
+    eprintln!("skipped: {why}");
+}
+
+/// Whether ONNX Runtime can be found; tests that need it say why they skip.
 pub fn onnx_runtime_available() -> bool {
     let found = std::env::var_os("ORT_DYLIB_PATH").is_some() || {
         let lib = workspace_root().join(".venv/lib");
@@ -31,7 +40,7 @@ pub fn onnx_runtime_available() -> bool {
         })
     };
     if !found {
-        eprintln!("skipped: ONNX Runtime not found (set ORT_DYLIB_PATH or run scripts/setup.sh)");
+        skip("ONNX Runtime not found (set ORT_DYLIB_PATH or run scripts/setup.sh)");
     }
     found
 }
