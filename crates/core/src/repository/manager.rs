@@ -205,11 +205,15 @@ impl ModelRepository {
     pub(super) async fn scan(&self) -> Result<ModelDirs> {
         let (roots, namespacing) = (self.options.roots.clone(), self.namespacing());
         let registered = self.registered.snapshot();
-        let remotes = self.options.remotes.clone();
+        if !self.options.remotes.is_empty() {
+            // Copying models takes as long as loading them may, not a listing's time.
+            let remotes = self.options.remotes.clone();
+            let refresh = move || remotes.iter().try_for_each(|remote| remote.refresh());
+            let (key, what) = ("cloud repositories", "copying the cloud repositories");
+            let limit = self.options.storage.load;
+            self.storage.run(key, what, limit, refresh, drop).await??;
+        }
         self.read_off_thread("repository", "listing the model repositories", move || {
-            for remote in &remotes {
-                remote.refresh()?;
-            }
             registered.list(&roots, namespacing)
         })
         .await?
