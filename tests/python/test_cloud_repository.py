@@ -1,11 +1,11 @@
 """Model repositories in cloud storage (issue 36), through the binary with tritonclient,
 against storage servers the test starts: moto's S3 server, Microsoft's Azurite (npm) and
-gcp-storage-emulator. Each serves the example repository's add_sub from
+gcp-storage-emulator (extended by gcs_xml_emulator.py with the XML listing and download
+validators object_store's GCS client uses). Each serves the example repository's add_sub from
 `s3://host:port/bucket/models`, `as://account/container/models` and
 `gs://bucket/models`; a changed configuration is picked up in poll mode; wrong
 credentials stop start-up with the URL and the storage's reason; a storage that goes
-away leaves the models served. Nothing here reaches the network. The GCS cases are
-expected failures: the emulator cannot answer the client's listing (see GCS_UNTESTED).
+away leaves the models served. Nothing here reaches the network.
 """
 
 import json
@@ -76,6 +76,7 @@ class S3:
     """moto's S3 server, written to with boto3."""
 
     scheme = "s3"
+    folder_markers = True
 
     def __init__(self, tmp_path):
         need(os.path.join(VENV_BIN, "moto_server"), "moto[server]")
@@ -110,6 +111,7 @@ class Azure:
     """Azurite's blob service, written to with azure-storage-blob."""
 
     scheme = "as"
+    folder_markers = True
 
     def __init__(self, tmp_path):
         need(AZURITE, "Azurite (npm)")
@@ -144,17 +146,20 @@ class Azure:
 
 
 class Gcs:
-    """gcp-storage-emulator, written to over its JSON API; the server is named by a
-    service-account file's `gcs_base_url` (GOOGLE_APPLICATION_CREDENTIALS)."""
+    """gcp-storage-emulator, written to over its JSON API and read by Nereid over the
+    XML API (gcs_xml_emulator.py adds the parts the emulator lacks); the server is named
+    by a service-account file's `gcs_base_url` (GOOGLE_APPLICATION_CREDENTIALS)."""
 
     scheme = "gs"
+    # The emulator stores neither empty objects nor names ending in a slash.
+    folder_markers = False
 
     def __init__(self, tmp_path):
         need(os.path.join(VENV_BIN, "gcp-storage-emulator"), "gcp-storage-emulator")
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.process = start([os.path.join(VENV_BIN, "gcp-storage-emulator"), "start", "--host", "127.0.0.1",
-                              "--port", str(self.port), "--in-memory"], self.port, tmp_path)
+        self.process = start([sys.executable, os.path.join(os.path.dirname(__file__), "gcs_xml_emulator.py"),
+                              "127.0.0.1", str(self.port)], self.port, tmp_path)
         self.call("POST", "/storage/v1/b", json.dumps({"name": "bucket"}).encode(), "application/json")
         key = tmp_path / "service-account.json"
         key.write_text(json.dumps({"type": "service_account", "private_key": "", "private_key_id": "",
@@ -185,12 +190,6 @@ class Gcs:
         self.process.kill()
 
 
-# object_store's GCS client lists a bucket through the XML API (`GET /bucket?list-type=2`),
-# which gcp-storage-emulator answers 501; no GCS server on PyPI or npm implements it.
-GCS_UNTESTED = pytest.mark.xfail(
-    reason="gcp-storage-emulator does not implement the XML listing object_store's GCS client uses (501)")
-
-
 @pytest.fixture(params=[S3, Azure, Gcs], ids=["s3", "azure", "gcs"])
 def storage(request, tmp_path):
     store = request.param(tmp_path)
@@ -215,13 +214,7 @@ def serve(store, tmp_path, *extra, env=None, url=None):
     return server
 
 
-def listing_needed(request, storage):
-    if storage.scheme == "gs":
-        request.applymarker(GCS_UNTESTED)
-
-
-def test_a_bucket_repository_serves_and_polls(request, storage, tmp_path):
-    listing_needed(request, storage)
+def test_a_bucket_repository_serves_and_polls(storage, tmp_path):
     server = serve(storage, tmp_path, "--model-control-mode=poll", "--repository-poll-secs=1").wait_started()
     client = server.http_client()
     a, inputs = add_sub_inputs()
@@ -239,8 +232,7 @@ def test_a_bucket_repository_serves_and_polls(request, storage, tmp_path):
     server.kill()
 
 
-def test_explicit_mode_loads_and_unloads_from_the_bucket(request, storage, tmp_path):
-    listing_needed(request, storage)
+def test_explicit_mode_loads_and_unloads_from_the_bucket(storage, tmp_path):
     server = serve(storage, tmp_path, "--model-control-mode=explicit").wait_started()
     client = server.http_client()
     assert not client.is_model_ready("add_sub")
@@ -262,3 +254,53 @@ def test_refused_credentials_stop_start_up_naming_the_url(storage, tmp_path):
     for name, value in env.items():
         if "KEY" in name or "SECRET" in name:
             assert value not in log, f"{name} in the log"
+
+
+DOUBLE_PY = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", 2 * pb_utils.get_input_tensor_by_name(r, "IN").as_numpy())])
+                for r in requests]
+'''
+
+DOUBLE_CONFIG = b'''backend: "python"
+max_batch_size: 0
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 2 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+'''
+
+
+def test_a_bucket_beside_a_local_repository_serves_ensembles_and_hosted_models(storage, tmp_path):
+    from triton_wheel import python_backend_directory, stub_environment
+
+    # An ensemble's empty version folder, as a storage console makes it: an empty object
+    # named with a trailing slash. The python backend reads model.py from the local copy.
+    storage.put("ensemble_add_sub/config.pbtxt",
+                open(os.path.join(EXAMPLE_MODELS, "ensemble_add_sub", "config.pbtxt"), "rb").read())
+    if storage.folder_markers:
+        storage.put("ensemble_add_sub/1/", b"")
+    else:
+        storage.put("ensemble_add_sub/1/README", b"version 1 of an ensemble has no files")
+    storage.put("double/config.pbtxt", DOUBLE_CONFIG)
+    storage.put("double/1/model.py", DOUBLE_PY.encode())
+    local = tmp_path / "local"
+    shutil.copytree(os.path.join(EXAMPLE_MODELS, "identity_fp32"), local / "identity_fp32")
+    args = base_args(storage.url, ["--model-repository", str(local), "--backend-directory",
+                                   python_backend_directory()])
+    server = Server(storage.url, args, env={**storage.env, **stub_environment()}).wait_started()
+    client = server.http_client()
+    a, inputs = add_sub_inputs()
+    out = client.infer("ensemble_add_sub", inputs)
+    assert (out.as_numpy("OUTPUT0") == 2 * a).all() and (out.as_numpy("OUTPUT1") == 2 * a).all()
+    x = np.array([1.5, -2.0], dtype=np.float32)
+    double = httpclient.InferInput("IN", [2], "FP32")
+    double.set_data_from_numpy(x)
+    assert (client.infer("double", [double]).as_numpy("OUT") == 2 * x).all()
+    assert {m["name"] for m in client.get_model_repository_index()} >= {
+        "add_sub", "ensemble_add_sub", "double", "identity_fp32"}
+    assert client.is_model_ready("identity_fp32")
+    server.kill()

@@ -30,9 +30,19 @@ pub struct CloudMirror {
     _temporary: Option<tempfile::TempDir>,
     /// Runs the store's requests for the blocking callers of `refresh`.
     runtime: tokio::runtime::Runtime,
-    /// The version tag of each file copied, by its path under the prefix. Locked for a
+    /// What each object became in the copy, by its path under the prefix. Locked for a
     /// whole refresh, so two never write the copy at once.
-    copied: Mutex<HashMap<String, String>>,
+    copied: Mutex<HashMap<String, Copied>>,
+}
+
+/// One object of the repository as copied.
+#[derive(Debug, Clone, PartialEq)]
+struct Copied {
+    /// The object's version tag when it was copied.
+    tag: String,
+    /// A folder marker ("model/1/", as storage consoles make an empty folder) became a
+    /// directory rather than a file.
+    folder: bool,
 }
 
 impl std::fmt::Debug for CloudMirror {
@@ -98,14 +108,14 @@ impl CloudMirror {
         safe.then(|| rel.to_string())
     }
 
-    async fn sync(&self, copied: &mut HashMap<String, String>) -> Result<()> {
+    async fn sync(&self, copied: &mut HashMap<String, Copied>) -> Result<()> {
         let listed: Vec<ObjectMeta> = self
             .store
             .list(self.prefix.as_ref())
             .try_collect()
             .await
             .map_err(|e| self.failed("cannot list", e))?;
-        let mut wanted: HashMap<String, (ObjectPath, String)> = HashMap::new();
+        let mut wanted: HashMap<String, (ObjectPath, String, bool)> = HashMap::new();
         for meta in listed {
             let Some(rel) = self.relative(&meta.location) else {
                 continue;
@@ -114,9 +124,9 @@ impl CloudMirror {
                 .e_tag
                 .clone()
                 .unwrap_or_else(|| format!("{}-{}", meta.last_modified, meta.size));
-            wanted.insert(rel, (meta.location, tag));
+            wanted.insert(rel, (meta.location, tag, meta.size == 0));
         }
-        // A zero-size folder marker ("model/1/") is a directory, not a file.
+        // A folder marker with something under it needs no directory of its own.
         let folders: Vec<String> = wanted
             .keys()
             .filter(|rel| {
@@ -129,17 +139,26 @@ impl CloudMirror {
         for rel in folders {
             wanted.remove(&rel);
         }
-        for (rel, (location, tag)) in &wanted {
+        for (rel, (location, tag, empty)) in &wanted {
             let target = self.local.join(rel);
-            if copied.get(rel) == Some(tag) && target.is_file() {
-                continue;
+            if let Some(done) = copied.get(rel) {
+                let present = if done.folder {
+                    target.is_dir()
+                } else {
+                    target.is_file()
+                };
+                if &done.tag == tag && present {
+                    continue;
+                }
             }
-            let bytes = async { self.store.get(location).await?.bytes().await }
-                .await
-                .map_err(|e| self.failed(&format!("cannot read '{rel}' of"), e))?;
-            write_file(&target, &bytes)
-                .map_err(|e| self.failed(&format!("cannot copy '{rel}' of"), e))?;
-            copied.insert(rel.clone(), tag.clone());
+            let folder = self.copy(rel, location, *empty, &target).await?;
+            copied.insert(
+                rel.clone(),
+                Copied {
+                    tag: tag.clone(),
+                    folder,
+                },
+            );
         }
         let gone: Vec<String> = copied
             .keys()
@@ -147,12 +166,41 @@ impl CloudMirror {
             .cloned()
             .collect();
         for rel in gone {
-            copied.remove(&rel);
             let target = self.local.join(&rel);
-            let _ = std::fs::remove_file(&target);
+            if copied.remove(&rel).is_some_and(|done| done.folder) {
+                let _ = std::fs::remove_dir(&target);
+            } else {
+                let _ = std::fs::remove_file(&target);
+            }
             remove_empty_parents(&target, &self.local);
         }
         Ok(())
+    }
+
+    /// Copies one listed object to `target`; answers whether it was a folder marker.
+    /// The stores list a marker ("model/1/") without its slash, and reading it under that
+    /// name finds nothing: an empty object that cannot be read is a folder.
+    async fn copy(
+        &self,
+        rel: &str,
+        location: &ObjectPath,
+        empty: bool,
+        target: &Path,
+    ) -> Result<bool> {
+        let read = async { self.store.get(location).await?.bytes().await }.await;
+        match read {
+            Ok(bytes) => {
+                write_file(target, &bytes)
+                    .map_err(|e| self.failed(&format!("cannot write '{rel}' of"), e))?;
+                Ok(false)
+            }
+            Err(object_store::Error::NotFound { .. }) if empty => {
+                std::fs::create_dir_all(target)
+                    .map_err(|e| self.failed(&format!("cannot write '{rel}' of"), e))?;
+                Ok(true)
+            }
+            Err(e) => Err(self.failed(&format!("cannot read '{rel}' of"), e)),
+        }
     }
 }
 
