@@ -18,15 +18,19 @@ use crate::AppState;
 pub(crate) fn model_path(path: &[(String, String)]) -> Result<(String, Option<i64>)> {
     let find = |key: &str| path.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
     let model = find("model").unwrap_or_default().to_string();
-    let version = match find("version") {
-        None => None,
-        Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => Some(
-            v.parse::<i64>()
-                .map_err(|_| Error::not_found("Not Found"))?,
-        ),
-        Some(_) => return Err(Error::not_found("Not Found")),
-    };
-    Ok((model, version))
+    Ok((model, parse_version(find("version"))?))
+}
+
+/// A path's version segment: digits only, else Triton's 404.
+pub(crate) fn parse_version(version: Option<&str>) -> Result<Option<i64>> {
+    match version {
+        None => Ok(None),
+        Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => v
+            .parse::<i64>()
+            .map(Some)
+            .map_err(|_| Error::not_found("Not Found")),
+        Some(_) => Err(Error::not_found("Not Found")),
+    }
 }
 
 fn ok_or_400(ok: bool) -> StatusCode {

@@ -16,6 +16,7 @@ mod forward_tests;
 mod fuzz_tests;
 mod generate;
 mod infer;
+mod infer_route;
 mod json_data;
 mod logging;
 mod restrict;
@@ -91,8 +92,12 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let limits = options.limits;
+    let infer = infer_route::InferRoute::new(AppState {
+        server: server.clone(),
+        options: options.clone(),
+    });
     let app = router(server, options);
-    serve_router(app, listener, "HTTP", limits, shutdown).await;
+    serve::serve_routes(app, infer, listener, "HTTP", limits, shutdown).await;
 }
 
 /// The route table (public so tests can drive it without a socket). Each route names its

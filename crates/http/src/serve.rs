@@ -20,12 +20,25 @@ use tokio::net::TcpListener;
 use tower::Service;
 
 use crate::error::error_body;
+use crate::infer_route::InferRoute;
 
 /// Serves `router` on `listener` until `shutdown` resolves, under `limits`; then stops
 /// accepting and returns once every connection has finished its request in flight.
 /// `port` names the port in log lines. Shared by the HTTP and metrics ports.
 pub async fn serve_router(
     router: Router,
+    listener: TcpListener,
+    port: &'static str,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    serve_routes(router, None, listener, port, limits, shutdown).await;
+}
+
+/// [`serve_router`] with the infer route answered ahead of the table.
+pub(crate) async fn serve_routes(
+    router: Router,
+    infer: Option<InferRoute>,
     listener: TcpListener,
     port: &'static str,
     limits: Limits,
@@ -46,6 +59,7 @@ pub async fn serve_router(
         let peer = io.peer();
         let service = ConnectionService {
             router: router.clone(),
+            infer: infer.clone(),
             activity: io.activity(),
             body_timeout: limits.body_timeout,
         };
@@ -66,6 +80,7 @@ pub async fn serve_router(
 #[derive(Clone)]
 struct ConnectionService {
     router: Router,
+    infer: Option<InferRoute>,
     activity: Arc<Activity>,
     body_timeout: Option<Duration>,
 }
@@ -79,7 +94,6 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         let in_flight = self.activity.begin();
-        let mut router = self.router.clone();
         let (request, timer) = match self.body_timeout {
             Some(timeout) => {
                 let (parts, body) = request.into_parts();
@@ -88,13 +102,22 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
             }
             None => (request.map(Body::new), None),
         };
-        Box::pin(async move {
-            let response = router.call(request).await?;
+        let finish = move |response: Response<Body>| {
             if timer.as_ref().is_some_and(|t| t.timed_out()) {
-                return Ok(body_timed_out());
+                return body_timed_out();
             }
-            Ok(response.map(|body| Body::new(InFlightBody::new(body, Some(in_flight)))))
-        })
+            response.map(|body| Body::new(InFlightBody::new(body, Some(in_flight))))
+        };
+        match &self.infer {
+            Some(infer) if InferRoute::answers(&request) => {
+                let answer = infer.clone().answer(request);
+                Box::pin(async move { Ok(finish(answer.await)) })
+            }
+            _ => {
+                let mut router = self.router.clone();
+                Box::pin(async move { Ok(finish(router.call(request).await?)) })
+            }
+        }
     }
 }
 

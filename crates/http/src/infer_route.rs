@@ -1,0 +1,159 @@
+//! The infer endpoint answered before the route table: `POST /v2/models/{m}/infer` and
+//! `/v2/models/{m}/versions/{v}/infer` are nearly every request a busy server sees, and
+//! through axum each one clones the boxed router, matches two nested tables, strips the
+//! prefix, copies the header map and the path parameters and runs two middlewares. Here
+//! the path is split by hand and the handler called with the request's own parts. What
+//! this path does not answer exactly as the table would (a percent-encoded name, a
+//! restricted inference group, any other route) goes on to the table.
+
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::Extension;
+use axum::http::request::Parts;
+use axum::http::{Method, Request, Response, StatusCode};
+use axum::response::IntoResponse;
+use nereid_core::restricted::ApiGroup;
+
+use crate::call::{self, Framing};
+use crate::error::{error_body, ApiError};
+use crate::{admin, trace, AppState};
+
+/// The infer route's state, shared by every connection.
+#[derive(Clone)]
+pub(crate) struct InferRoute {
+    state: AppState,
+    body_limit: usize,
+}
+
+impl InferRoute {
+    /// The route for `state`, or `None` when `--http-restricted-api` restricts inference
+    /// (the table's guard answers those).
+    pub(crate) fn new(state: AppState) -> Option<Self> {
+        if state
+            .options
+            .restrictions
+            .get(ApiGroup::Inference)
+            .is_some()
+        {
+            return None;
+        }
+        let body_limit = state.options.body_limit();
+        Some(Self { state, body_limit })
+    }
+
+    /// Whether `request` is an infer call this route answers.
+    pub(crate) fn answers(request: &Request<Body>) -> bool {
+        request.method() == Method::POST && infer_path(request.uri().path()).is_some()
+    }
+
+    /// Answers an infer call (one [`Self::answers`] took).
+    pub(crate) async fn answer(self, request: Request<Body>) -> Response<Body> {
+        let arrival = self
+            .state
+            .server
+            .trace()
+            .is_active()
+            .then(|| Extension(trace::Arrival(Instant::now())));
+        let (parts, body) = request.into_parts();
+        let Some((model, version)) = infer_path(parts.uri.path()) else {
+            return error_body(StatusCode::NOT_FOUND, "Not Found");
+        };
+        let body = match axum::body::to_bytes(body, self.body_limit).await {
+            Ok(body) => body,
+            Err(e) => return buffering_failed(e),
+        };
+        match self.infer(&parts, model, version, arrival, body).await {
+            Ok(response) => response,
+            Err(e) => e.into_response(),
+        }
+    }
+
+    async fn infer(
+        &self,
+        parts: &Parts,
+        model: &str,
+        version: Option<&str>,
+        arrival: Option<Extension<trace::Arrival>>,
+        body: bytes::Bytes,
+    ) -> Result<Response<Body>, ApiError> {
+        let version = admin::parse_version(version)?;
+        let options = &self.state.options;
+        let call = call::InferCall {
+            server: &self.state.server,
+            model,
+            version,
+            headers: &parts.headers,
+            arrival,
+            max_input_size: options.max_input_size,
+            framing: Framing::Kserve,
+            header_forward: options.header_forward.as_deref(),
+        };
+        Ok(call::infer(call, body).await?)
+    }
+}
+
+/// The answer axum's body extractor gives when the body cannot be read, in Triton's JSON
+/// error shape (the table's responses get it from `error::json_rejections`).
+fn buffering_failed(e: axum::Error) -> Response<Body> {
+    let too_large = std::iter::successors(std::error::Error::source(&e), |s| s.source())
+        .any(|s| s.is::<http_body_util::LengthLimitError>());
+    if too_large {
+        return error_body(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "Failed to buffer the request body: length limit exceeded",
+        );
+    }
+    error_body(
+        StatusCode::BAD_REQUEST,
+        &format!("Failed to buffer the request body: {e}"),
+    )
+}
+
+/// `(model, version)` of `/v2/models/{model}[/versions/{version}]/infer`; `None` for any
+/// other path and for names the table would decode first (percent-encoded).
+fn infer_path(path: &str) -> Option<(&str, Option<&str>)> {
+    let rest = path.strip_prefix("/v2/models/")?.strip_suffix("/infer")?;
+    if rest.contains('%') {
+        return None;
+    }
+    let (model, version) = match rest.split_once('/') {
+        None => (rest, None),
+        Some((model, tail)) => {
+            let version = tail.strip_prefix("versions/")?;
+            (!version.contains('/')).then_some(())?;
+            (model, Some(version))
+        }
+    };
+    (!model.is_empty()).then_some((model, version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_infer_paths_match() {
+        assert_eq!(infer_path("/v2/models/m/infer"), Some(("m", None)));
+        assert_eq!(
+            infer_path("/v2/models/m/versions/3/infer"),
+            Some(("m", Some("3")))
+        );
+        // The version is checked by the handler, as through the table.
+        assert_eq!(
+            infer_path("/v2/models/m/versions/x/infer"),
+            Some(("m", Some("x")))
+        );
+        for other in [
+            "/v2/models/m/ready",
+            "/v2/models//infer",
+            "/v2/models/m/x/infer",
+            "/v2/models/m/versions/1/2/infer",
+            "/v2/models/a%2Fb/infer",
+            "/v2/models/m/infer/",
+            "/v2/models/m/generate",
+        ] {
+            assert_eq!(infer_path(other), None, "{other}");
+        }
+    }
+}
