@@ -14,7 +14,7 @@ use super::Job;
 use crate::backend::{ComputeTiming, InstanceBackend, Rescheduled, NOT_RESCHEDULABLE};
 use crate::batch::Batch;
 use crate::error::{Error, Result};
-use crate::model::ModelSpec;
+use crate::model::{ModelSpec, SchedulingSpec};
 use crate::request::{select_outputs, InferResponse, OutputTensor};
 use crate::request::{trace_inputs, trace_outputs};
 use crate::response_stream::ResponseSender;
@@ -135,6 +135,13 @@ impl Worker {
         }
     }
 
+    /// Whether a job whose caller left is dropped here rather than executed. Not for
+    /// sequences: a step of a sequence carries its state and slot to the next step, and
+    /// a sequence whose client left ends at its idle timeout.
+    fn drops_cancelled(&self) -> bool {
+        !matches!(self.spec.scheduling, SchedulingSpec::Sequence(_))
+    }
+
     /// Hands the backend's state memory to the statistics (backends that keep state).
     fn publish_state_usage(&self) {
         if let Some(usage) = self.instance.state_usage() {
@@ -148,6 +155,15 @@ impl Worker {
             slot,
             ..
         } = payload;
+        if self.drops_cancelled() && payload.iter().any(Job::caller_left) {
+            let (live, gone): (Vec<Job>, Vec<Job>) =
+                payload.into_iter().partition(|job| !job.caller_left());
+            gone.into_iter().for_each(Job::cancel);
+            if live.is_empty() {
+                return;
+            }
+            payload = live;
+        }
         let started = Instant::now();
         for job in &mut payload {
             job.record.executing();

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::Reply;
 use crate::backend::ComputeTiming;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::request::{InferRequest, InferResponse, OutputTensor};
 use crate::response_stream::ResponseSender;
 use crate::stats::{FailureReason, RequestRecord};
@@ -69,6 +69,33 @@ impl Job {
     /// `error`; it counts as rejected by the scheduler.
     pub fn reject(mut self, error: Error) {
         self.record.failed(FailureReason::Rejected);
+        if let Some(stream) = self.stream.take() {
+            stream.send(Err(error), true);
+            return;
+        }
+        self.reply.send(Err(error));
+    }
+
+    /// Whether nobody waits for this job's answer any more: the caller of a request went
+    /// away (connection closed, call cancelled, stream closed). Padding has no caller.
+    pub fn caller_left(&self) -> bool {
+        if self.padding {
+            return false;
+        }
+        match &self.stream {
+            Some(stream) => stream.is_cancelled(),
+            None => self.reply.caller_left(),
+        }
+    }
+
+    /// Ends a job whose caller left before it executed, as Triton's schedulers end a
+    /// cancelled request: never executed, counted as a failure with reason CANCELED.
+    pub fn cancel(mut self) {
+        self.record.failed(FailureReason::Canceled);
+        let error = Error::new(
+            ErrorKind::Cancelled,
+            "request cancelled: the client went away",
+        );
         if let Some(stream) = self.stream.take() {
             stream.send(Err(error), true);
             return;

@@ -34,6 +34,12 @@ impl Reply {
         self.ticket = Some((order.clone(), order.issue()));
     }
 
+    /// Whether the caller stopped waiting for the answer (its connection closed, its call
+    /// was cancelled): nobody would read it.
+    pub fn caller_left(&self) -> bool {
+        self.sender.as_ref().is_none_or(|s| s.is_closed())
+    }
+
     /// Delivers the answer (or queues it until earlier answers are out).
     pub fn send(mut self, result: Result<InferResponse>) {
         self.deliver(result);

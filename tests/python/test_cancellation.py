@@ -1,0 +1,128 @@
+"""Requests whose client left are not executed (issue 38), through the binary: a slow
+python model with one instance takes a queue of requests whose clients then go away —
+HTTP connections closed, gRPC calls past their deadline. Only the request already
+executing runs; the queued ones are ended without executing and counted as Triton counts
+cancellation (`nv_inference_request_failure{reason="CANCELED"}`), and the model goes on
+answering the next client.
+"""
+
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from test_rate_limiter import backends  # noqa: F401  (the python backend fixture)
+
+pytestmark = pytest.mark.timeout(300)
+
+SLEEPS = 0.6
+
+MODEL_PY = f'''
+import time
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep({SLEEPS})
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy())])
+                for r in requests]
+'''
+
+SCHEDULERS = {"default": "", "dynamic": "dynamic_batching { max_queue_delay_microseconds: 0 }"}
+CLIENTS = 5
+
+
+def write_model(root, scheduler):
+    model = root / "slow"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(f'''backend: "python"
+max_batch_size: {1 if scheduler == "dynamic" else 0}
+input [ {{ name: "IN" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+{SCHEDULERS[scheduler]}
+''')
+    (model / "1" / "model.py").write_text(MODEL_PY)
+
+
+def shape(scheduler):
+    return [1, 1] if scheduler == "dynamic" else [1]
+
+
+def http_request(host, port, scheduler):
+    body = ('{"inputs":[{"name":"IN","shape":%s,"datatype":"FP32","data":[1]}]}' % shape(scheduler)).encode()
+    return (f"POST /v2/models/slow/infer HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def leave_over_http(srv, scheduler):
+    """Sends CLIENTS requests on their own connections, then closes them all unanswered."""
+    host, port = srv.bound["http"]
+    sockets = []
+    for _ in range(CLIENTS):
+        s = socket.create_connection((host, port))
+        s.sendall(http_request(host, port, scheduler))
+        sockets.append(s)
+        time.sleep(0.02)
+    time.sleep(0.15)
+    for s in sockets:
+        s.close()
+
+
+def leave_over_grpc(srv, scheduler):
+    """Sends CLIENTS calls whose deadline passes while they wait."""
+    client = grpcclient.InferenceServerClient(srv.grpc_url)
+    assert client.is_model_ready("slow")  # the channel is connected before the clock starts
+    tensor = grpcclient.InferInput("IN", shape(scheduler), "FP32")
+    tensor.set_data_from_numpy(np.ones(shape(scheduler), np.float32))
+    answers = []
+
+    def call():
+        try:
+            client.infer("slow", [tensor], client_timeout=0.15)
+            answers.append("answered")
+        except InferenceServerException as e:
+            answers.append(str(e))
+
+    threads = [threading.Thread(target=call) for _ in range(CLIENTS)]
+    for t in threads:
+        t.start()
+        time.sleep(0.02)
+    for t in threads:
+        t.join()
+    assert all("Deadline" in a for a in answers), answers
+
+
+def canceled_count(srv):
+    text = srv.metrics()
+    for line in text.splitlines():
+        if line.startswith("nv_inference_request_failure") and 'model="slow"' in line and 'reason="CANCELED"' in line:
+            return int(float(line.rsplit(" ", 1)[1]))
+    return 0
+
+
+@pytest.mark.parametrize("scheduler", list(SCHEDULERS))
+@pytest.mark.parametrize("leave", [leave_over_http, leave_over_grpc], ids=["http", "grpc"])
+def test_queued_requests_of_clients_that_left_are_not_executed(backends, tmp_path, start_server,  # noqa: F811
+                                                               scheduler, leave):
+    directory, env = backends
+    write_model(tmp_path, scheduler)
+    srv = start_server(str(tmp_path), "--backend-directory", directory, env=env)
+    client = srv.http_client()
+    leave(srv, scheduler)
+    # The execution running when the clients left finishes; nothing queued starts.
+    time.sleep(SLEEPS * 2.5)
+    stats = client.get_inference_statistics("slow")["model_stats"][0]
+    assert int(stats["execution_count"]) == 1, stats
+    assert int(stats["inference_stats"]["fail"]["count"]) == CLIENTS - 1, stats
+    assert canceled_count(srv) == CLIENTS - 1
+    # The model goes on serving.
+    tensor = httpclient.InferInput("IN", shape(scheduler), "FP32")
+    tensor.set_data_from_numpy(np.full(shape(scheduler), 7, np.float32))
+    assert client.infer("slow", [tensor]).as_numpy("OUT").flatten()[0] == 7
