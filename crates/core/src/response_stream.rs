@@ -1,9 +1,13 @@
 //! A decoupled model's answer: any number of responses per request, sent by the backend
 //! from any thread and at any time, the last one flagged final (Triton's
-//! `TRITONSERVER_RESPONSE_COMPLETE_FINAL`, which may also come alone).
+//! `TRITONSERVER_RESPONSE_COMPLETE_FINAL`, which may also come alone). The responses
+//! waiting for the client are bounded: a backend that produces faster than its client
+//! reads waits in `send`, as Triton's backends wait on a full response queue, instead
+//! of the server buffering without limit.
 
 use parking_lot::Mutex;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::mpsc::{channel, Receiver, Sender};
 
 use crate::error::Result;
 use crate::request::{InferResponse, OutputTensor};
@@ -20,7 +24,11 @@ pub struct StreamedResponse {
 }
 
 /// The end the caller reads; it yields `None` after the message marked `last`.
-pub type ResponseStream = UnboundedReceiver<StreamedResponse>;
+pub type ResponseStream = Receiver<StreamedResponse>;
+
+/// Responses of one request that may wait for its client before the backend sending
+/// them is held back.
+pub const RESPONSES_BUFFERED: usize = 32;
 
 /// Turns a backend's outputs into the response the client gets (output selection,
 /// `reshape`, model name, version and request id).
@@ -30,8 +38,9 @@ pub type ShapeResponse = Box<dyn Fn(Vec<OutputTensor>) -> Result<InferResponse> 
 /// another thread and outlive the execution; dropping it before a last message ends the
 /// stream with an empty final response, so no caller waits forever.
 pub struct ResponseSender {
-    // `None` once the last message went out.
-    tx: Mutex<Option<UnboundedSender<StreamedResponse>>>,
+    // `None` once the last message went out. Held while a send waits for room, so the
+    // messages of one request keep the order they were sent in.
+    tx: Mutex<Option<Sender<StreamedResponse>>>,
     shape: ShapeResponse,
     /// Observes the request's first response (`histogram_latencies`).
     first_response: Option<FirstResponse>,
@@ -46,7 +55,7 @@ impl std::fmt::Debug for ResponseSender {
 impl ResponseSender {
     /// A sender whose responses are built by `shape`, and the stream that receives them.
     pub fn channel(shape: ShapeResponse) -> (Self, ResponseStream) {
-        let (tx, rx) = unbounded_channel();
+        let (tx, rx) = channel(RESPONSES_BUFFERED);
         let sender = Self {
             tx: Mutex::new(Some(tx)),
             shape,
@@ -74,9 +83,12 @@ impl ResponseSender {
         self.push(None, true)
     }
 
-    /// Whether the caller stopped listening (a cancelled request).
+    /// Whether the caller stopped listening (a cancelled request). While a send waits
+    /// for room the caller is still there: a caller that leaves wakes that send.
     pub fn is_cancelled(&self) -> bool {
-        self.tx.lock().as_ref().is_none_or(|tx| tx.is_closed())
+        self.tx
+            .try_lock()
+            .is_some_and(|tx| tx.as_ref().is_none_or(|tx| tx.is_closed()))
     }
 
     fn push(&self, result: Option<Result<InferResponse>>, last: bool) -> bool {
@@ -87,7 +99,7 @@ impl ResponseSender {
         if let (Some(first), Some(_)) = (&self.first_response, &result) {
             first.responded();
         }
-        let delivered = tx.send(StreamedResponse { result, last }).is_ok();
+        let delivered = deliver(tx, StreamedResponse { result, last });
         if last {
             *guard = None;
         }
@@ -95,9 +107,27 @@ impl ResponseSender {
     }
 }
 
-impl Drop for ResponseSender {
-    fn drop(&mut self) {
-        self.close();
+/// Queues `message`, waiting for room when the client is behind: a backend's thread
+/// waits in place; a worker of the server's runtime (a streaming ensemble's task, a
+/// scheduler task ending a request) waits without stalling the other tasks. Only a
+/// single-threaded runtime (tests, embedders' own) cannot wait: the message goes out
+/// from a task of its own.
+fn deliver(tx: &Sender<StreamedResponse>, message: StreamedResponse) -> bool {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match tx.try_send(message) {
+        Ok(()) => true,
+        Err(TrySendError::Closed(_)) => false,
+        Err(TrySendError::Full(message)) => match Handle::try_current() {
+            Err(_) => tx.blocking_send(message).is_ok(),
+            Ok(runtime) if runtime.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| tx.blocking_send(message).is_ok())
+            }
+            Ok(runtime) => {
+                let tx = tx.clone();
+                runtime.spawn(async move { tx.send(message).await });
+                true
+            }
+        },
     }
 }
 
@@ -139,5 +169,35 @@ mod tests {
             several.send(Ok(Vec::new()), last);
         }
         assert_eq!(observed(&stats), 1, "one request, one observation");
+    }
+
+    #[test]
+    fn a_backend_faster_than_its_client_is_held_back() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (sender, mut stream) = ResponseSender::channel(Box::new(|_| {
+            Err(Error::internal("an error stands for a response here"))
+        }));
+        let sent = Arc::new(AtomicUsize::new(0));
+        let backend = {
+            let sent = sent.clone();
+            std::thread::spawn(move || {
+                for i in 0..RESPONSES_BUFFERED * 4 {
+                    sender.send(Ok(Vec::new()), i + 1 == RESPONSES_BUFFERED * 4);
+                    sent.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        // Unread, the buffer fills and the backend's thread waits.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert_eq!(sent.load(Ordering::SeqCst), RESPONSES_BUFFERED);
+        let mut read = 0;
+        while let Some(message) = stream.blocking_recv() {
+            read += 1;
+            if message.last {
+                break;
+            }
+        }
+        backend.join().expect("the backend finishes once read");
+        assert_eq!(read, RESPONSES_BUFFERED * 4);
     }
 }

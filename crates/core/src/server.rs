@@ -315,13 +315,16 @@ impl Server {
             return model.submit_stream(request, Instant::now());
         }
         let answer = self.submit(request);
-        let (sender, stream) = tokio::sync::mpsc::unbounded_channel();
+        // One message: the channel never fills.
+        let (sender, stream) = tokio::sync::mpsc::channel(1);
         tokio::spawn(async move {
             let result = answer.await;
-            let _ = sender.send(StreamedResponse {
-                result: Some(result),
-                last: true,
-            });
+            let _ = sender
+                .send(StreamedResponse {
+                    result: Some(result),
+                    last: true,
+                })
+                .await;
         });
         Ok(stream)
     }

@@ -14,7 +14,10 @@
 //! not be left unread inside it. From that queue a request is admitted only once a slot
 //! in the bounded outgoing channel is reserved for its answer, so requests in flight plus
 //! answers not yet sent never exceed [`STREAM_CAPACITY`]; a client that stops reading
-//! answers stops being read from once its read-ahead is full.
+//! answers stops being read from once its read-ahead is full. A decoupled model's
+//! answers also hold a share of [`DECOUPLED_OUTGOING_BYTES`] until tonic takes them, so a
+//! model sending large responses to a client that stops reading is held back after a
+//! bounded number of bytes, not after [`STREAM_CAPACITY`] responses of any size.
 //!
 //! Each request is sampled for tracing once decoded, as Triton's `ModelStreamInferHandler`
 //! does: `GRPC_WAITREAD_START` when the stream began waiting for it, `GRPC_WAITREAD_END`
@@ -45,10 +48,34 @@ pub const STREAM_CAPACITY: usize = 256;
 /// Most bytes of requests read from a stream but not yet admitted.
 pub const READ_AHEAD_BYTES: usize = 16 << 20;
 
-/// The outgoing half of a `ModelStreamInfer` call.
-pub type ResponseStream = ReceiverStream<Result<ModelStreamInferResponse, Status>>;
+/// Most bytes of decoupled models' answers waiting to be sent, per stream.
+pub const DECOUPLED_OUTGOING_BYTES: usize = 16 << 20;
 
-type Outgoing = mpsc::Sender<Result<ModelStreamInferResponse, Status>>;
+/// One message for the client, with the share of [`DECOUPLED_OUTGOING_BYTES`] it holds
+/// until it is taken for sending.
+type OutgoingMessage = (
+    Result<ModelStreamInferResponse, Status>,
+    Option<OwnedSemaphorePermit>,
+);
+
+type Outgoing = mpsc::Sender<OutgoingMessage>;
+
+/// The outgoing half of a `ModelStreamInfer` call: each message given up to tonic
+/// releases the bytes it held.
+pub struct ResponseStream(ReceiverStream<OutgoingMessage>);
+
+impl futures::Stream for ResponseStream {
+    type Item = Result<ModelStreamInferResponse, Status>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        Pin::new(&mut self.0)
+            .poll_next(cx)
+            .map(|next| next.map(|(message, _held)| message))
+    }
+}
 
 /// A request read ahead, holding its share of [`READ_AHEAD_BYTES`] until admitted, with
 /// when the stream began waiting for it and when it was read (only while tracing is on).
@@ -89,7 +116,7 @@ impl StreamMetadata {
 /// An admitted request: its slot in the outgoing channel, the task computing its answer
 /// and its trace, if sampled.
 type Answer = (
-    mpsc::OwnedPermit<Result<ModelStreamInferResponse, Status>>,
+    mpsc::OwnedPermit<OutgoingMessage>,
     JoinHandle<ModelStreamInferResponse>,
     Option<RequestTrace>,
 );
@@ -116,7 +143,7 @@ pub fn start(
         server, metadata, to_admit, outgoing, answers,
     ));
     tokio::spawn(write_in_order(in_order));
-    ReceiverStream::new(receiver)
+    ResponseStream(ReceiverStream::new(receiver))
 }
 
 /// Owns the inbound half: reads until the client closes it, fails, or stops listening.
@@ -170,6 +197,8 @@ async fn admit_in_order(
     outgoing: Outgoing,
     answers: mpsc::UnboundedSender<Answer>,
 ) {
+    // Shared by the stream's decoupled requests.
+    let decoupled_bytes = Arc::new(Semaphore::new(DECOUPLED_OUTGOING_BYTES));
     while let Some((request, held, wait)) = to_admit.recv().await {
         let Ok(slot) = outgoing.clone().reserve_owned().await else {
             return; // the client dropped the response stream
@@ -184,10 +213,10 @@ async fn admit_in_order(
             }
             Admission::Streamed(forward) => {
                 drop(slot);
-                tokio::spawn(forward.run(outgoing.clone()));
+                tokio::spawn(forward.run(outgoing.clone(), decoupled_bytes.clone()));
             }
             Admission::Now(message) => {
-                slot.send(Ok(message));
+                slot.send((Ok(message), None));
             }
         }
     }
@@ -200,13 +229,16 @@ async fn write_in_order(mut in_order: mpsc::UnboundedReceiver<Answer>) {
             Ok(message) => {
                 // tonic writes the message after this hand-over, as for `ModelInfer`.
                 stamp(trace.as_ref(), "GRPC_SEND_START");
-                slot.send(Ok(message));
+                slot.send((Ok(message), None));
                 stamp(trace.as_ref(), "GRPC_SEND_END");
             }
             // The answering task panicked: the stream cannot keep its order promise.
             Err(e) => {
                 tracing::error!(error = %e, "stream inference: answering a request failed");
-                slot.send(Err(Status::internal("failed to answer a stream request")));
+                slot.send((
+                    Err(Status::internal("failed to answer a stream request")),
+                    None,
+                ));
                 return;
             }
         }
@@ -351,7 +383,7 @@ struct Forward {
 impl Forward {
     /// Writes each answer as it comes, marked with `triton_final_response`; a final
     /// flag alone is written only when the request asked for it, as in Triton.
-    async fn run(mut self, outgoing: Outgoing) {
+    async fn run(mut self, outgoing: Outgoing, budget: Arc<Semaphore>) {
         let mut first = true;
         while let Some(answer) = self.answers.recv().await {
             // Triton stamps the first callback only, a response or a final flag alone.
@@ -377,8 +409,13 @@ impl Forward {
             if let Some(response) = written.infer_response.as_mut() {
                 convert::mark_final(response, answer.last);
             }
+            // A message larger than the whole budget waits for all of it.
+            let share = written.encoded_len().clamp(1, DECOUPLED_OUTGOING_BYTES) as u32;
+            let Ok(held) = Arc::clone(&budget).acquire_many_owned(share).await else {
+                return; // never closed
+            };
             stamp(self.trace.as_ref(), "GRPC_SEND_START");
-            let sent = outgoing.send(Ok(written)).await;
+            let sent = outgoing.send((Ok(written), Some(held))).await;
             stamp(self.trace.as_ref(), "GRPC_SEND_END");
             if sent.is_err() || answer.last {
                 return; // done, or the client is gone (dropping the answers cancels)

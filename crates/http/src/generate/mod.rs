@@ -27,7 +27,7 @@ use bytes::Bytes;
 use nereid_core::request::{InferRequest, InferResponse};
 use nereid_core::validate::validate_request;
 use nereid_core::Error;
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::wrappers::ReceiverStream;
 
 use crate::admin::model_path;
 use crate::error::{status_of, ApiResult};
@@ -36,6 +36,8 @@ use crate::AppState;
 
 /// `Content-Type` of a generate stream.
 const EVENT_STREAM: &str = "text/event-stream; charset=utf-8";
+/// Server-sent events of one generate stream that may wait for the client.
+const EVENTS_BUFFERED: usize = 16;
 
 /// `POST /v2/models/{m}[/versions/{v}]/generate`.
 pub async fn generate(
@@ -151,19 +153,21 @@ async fn decoupled(state: &AppState, request: InferRequest, stream: bool) -> Api
         };
         return Ok(trace::send(trace, reply(status, false, Body::from(body))));
     }
-    let (events, body) = tokio::sync::mpsc::unbounded_channel::<Result<String, Infallible>>();
+    // Bounded: a client that reads slowly holds the model back instead of the events
+    // piling up here.
+    let (events, body) = tokio::sync::mpsc::channel::<Result<String, Infallible>>(EVENTS_BUFFERED);
     tokio::spawn(async move {
         let mut next = first;
         while let Some(message) = next {
             let event = message.result.map(|r| format!("data: {}\n\n", json_of(r)));
             // A client that went away stops the forwarding (dropping the answers). The body
             // is written as hyper polls it; the send is the hand-over to it.
-            let gone = event.is_some_and(|e| {
+            let mut gone = false;
+            if let Some(event) = event {
                 stamp(trace.as_ref(), "HTTP_SEND_START");
-                let gone = events.send(Ok(e)).is_err();
+                gone = events.send(Ok(event)).await.is_err();
                 stamp(trace.as_ref(), "HTTP_SEND_END");
-                gone
-            });
+            }
             if gone || message.last {
                 return;
             }
@@ -174,7 +178,7 @@ async fn decoupled(state: &AppState, request: InferRequest, stream: bool) -> Api
     Ok(reply(
         status,
         true,
-        Body::from_stream(UnboundedReceiverStream::new(body)),
+        Body::from_stream(ReceiverStream::new(body)),
     ))
 }
 
