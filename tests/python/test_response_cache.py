@@ -345,21 +345,28 @@ def free_port():
 
 class Redis:
     """A redis-server process on a fixed port, so it can be stopped and restarted;
-    with `password`, clients must authenticate."""
+    with `password`, clients must authenticate; with `tls` (a dict of redis-server's
+    `--tls-*` file options), it speaks TLS only."""
 
-    def __init__(self, password=None):
+    def __init__(self, password=None, tls=None):
         binary = shutil.which("redis-server")
         assert binary, "redis-server is needed (apt-get install redis-server; scripts/test.sh does it)"
         self.binary = binary
         self.port = free_port()
         self.password = password
+        self.tls = tls
         self.proc = None
         self.start()
 
     def start(self):
         auth = ["--requirepass", self.password] if self.password else []
+        listen = ["--port", str(self.port)]
+        if self.tls:
+            listen = ["--port", "0", "--tls-port", str(self.port)]
+            for option, value in self.tls.items():
+                listen += [f"--{option}", value]
         self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", *auth],
+            [self.binary, *listen, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", *auth],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -367,6 +374,8 @@ class Redis:
         def up():
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                    if self.tls:
+                        return self.proc.poll() is None  # accepting; the handshake is the test's
                     s.sendall(b"PING\r\n")
                     # With a password, Redis answers PING with NOAUTH: still up.
                     return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))

@@ -22,6 +22,7 @@ use parking_lot::{Mutex, RwLock};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 pub mod settings;
+pub mod tls;
 
 pub use settings::RedisSettings;
 
@@ -86,8 +87,13 @@ impl RedisStore {
     /// A cache for the server in `settings`. Connects in the background; an unreachable
     /// server is not an error here (it is logged, and the cache works once it answers).
     pub fn new(settings: RedisSettings) -> Result<Self> {
-        let client = redis::Client::open(settings.url().as_str())
-            .map_err(|e| Error::invalid_arg(format!("Failed to initialize RedisCache: {e}")))?;
+        let client = match &settings.tls {
+            None => redis::Client::open(settings.url().as_str()),
+            Some(tls) => {
+                redis::Client::build_with_tls(settings.url().as_str(), tls.certificates()?)
+            }
+        }
+        .map_err(|e| Error::invalid_arg(format!("Failed to initialize RedisCache: {e}")))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 settings,

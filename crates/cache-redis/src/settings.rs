@@ -6,6 +6,8 @@ use std::time::Duration;
 use nereid_core::cache::CacheConfig;
 use nereid_core::{Error, Result};
 
+use crate::tls::TlsSettings;
+
 /// The redis cache's connection settings (Triton's `redis_cache` keys).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RedisSettings {
@@ -27,6 +29,8 @@ pub struct RedisSettings {
     pub pool_size: usize,
     /// `wait_timeout` in ms (default 1000): the longest a request waits for Redis.
     pub wait_timeout: Duration,
+    /// `tls_enabled` with its files; `None` for a plain connection.
+    pub tls: Option<TlsSettings>,
 }
 
 const REDIS_KEYS: &[&str] = &[
@@ -68,11 +72,32 @@ impl RedisSettings {
         let tls = values
             .get("tls_enabled")
             .is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
-        if tls || TLS_KEYS.iter().any(|k| values.contains_key(*k)) {
-            return Err(Error::unsupported(
-                "Failed to initialize RedisCache: TLS connections to Redis (tls_enabled, cert, key, cacert, cacert_dir, sni) are not supported by this version of nereid",
-            ));
-        }
+        let path = |key: &str| values.get(key).map(std::path::PathBuf::from);
+        let tls = if tls {
+            let settings = TlsSettings {
+                cert: path("cert"),
+                key: path("key"),
+                cacert: path("cacert"),
+                cacert_dir: path("cacert_dir"),
+                sni: values.get("sni").cloned(),
+            };
+            settings.check(host)?;
+            Some(settings)
+        } else {
+            // Triton reads the TLS files only with tls_enabled; so does Nereid, but says so.
+            let ignored: Vec<&str> = TLS_KEYS
+                .iter()
+                .copied()
+                .filter(|k| values.contains_key(*k))
+                .collect();
+            if !ignored.is_empty() {
+                tracing::warn!(
+                    "redis cache: {} ignored without tls_enabled=true",
+                    ignored.join(", ")
+                );
+            }
+            None
+        };
         let user = values
             .get("user")
             .cloned()
@@ -99,6 +124,7 @@ impl RedisSettings {
             pool_size,
             wait_timeout: millis(config.number("wait_timeout", CACHE)?)
                 .unwrap_or(Duration::from_millis(1000)),
+            tls,
         })
     }
     /// `host:port`, for messages.
@@ -117,7 +143,12 @@ impl RedisSettings {
         } else {
             self.host.clone()
         };
-        format!("redis://{auth}{host}:{}/{}", self.port, self.db)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://{auth}{host}:{}/{}", self.port, self.db)
     }
 }
 
@@ -173,8 +204,43 @@ mod tests {
     }
 
     #[test]
-    fn tls_is_refused() {
-        let tls = redis(&[("host", "h"), ("port", "1"), ("tls_enabled", "true")]);
-        assert!(RedisSettings::from_config(&tls, |_| None).is_err());
+    fn tls_settings_are_read_and_checked() {
+        let tls = redis(&[
+            ("host", "h"),
+            ("port", "1"),
+            ("tls_enabled", "true"),
+            ("cacert", "/ca.pem"),
+        ]);
+        let settings = RedisSettings::from_config(&tls, |_| None).expect("tls");
+        assert_eq!(settings.url(), "rediss://h:1/0");
+        assert_eq!(
+            settings.tls.and_then(|t| t.cacert),
+            Some(std::path::PathBuf::from("/ca.pem"))
+        );
+        let half = redis(&[
+            ("host", "h"),
+            ("port", "1"),
+            ("tls_enabled", "true"),
+            ("cert", "/c.pem"),
+        ]);
+        let e = RedisSettings::from_config(&half, |_| None).expect_err("no key");
+        assert!(e.message().contains("'cert' is set without 'key'"), "{e}");
+        let sni = redis(&[
+            ("host", "h"),
+            ("port", "1"),
+            ("tls_enabled", "true"),
+            ("sni", "other"),
+        ]);
+        let e = RedisSettings::from_config(&sni, |_| None).expect_err("sni");
+        assert!(
+            e.message()
+                .contains("'sni' (other) differs from 'host' (h)"),
+            "{e}"
+        );
+        // Without tls_enabled the TLS keys are ignored, as in Triton.
+        let off = redis(&[("host", "h"), ("port", "1"), ("cacert", "/ca.pem")]);
+        let settings = RedisSettings::from_config(&off, |_| None).expect("plain");
+        assert_eq!(settings.url(), "redis://h:1/0");
+        assert_eq!(settings.tls, None);
     }
 }
