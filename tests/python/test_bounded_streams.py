@@ -68,15 +68,20 @@ SMALL_RESPONSES, SMALL_ELEMENTS = 200, 1 << 16  # the generate stream's: 256 KiB
 GENERATE_GROWTH_BOUND_MIB = 60
 
 
-@pytest.fixture
-def flooding_server(tmp_path, start_server):
+def start_flooding(tmp_path, start_server, *extra):
     for name, responses, elements in (("flood", RESPONSES, ELEMENTS),
                                       ("flood_small", SMALL_RESPONSES, SMALL_ELEMENTS)):
         model = tmp_path / name
         (model / "1").mkdir(parents=True)
         (model / "config.pbtxt").write_text(FLOOD_CONFIG.format(elements=elements))
         (model / "1" / "model.py").write_text(FLOOD_PY.format(responses=responses, elements=elements))
-    return start_server(str(tmp_path), "--backend-directory", python_backend_directory(), env=stub_environment())
+    return start_server(str(tmp_path), "--backend-directory", python_backend_directory(), *extra,
+                        env=stub_environment())
+
+
+@pytest.fixture
+def flooding_server(tmp_path, start_server):
+    return start_flooding(tmp_path, start_server)
 
 
 def peak_growth(pid, before):
@@ -125,15 +130,21 @@ def test_a_stalled_grpc_stream_holds_the_model_back(flooding_server):
     assert received == [float(i) for i in range(RESPONSES)]
 
 
+def open_generate_stream(host, port):
+    """A connection with a small receive buffer that has asked for flood_small's stream."""
+    body = json.dumps({"IN": [1.0]}).encode()
+    s = socket.create_connection((host, port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+    s.sendall((f"POST /v2/models/flood_small/generate_stream HTTP/1.1\r\nHost: {host}:{port}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
+    return s
+
+
 def test_an_unread_generate_stream_holds_the_model_back(flooding_server):
     srv = flooding_server
     before = rss_mib(srv.proc.pid)
     host, port = srv.bound["http"]
-    body = json.dumps({"IN": [1.0]}).encode()
-    with socket.create_connection((host, port)) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
-        s.sendall((f"POST /v2/models/flood_small/generate_stream HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
+    with open_generate_stream(host, port) as s:
         chunks = [s.recv(1 << 16)]
         assert chunks[0].startswith(b"HTTP/1.1 200"), "no stream started"
         # The core's 32 responses of 256 KiB and 16 events of ~800 KB, as most.
@@ -146,3 +157,24 @@ def test_an_unread_generate_stream_holds_the_model_back(flooding_server):
             chunks.append(chunk)
     firsts = [float(v) for v in re.findall(rb'"OUT":\[([-0-9.e+]+)', b"".join(chunks))]
     assert firsts == [float(i) for i in range(SMALL_RESPONSES)], firsts[-5:]
+
+
+def test_a_client_that_stops_reading_is_closed_after_the_write_timeout(tmp_path, start_server):
+    srv = start_flooding(tmp_path, start_server, "--write-timeout-secs", "2")
+    host, port = srv.bound["http"]
+    with open_generate_stream(host, port) as s:
+        assert s.recv(1 << 16).startswith(b"HTTP/1.1 200"), "no stream started"
+        time.sleep(5)  # reads nothing: the server's writes stay blocked past 2 s
+        chunks = []
+        while chunk := s.recv(1 << 20):
+            chunks.append(chunk)
+    data = b"".join(chunks)
+    assert not data.endswith(b"0\r\n\r\n"), "the stream ended normally: never timed out"
+    assert data.count(b"data: ") < SMALL_RESPONSES
+    # The model is free again and the server answers the next client in full.
+    with open_generate_stream(host, port) as s:
+        chunks = []
+        while not (chunks and chunks[-1].endswith(b"0\r\n\r\n")):
+            chunks.append(s.recv(1 << 20))
+            assert chunks[-1], "closed early"
+    assert b"".join(chunks).count(b"data: ") == SMALL_RESPONSES

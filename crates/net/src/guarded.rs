@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 
+use crate::stall::WriteStall;
 use crate::Limits;
 
 /// What one connection is doing, shared by its socket ([`Guarded`], which reads it to
@@ -126,6 +127,8 @@ pub struct Guarded {
     timer: Pin<Box<Sleep>>,
     armed_for: Option<Instant>,
     expired: bool,
+    // Boxed: keeps the socket wrapper small for the transports that hold it inline.
+    stall: Box<WriteStall>,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -148,6 +151,7 @@ impl Guarded {
             timer: Box::pin(tokio::time::sleep_until(now)),
             armed_for: None,
             expired: false,
+            stall: Box::new(WriteStall::new(limits.write_timeout)),
             _permit: permit,
         }
     }
@@ -225,7 +229,9 @@ impl AsyncWrite for Guarded {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.stall.check(written, cx)
     }
 
     fn poll_write_vectored(
@@ -233,7 +239,9 @@ impl AsyncWrite for Guarded {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.stall.check(written, cx)
     }
 
     fn is_write_vectored(&self) -> bool {

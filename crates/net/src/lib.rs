@@ -8,6 +8,8 @@
 //!   its read side) when it stays idle between requests longer than the idle timeout, or
 //!   when a request's head takes longer than the header timeout to arrive.
 //! - [`TimedBody`]: a request body that fails when the client stops sending it.
+//! - a write timeout inside [`Guarded`]: a client that stops reading its responses has its
+//!   connection closed once a write has been blocked for the limit.
 //!
 //! The crate knows sockets and `http-body`, not hyper, axum or tonic: each frontend plugs
 //! these pieces into its own server (a separate crate because the HTTP, gRPC and metrics
@@ -16,6 +18,7 @@
 mod accept;
 mod body;
 mod guarded;
+mod stall;
 
 use std::time::Duration;
 
@@ -34,6 +37,8 @@ pub const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 60;
 pub const DEFAULT_BODY_TIMEOUT_SECS: u64 = 60;
 /// Default seconds a connection may stay open with no request in flight.
 pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 300;
+/// Default seconds a write to a client may stay blocked (nginx's `send_timeout`).
+pub const DEFAULT_WRITE_TIMEOUT_SECS: u64 = 60;
 
 /// The limits one port enforces. A `None` timeout is off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +52,8 @@ pub struct Limits {
     pub body_timeout: Option<Duration>,
     /// Longest time a connection stays open with no request in flight.
     pub idle_timeout: Option<Duration>,
+    /// Longest time a write to the client may stay blocked (the client reads nothing).
+    pub write_timeout: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -56,6 +63,7 @@ impl Default for Limits {
             header_timeout: Some(Duration::from_secs(DEFAULT_HEADER_TIMEOUT_SECS)),
             body_timeout: Some(Duration::from_secs(DEFAULT_BODY_TIMEOUT_SECS)),
             idle_timeout: Some(Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECS)),
+            write_timeout: Some(Duration::from_secs(DEFAULT_WRITE_TIMEOUT_SECS)),
         }
     }
 }

@@ -409,6 +409,10 @@ pub struct Cli {
     /// 0 = no limit.
     #[arg(long, default_value_t = nereid_net::DEFAULT_IDLE_TIMEOUT_SECS, help_heading = "Nereid")]
     pub http_idle_timeout_secs: u64,
+    /// Seconds a write to a client may stay blocked (it reads nothing) on every port
+    /// before its connection is closed; 0 = no limit.
+    #[arg(long, default_value_t = nereid_net::DEFAULT_WRITE_TIMEOUT_SECS, help_heading = "Nereid")]
+    pub write_timeout_secs: u64,
 }
 
 #[cfg(test)]

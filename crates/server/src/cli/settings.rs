@@ -96,6 +96,7 @@ impl Config {
             header_timeout: seconds(self.cli.http_header_timeout_secs),
             body_timeout: seconds(self.cli.http_body_timeout_secs),
             idle_timeout: seconds(self.cli.http_idle_timeout_secs),
+            write_timeout: seconds(self.cli.write_timeout_secs),
         }
     }
 
