@@ -1,6 +1,6 @@
 """Requests whose client left are not executed (issue 38), through the binary: a slow
 python model with one instance takes a queue of requests whose clients then go away —
-HTTP connections closed, gRPC calls past their deadline. Only the request already
+HTTP connections closed, gRPC calls past their deadline, a gRPC stream cancelled. Only the request already
 executing runs; the queued ones are ended without executing and counted as Triton counts
 cancellation (`nv_inference_request_failure{reason="CANCELED"}`), and the model goes on
 answering the next client.
@@ -99,6 +99,18 @@ def leave_over_grpc(srv, scheduler):
     assert all("Deadline" in a for a in answers), answers
 
 
+def leave_over_grpc_stream(srv, scheduler):
+    """Sends CLIENTS requests on one stream, then cancels the stream unanswered."""
+    client = grpcclient.InferenceServerClient(srv.grpc_url)
+    tensor = grpcclient.InferInput("IN", shape(scheduler), "FP32")
+    tensor.set_data_from_numpy(np.ones(shape(scheduler), np.float32))
+    client.start_stream(callback=lambda result, error: None)
+    for _ in range(CLIENTS):
+        client.async_stream_infer("slow", [tensor])
+    time.sleep(0.2)
+    client.stop_stream(cancel_requests=True)
+
+
 def canceled_count(srv):
     text = srv.metrics()
     for line in text.splitlines():
@@ -108,7 +120,8 @@ def canceled_count(srv):
 
 
 @pytest.mark.parametrize("scheduler", list(SCHEDULERS))
-@pytest.mark.parametrize("leave", [leave_over_http, leave_over_grpc], ids=["http", "grpc"])
+@pytest.mark.parametrize("leave", [leave_over_http, leave_over_grpc, leave_over_grpc_stream],
+                         ids=["http", "grpc", "grpc_stream"])
 def test_queued_requests_of_clients_that_left_are_not_executed(backends, tmp_path, start_server,  # noqa: F811
                                                                scheduler, leave):
     directory, env = backends

@@ -156,6 +156,53 @@ def test_idle_grpc_connection_is_closed_and_clients_reconnect(start_server):
     client.close()
 
 
+def h2_frame(kind, flags, stream, payload):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def hpack_literal(name, value):
+    """A header as HPACK's literal without indexing, new name, no Huffman coding."""
+    name, value = name.encode(), value.encode()
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+def h2_frames(data):
+    """(type, flags, stream id) of each complete frame in `data`."""
+    frames = []
+    while len(data) >= 9:
+        length = int.from_bytes(data[:3], "big")
+        frames.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF))
+        data = data[9 + length:]
+    return frames
+
+
+def test_a_unary_grpc_call_whose_message_stalls_fails_after_the_body_timeout(start_server):
+    srv = start_server(EXAMPLE_MODELS, "--grpc-body-timeout-secs", "1")
+    sock = connect(srv.grpc_url)
+    headers = b"".join(hpack_literal(k, v) for k, v in (
+        (":method", "POST"), (":scheme", "http"), (":path", "/inference.GRPCInferenceService/ModelInfer"),
+        (":authority", "nereid"), ("content-type", "application/grpc"), ("te", "trailers")))
+    # A message announced as 100 bytes of which 10 arrive; the rest never does.
+    partial = b"\x00" + (100).to_bytes(4, "big") + b"\x0a" * 10
+    sock.sendall(H2_PREFACE + H2_EMPTY_SETTINGS + h2_frame(1, 0x4, 1, headers) + h2_frame(0, 0, 1, partial))
+    started = time.monotonic()
+    received = b""
+    sock.settimeout(10)
+    # The call ends on stream 1 (trailers with END_STREAM, or RST_STREAM) within a few s.
+    while not any(stream == 1 and (kind == 3 or (kind == 1 and flags & 0x1))
+                  for kind, flags, stream in h2_frames(received)):
+        chunk = sock.recv(65536)
+        assert chunk, "the connection closed instead of the call failing"
+        received += chunk
+    waited = time.monotonic() - started
+    assert 0.7 < waited < 5, waited
+    # The connection is still good for other calls: a new client's call succeeds.
+    client = srv.grpc_client()
+    assert client.is_server_live()
+    client.close()
+    sock.close()
+
+
 def infer_identity(client, values, **kwargs):
     inp = grpcclient.InferInput("INPUT0", [1, values.size], "FP32")
     inp.set_data_from_numpy(values.reshape(1, -1))

@@ -86,9 +86,10 @@ pub struct GrpcOptions {
     /// (`--grpc-max-input-size`); a larger one fails with RESOURCE_EXHAUSTED before it is
     /// buffered or inflated whole.
     pub max_input_bytes: usize,
-    /// Connection cap and idle timeout for the port. Its header and body timeouts do not
-    /// apply: HTTP/2 frames its headers (a connection stuck in one is idle), and a call
-    /// whose request stalls holds one stream of one connection under the cap.
+    /// Connection cap, idle and write timeouts for the port. Its header timeout does not
+    /// apply (HTTP/2 frames its headers: a connection stuck in one is idle); its body
+    /// timeout bounds the pauses within a unary call's request message (a stream's
+    /// requests may come as slowly as the client likes).
     pub limits: Limits,
     /// Keep-alive, ping-abuse and connection-age rules (`--grpc-keepalive-*`,
     /// `--grpc-http2-*`, `--grpc-max-connection-age*`), gRPC core's defaults unless set.
@@ -174,7 +175,9 @@ pub async fn serve_with(
     }
     // Keep-alive PINGs are the connection policy's (see `watch`), not hyper's.
     builder
-        .layer(limits::TrackCallsLayer)
+        .layer(limits::TrackCallsLayer {
+            unary_body_timeout: options.limits.body_timeout,
+        })
         .layer(restrict::RestrictLayer(options.restrictions))
         .layer(tower::util::option_layer(
             (level != CompressionLevel::None).then_some(compression::LevelLayer(level)),

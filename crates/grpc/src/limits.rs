@@ -8,11 +8,12 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use http_body::{Frame, SizeHint};
-use nereid_net::{Acceptor, Activity, Guarded, InFlight};
+use nereid_net::{Acceptor, Activity, Guarded, InFlight, TimedBody};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_rustls::server::TlsStream;
 use tonic::body::Body;
@@ -211,22 +212,34 @@ const GRPC_STATUS: &str = "grpc-status";
 
 /// Layer for [`TrackCalls`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct TrackCallsLayer;
+pub struct TrackCallsLayer {
+    /// Longest pause within a unary call's request body (`None`: no limit).
+    pub unary_body_timeout: Option<Duration>,
+}
 
 impl<S> tower::Layer<S> for TrackCallsLayer {
     type Service = TrackCalls<S>;
 
     fn layer(&self, inner: S) -> TrackCalls<S> {
-        TrackCalls { inner }
+        TrackCalls {
+            inner,
+            unary_body_timeout: self.unary_body_timeout,
+        }
     }
 }
 
 /// Marks each call in flight on its connection until its response body (for a stream,
-/// the whole stream) has been sent or dropped.
+/// the whole stream) has been sent or dropped, and fails a unary call whose request
+/// body stalls: otherwise a client that stops mid-message holds the call, and the
+/// connection under the cap, for as long as it stays connected.
 #[derive(Debug, Clone)]
 pub struct TrackCalls<S> {
     inner: S,
+    unary_body_timeout: Option<Duration>,
 }
+
+/// The one call whose request body is a stream of messages that may pause at will.
+const STREAM_INFER: &str = "/inference.GRPCInferenceService/ModelStreamInfer";
 
 type CallFuture<E> = Pin<Box<dyn std::future::Future<Output = Result<Response<Body>, E>> + Send>>;
 
@@ -248,6 +261,12 @@ where
             .extensions()
             .get::<ConnectionInfo>()
             .map(|info| (info.activity.begin(), info.calls.begin()));
+        let request = match self.unary_body_timeout {
+            Some(timeout) if request.uri().path() != STREAM_INFER => {
+                request.map(|body| Body::new(TimedBody::new(body, timeout).0))
+            }
+            _ => request,
+        };
         let call = self.inner.call(request);
         Box::pin(async move {
             let mut response = call.await?;

@@ -117,9 +117,31 @@ impl StreamMetadata {
 /// and its trace, if sampled.
 type Answer = (
     mpsc::OwnedPermit<OutgoingMessage>,
-    JoinHandle<ModelStreamInferResponse>,
+    AbortOnDrop<ModelStreamInferResponse>,
     Option<RequestTrace>,
 );
+
+/// The task answering one request of the stream; dropping it (the client went away)
+/// aborts the task, which drops the request's inference and so cancels it if it has not
+/// started executing.
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// Starts answering `inbound`; the returned stream ends once the client has closed its
 /// side (or the server begins shutting down) and every request read has been answered.
@@ -139,10 +161,10 @@ pub fn start(
         outgoing.clone(),
         read_ahead,
     ));
+    tokio::spawn(write_in_order(in_order, outgoing.clone()));
     tokio::spawn(admit_in_order(
         server, metadata, to_admit, outgoing, answers,
     ));
-    tokio::spawn(write_in_order(in_order));
     ResponseStream(ReceiverStream::new(receiver))
 }
 
@@ -207,7 +229,8 @@ async fn admit_in_order(
         drop(held);
         match admission {
             Admission::Ordered(answer, trace) => {
-                if answers.send((slot, tokio::spawn(answer), trace)).is_err() {
+                let task = AbortOnDrop(tokio::spawn(answer));
+                if answers.send((slot, task, trace)).is_err() {
                     return; // the writer stopped after a failed answer
                 }
             }
@@ -222,10 +245,16 @@ async fn admit_in_order(
     }
 }
 
-/// Sends each answer once it and every answer before it are ready.
-async fn write_in_order(mut in_order: mpsc::UnboundedReceiver<Answer>) {
+/// Sends each answer once it and every answer before it are ready. When the client goes
+/// away, the requests still waiting are dropped (their tasks aborted), so the ones not
+/// yet executing are cancelled.
+async fn write_in_order(mut in_order: mpsc::UnboundedReceiver<Answer>, client: Outgoing) {
     while let Some((slot, answer, trace)) = in_order.recv().await {
-        match answer.await {
+        let answer = tokio::select! {
+            answer = answer => answer,
+            () = client.closed() => return,
+        };
+        match answer {
             Ok(message) => {
                 // tonic writes the message after this hand-over, as for `ModelInfer`.
                 stamp(trace.as_ref(), "GRPC_SEND_START");

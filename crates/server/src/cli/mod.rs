@@ -225,6 +225,10 @@ pub struct Cli {
     /// (Nereid).
     #[arg(long, default_value_t = nereid_net::DEFAULT_IDLE_TIMEOUT_SECS, help_heading = "GRPC")]
     pub grpc_idle_timeout_secs: u64,
+    /// Seconds a unary gRPC call's request message may pause before the call fails; 0 =
+    /// no limit (Nereid; a ModelStreamInfer stream's requests may pause at will).
+    #[arg(long, default_value_t = nereid_net::DEFAULT_BODY_TIMEOUT_SECS, help_heading = "GRPC")]
+    pub grpc_body_timeout_secs: u64,
 
     // ---- Sagemaker
     /// Serve the SageMaker endpoint.

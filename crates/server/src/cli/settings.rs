@@ -134,6 +134,7 @@ impl Config {
             max_input_bytes: cli.grpc_max_input_size,
             limits: Limits {
                 idle_timeout: seconds(cli.grpc_idle_timeout_secs),
+                body_timeout: seconds(cli.grpc_body_timeout_secs),
                 ..self.http_limits(max_connections)
             },
             http2: nereid_grpc::Http2Policy {
