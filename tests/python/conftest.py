@@ -351,6 +351,15 @@ def run_in_threads(target, count):
         t.join()
 
 
+def rss_mib(pid):
+    """Resident memory of process `pid` in MiB (VmRSS), for the memory-bound tests."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
 def wait_for(predicate, timeout=10.0, interval=0.05, what="condition"):
     """Poll predicate() until it returns a truthy value; fail after timeout."""
     deadline = time.monotonic() + timeout

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
+from conftest import rss_mib
 from triton_wheel import python_backend_directory, stub_environment
 
 pytestmark = pytest.mark.timeout(300)
@@ -53,14 +54,6 @@ input [ {{ name: "IN" data_type: TYPE_FP32 dims: [ 1 ] }} ]
 output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ {elements} ] }} ]
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 '''
-
-
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
 
 
 SMALL_RESPONSES, SMALL_ELEMENTS = 200, 1 << 16  # the generate stream's: 256 KiB, ~800 KB as JSON

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from conftest import EXAMPLE_MODELS
+from conftest import EXAMPLE_MODELS, rss_mib
 from triton_wheel import python_backend_directory, stub_environment
 
 pytestmark = pytest.mark.timeout(3600)
@@ -45,14 +45,6 @@ input [ { name: "IN" data_type: TYPE_FP32 dims: [ 2 ] } ]
 output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] } ]
 instance_group [ { count: 1 kind: KIND_CPU } ]
 '''
-
-
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
 
 
 def ask_add_sub(client, model):
