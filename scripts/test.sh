@@ -60,6 +60,13 @@ cp target/release/deps/libtritonserver.so target/release/libtritonserver.so
 echo "test: tritonclient conformance suite" >&2
 NEREID_BIN="$PWD/target/release/nereid" .venv/bin/python -m pytest -q tests/python
 
+# Two minutes of mixed, checked traffic while the repository changes, with the servers'
+# RSS, fds, threads, /dev/shm, pending requests and live sequences held to the bounds in
+# scripts/soak.py (after the python tests, which fetch Triton's python backend it uses).
+echo "test: soak (2 minutes)" >&2
+# Without the python model's load/unload cycles: see PYTHON_RELOADS in scripts/soak.py.
+NEREID_SOAK_PYTHON_RELOADS=0 NEREID_BIN="$PWD/target/release/nereid" scripts/soak.sh 120
+
 # The container image: built offline from Debian packages and run under podman.
 # NEREID_SKIP_IMAGE=1 leaves it out (e.g. without root).
 if [ "${NEREID_SKIP_IMAGE:-0}" = 1 ]; then
