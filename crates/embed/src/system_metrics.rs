@@ -1,12 +1,14 @@
 //! Server-wide gauges Triton exports beside the per-model ones: CPU utilization and the
-//! machine's memory, read from `/proc`. As tritonserver does, they are polled every
-//! `--metrics-interval-ms` (default 2000), and a scrape reads the latest poll:
-//! utilization covers the interval between the last two polls.
+//! machine's memory, read from `/proc`, and the GPUs' gauges through NVML
+//! (`nereid_gpu`). As tritonserver does, they are polled every `--metrics-interval-ms`
+//! (default 2000), and a scrape reads the latest poll: utilization covers the interval
+//! between the last two polls.
 
 use std::fmt::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nereid_gpu::GpuMetrics;
 use parking_lot::Mutex;
 
 /// tritonserver's default `--metrics-interval-ms`.
@@ -52,13 +54,26 @@ struct Reading {
 }
 
 /// The system gauges as of the latest poll.
-#[derive(Default)]
 pub struct SystemMetrics {
+    /// Whether the CPU gauges are polled (`--allow-cpu-metrics`).
+    cpu: bool,
     // Written once per poll, read once per scrape.
     latest: Mutex<Reading>,
+    /// The GPUs' gauges: `None` with `--allow-gpu-metrics=false` or where NVML shows no GPU.
+    gpu: Option<GpuMetrics>,
 }
 
 impl SystemMetrics {
+    /// The CPU gauges where `cpu`, and the GPU gauges where `gpu` and NVML shows a GPU
+    /// (the reason it does not is logged once).
+    pub fn new(cpu: bool, gpu: bool) -> Self {
+        Self {
+            cpu,
+            latest: Mutex::default(),
+            gpu: gpu.then(GpuMetrics::open).flatten(),
+        }
+    }
+
     /// Polls the `/proc` files every `interval` (the first poll at once) until the task
     /// is dropped or aborted.
     pub async fn poll_every(self: Arc<Self>, interval: Duration) {
@@ -81,8 +96,13 @@ impl SystemMetrics {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            let (stat, meminfo) = read();
-            self.sample(stat.as_deref(), meminfo.as_deref());
+            if self.cpu {
+                let (stat, meminfo) = read();
+                self.sample(stat.as_deref(), meminfo.as_deref());
+            }
+            if let Some(gpu) = &self.gpu {
+                gpu.poll();
+            }
         }
     }
 
@@ -105,8 +125,15 @@ impl SystemMetrics {
 
     /// Appends `nv_cpu_utilization`, `nv_cpu_memory_total_bytes` and
     /// `nv_cpu_memory_used_bytes` as of the latest poll (silently nothing where `/proc`
-    /// was unreadable).
+    /// was unreadable), then the GPU families.
     pub fn render(&self, out: &mut String) {
+        self.render_cpu(out);
+        if let Some(gpu) = &self.gpu {
+            gpu.render(out);
+        }
+    }
+
+    fn render_cpu(&self, out: &mut String) {
         let latest = *self.latest.lock();
         if latest.cpu.is_some() {
             let _ = writeln!(
@@ -149,7 +176,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn polls_on_the_interval() {
         use std::sync::atomic::{AtomicU64, Ordering};
-        let metrics = Arc::new(SystemMetrics::default());
+        let metrics = Arc::new(SystemMetrics::new(true, false));
         let polls = Arc::new(AtomicU64::new(0));
         let task = {
             let (metrics, polls) = (metrics.clone(), polls.clone());
@@ -183,7 +210,7 @@ mod tests {
 
     #[test]
     fn unreadable_proc_renders_nothing() {
-        let metrics = SystemMetrics::default();
+        let metrics = SystemMetrics::new(true, false);
         metrics.sample(None, None);
         let mut text = String::new();
         metrics.render(&mut text);

@@ -60,6 +60,9 @@ pub struct FrontendOptions {
     /// Whether the CPU utilization and memory gauges are polled and exported
     /// (`--allow-cpu-metrics`, default true as in Triton).
     pub cpu_metrics: bool,
+    /// Whether the GPU gauges are polled through NVML and exported
+    /// (`--allow-gpu-metrics`, default true as in Triton's GPU builds).
+    pub gpu_metrics: bool,
 }
 
 impl Default for FrontendOptions {
@@ -78,6 +81,7 @@ impl Default for FrontendOptions {
             metrics_appendix: None,
             metrics_interval: DEFAULT_METRICS_INTERVAL,
             cpu_metrics: true,
+            gpu_metrics: true,
         }
     }
 }
@@ -95,10 +99,11 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
     let server = nereid.server();
-    // The CPU gauges are polled only for a metrics port, as Triton exports them only
-    // with --allow-metrics; the Vertex AI redirect then shows them too.
-    let system = (listeners.metrics.is_some() && frontends.cpu_metrics)
-        .then(|| Arc::new(SystemMetrics::default()));
+    // The CPU and GPU gauges are polled only for a metrics port, as Triton exports them
+    // only with --allow-metrics; the Vertex AI redirect then shows them too.
+    let (cpu, gpu) = (frontends.cpu_metrics, frontends.gpu_metrics);
+    let system = (listeners.metrics.is_some() && (cpu || gpu))
+        .then(|| Arc::new(SystemMetrics::new(cpu, gpu)));
     let metrics_text = MetricsText {
         server: server.clone(),
         system: system.clone(),

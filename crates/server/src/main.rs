@@ -257,6 +257,7 @@ fn frontends(config: &Config, span_sink: Option<Arc<OtlpSink>>) -> anyhow::Resul
         })),
         metrics_interval: config.metrics_interval(),
         cpu_metrics: config.cli.allow_cpu_metrics,
+        gpu_metrics: config.cli.allow_gpu_metrics,
         sagemaker: SagemakerOptions {
             endpoint,
             default_model: env("SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"),

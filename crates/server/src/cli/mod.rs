@@ -262,9 +262,10 @@ pub struct Cli {
     /// Serve metrics.
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = values::boolean, help_heading = "Metrics")]
     pub allow_metrics: bool,
-    /// GPU metrics; there is no GPU metric source in this build.
-    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = values::boolean, help_heading = "Metrics")]
-    pub allow_gpu_metrics: Option<bool>,
+    /// Export the GPUs' utilization, memory, power and energy gauges (read through NVML,
+    /// where the NVIDIA driver is installed).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = values::boolean, help_heading = "Metrics")]
+    pub allow_gpu_metrics: bool,
     /// Export the CPU utilization and memory gauges.
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = values::boolean, help_heading = "Metrics")]
     pub allow_cpu_metrics: bool,

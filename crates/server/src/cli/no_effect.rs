@@ -34,11 +34,6 @@ pub fn notes(config: &Config) -> Vec<String> {
             no_gpu,
         ),
         (cli.enable_peer_access.is_some(), "enable-peer-access", no_gpu),
-        (
-            cli.allow_gpu_metrics == Some(true),
-            "allow-gpu-metrics",
-            "there is no GPU metric source in this build",
-        ),
         (!cli.model_load_gpu_limit.is_empty(), "model-load-gpu-limit", no_gpu),
         (
             cli.buffer_manager_thread_count.is_some(),
@@ -116,7 +111,6 @@ mod tests {
         let said = notes(&config(&[
             "--pinned-memory-pool-byte-size=268435456",
             "--cuda-memory-pool-byte-size=0:67108864",
-            "--allow-gpu-metrics=false",
             "--host-policy=gpu_0,numa-node=0",
             "--rate-limit=execution_count",
         ]));

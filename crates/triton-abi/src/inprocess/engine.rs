@@ -9,6 +9,16 @@ use std::time::Duration;
 use nereid_core::{Error, Result, Server};
 use nereid_embed::{Nereid, Options, SystemMetrics};
 
+/// Which system gauges an in-process server polls, and how often.
+pub struct PolledMetrics {
+    /// `SetMetricsInterval`.
+    pub interval: Duration,
+    /// `SetCpuMetrics`.
+    pub cpu: bool,
+    /// `SetGpuMetrics`.
+    pub gpu: bool,
+}
+
 /// A running server and the runtime its tasks run on.
 pub struct Engine {
     /// Owns every task of a server started here; `None` for a server attached from
@@ -19,16 +29,17 @@ pub struct Engine {
     _nereid: Option<Nereid>,
     server: Arc<Server>,
     handle: tokio::runtime::Handle,
-    /// The CPU gauges, polled on the runtime every `SetMetricsInterval` (`None` with
-    /// `SetCpuMetrics(false)`, and when attached: the host serves its own).
+    /// The CPU and GPU gauges, polled on the runtime every `SetMetricsInterval` (`None`
+    /// with `SetCpuMetrics(false)` and `SetGpuMetrics(false)`, and when attached: the
+    /// host serves its own).
     system: Option<Arc<SystemMetrics>>,
 }
 
 impl Engine {
     /// Starts a server as `options` describe (see `super::start`, which builds them
-    /// from `TRITONSERVER_ServerOptions`) on a runtime of its own; `cpu_metrics` polls
-    /// the CPU gauges at that interval (`None`: `SetCpuMetrics(false)`).
-    pub fn start(options: Options, cpu_metrics: Option<Duration>) -> Result<Self> {
+    /// from `TRITONSERVER_ServerOptions`) on a runtime of its own; `polled` says at which
+    /// interval the system gauges are polled and which of them (`None`: neither).
+    pub fn start(options: Options, polled: Option<PolledMetrics>) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .thread_name("nereid")
             .enable_all()
@@ -40,10 +51,10 @@ impl Engine {
         };
         let nereid = started?;
         let server = nereid.server().clone();
-        let system = cpu_metrics.map(|interval| {
-            let system = Arc::new(SystemMetrics::default());
+        let system = polled.map(|polled| {
+            let system = Arc::new(SystemMetrics::new(polled.cpu, polled.gpu));
             // Ends with the runtime.
-            runtime.spawn(system.clone().poll_every(interval));
+            runtime.spawn(system.clone().poll_every(polled.interval));
             system
         });
         Ok(Self {

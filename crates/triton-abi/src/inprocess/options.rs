@@ -49,6 +49,8 @@ pub struct TRITONSERVER_ServerOptions {
     pub(crate) metrics_interval: Duration,
     /// `SetCpuMetrics`: whether the CPU gauges are polled and exported.
     pub(crate) cpu_metrics: bool,
+    /// `SetGpuMetrics`: whether the GPU gauges are polled (through NVML) and exported.
+    pub(crate) gpu_metrics: bool,
     /// `SetRateLimiterMode`: EXEC_COUNT (true) or OFF, Triton's default.
     pub(crate) rate_limit: bool,
     /// `AddRateLimiterResource`s.
@@ -85,6 +87,7 @@ impl Default for TRITONSERVER_ServerOptions {
             metrics_config: MetricsConfig::default(),
             metrics_interval: nereid_embed::DEFAULT_METRICS_INTERVAL,
             cpu_metrics: true,
+            gpu_metrics: true,
             rate_limit: false,
             rate_limit_resources: Vec::new(),
             model_config_name: None,
@@ -472,6 +475,19 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetCpuMetrics(
     })
 }
 
+/// `TRITONSERVER_ServerOptionsSetGpuMetrics`: whether the GPU gauges are polled through
+/// NVML and exported (default true, as in Triton's GPU builds).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetGpuMetrics(
+    options: *mut TRITONSERVER_ServerOptions,
+    metrics: bool,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.gpu_metrics = metrics;
+        Ok(())
+    })
+}
+
 /// `TRITONSERVER_ServerOptionsSetModelConfigName`: models read `configs/<name>.pbtxt`
 /// where it exists, else `config.pbtxt`; an empty name (Triton's default) means
 /// `config.pbtxt` only.
@@ -582,8 +598,6 @@ ignored_options! {
     TRITONSERVER_ServerOptionsSetLogVerbose(level: i32);
     /// `TRITONSERVER_ServerOptionsSetMetrics`: ignored (no metrics port in-process).
     TRITONSERVER_ServerOptionsSetMetrics(metrics: bool);
-    /// `TRITONSERVER_ServerOptionsSetGpuMetrics`: ignored (no GPUs).
-    TRITONSERVER_ServerOptionsSetGpuMetrics(metrics: bool);
 }
 
 #[cfg(test)]

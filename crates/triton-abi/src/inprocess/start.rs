@@ -13,7 +13,7 @@ use nereid_embed::caches::CacheKinds;
 use nereid_embed::options::ServerHook;
 use nereid_embed::Options;
 
-use super::engine::Engine;
+use super::engine::{Engine, PolledMetrics};
 use super::options::TRITONSERVER_ServerOptions;
 use super::server::TRITONSERVER_Server;
 use crate::backend::{HostedBackends, HostedSettings};
@@ -77,8 +77,12 @@ fn start(options: &TRITONSERVER_ServerOptions) -> Result<Engine> {
             .then(|| options.rate_limit_resources.clone()),
         ..Options::default()
     };
-    let cpu_metrics = options.cpu_metrics.then_some(options.metrics_interval);
-    Engine::start(embed, cpu_metrics)
+    let polled = (options.cpu_metrics || options.gpu_metrics).then_some(PolledMetrics {
+        interval: options.metrics_interval,
+        cpu: options.cpu_metrics,
+        gpu: options.gpu_metrics,
+    });
+    Engine::start(embed, polled)
 }
 
 /// The response cache store the options ask for: `SetCacheConfig` (a built-in or a
