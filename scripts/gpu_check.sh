@@ -58,8 +58,12 @@ run() {
   {
     date -u
     nvidia-smi -L
-    nvidia-smi --query-gpu=uuid,name,driver_version,utilization.gpu,memory.total,memory.used,power.draw,power.limit,energy.consumption --format=csv
   } >"$out/nvidia-smi.txt" 2>&1
+  smi_readings() {
+    nvidia-smi --query-gpu=timestamp,uuid,utilization.gpu,memory.total,memory.used,power.draw,power.limit \
+      --format=csv,nounits >>"$out/nvidia-smi.txt" 2>&1
+  }
+  smi_readings
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site "$GPU"/whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
@@ -86,8 +90,8 @@ run() {
   for example in simple_http_cudashm_client.py simple_grpc_cudashm_client.py; do
     timeout 120 python3 "$GPU/examples/$example" >"$out/example.txt" 2>&1
     local status=$?
-    # The examples print PASS as their last word on success.
-    if [ $status = 0 ] && ! grep -q "PASS: cuda shared memory" "$out/example.txt"; then
+    # The examples print "PASS: ..." last on success.
+    if [ $status = 0 ] && ! grep -q "^PASS: " "$out/example.txt"; then
       status=9
     fi
     { echo "== $example"; cat "$out/example.txt"; } >>"$out/examples.log"
@@ -122,6 +126,7 @@ ok &= all(float(v) > 1 << 30 for v in total.values()) and all(float(v) > 50 for 
 sys.exit(0 if ok else 1)
 EOF
   step "GPU metric families" $?
+  smi_readings
 
   kill $server
   wait $server 2>/dev/null
