@@ -122,7 +122,21 @@ for family in families:
     ok &= bool(rows)
 total = dict(re.findall(r'^nv_gpu_memory_total_bytes\{gpu_uuid="([^"]+)"\} (\S+)$', text, re.M))
 limit = dict(re.findall(r'^nv_gpu_power_limit\{gpu_uuid="([^"]+)"\} (\S+)$', text, re.M))
+used = dict(re.findall(r'^nv_gpu_memory_used_bytes\{gpu_uuid="([^"]+)"\} (\S+)$', text, re.M))
 ok &= all(float(v) > 1 << 30 for v in total.values()) and all(float(v) > 50 for v in limit.values())
+# The same readings from nvidia-smi: totals and limits equal, used memory within 64 MiB.
+import subprocess
+smi = subprocess.run(["nvidia-smi", "--query-gpu=uuid,memory.total,memory.used,power.limit",
+                      "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
+for line in smi.strip().splitlines():
+    uuid, smi_total, smi_used, smi_limit = [f.strip() for f in line.split(",")]
+    mib = 1 << 20
+    agree = (abs(float(total[uuid]) / mib - float(smi_total)) < 1
+             and abs(float(used[uuid]) / mib - float(smi_used)) < 64
+             and abs(float(limit[uuid]) - float(smi_limit)) < 1)
+    print(f"nvidia-smi {uuid}: total {smi_total} MiB, used {smi_used} MiB, limit {smi_limit} W:",
+          "agrees" if agree else "DISAGREES")
+    ok &= agree
 sys.exit(0 if ok else 1)
 EOF
   step "GPU metric families" $?

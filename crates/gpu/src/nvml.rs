@@ -35,6 +35,21 @@ struct Memory {
     used: c_ulonglong,
 }
 
+/// `nvmlMemory_v2_t`: `used` leaves out the memory the driver reserves, as `nvidia-smi`
+/// and DCGM (Triton's source) count it; version 1's `used` includes it.
+#[repr(C)]
+#[derive(Default)]
+struct MemoryV2 {
+    version: c_uint,
+    total: c_ulonglong,
+    reserved: c_ulonglong,
+    free: c_ulonglong,
+    used: c_ulonglong,
+}
+
+/// `nvmlMemory_v2`: the struct's size with its version in the top byte.
+const MEMORY_V2: c_uint = std::mem::size_of::<MemoryV2>() as c_uint | (2 << 24);
+
 /// The loaded library's entry points.
 pub(crate) struct Nvml {
     // Kept so the function pointers below stay valid.
@@ -46,6 +61,8 @@ pub(crate) struct Nvml {
     uuid: unsafe extern "C" fn(NvmlDevice, *mut c_char, c_uint) -> NvmlReturn,
     utilization: unsafe extern "C" fn(NvmlDevice, *mut Utilization) -> NvmlReturn,
     memory: unsafe extern "C" fn(NvmlDevice, *mut Memory) -> NvmlReturn,
+    /// `nvmlDeviceGetMemoryInfo_v2` (drivers from 510 on).
+    memory_v2: Option<unsafe extern "C" fn(NvmlDevice, *mut MemoryV2) -> NvmlReturn>,
     power_usage: unsafe extern "C" fn(NvmlDevice, *mut c_uint) -> NvmlReturn,
     power_limit: unsafe extern "C" fn(NvmlDevice, *mut c_uint) -> NvmlReturn,
     energy: unsafe extern "C" fn(NvmlDevice, *mut c_ulonglong) -> NvmlReturn,
@@ -105,6 +122,7 @@ impl Nvml {
                 uuid: symbol(&library, &["nvmlDeviceGetUUID"])?,
                 utilization: symbol(&library, &["nvmlDeviceGetUtilizationRates"])?,
                 memory: symbol(&library, &["nvmlDeviceGetMemoryInfo"])?,
+                memory_v2: symbol(&library, &["nvmlDeviceGetMemoryInfo_v2"]).ok(),
                 power_usage: symbol(&library, &["nvmlDeviceGetPowerUsage"])?,
                 power_limit: symbol(&library, &["nvmlDeviceGetPowerManagementLimit"])?,
                 energy: symbol(&library, &["nvmlDeviceGetTotalEnergyConsumption"])?,
@@ -147,6 +165,25 @@ impl Nvml {
         self.check(status).map(|()| value)
     }
 
+    /// (total, used) bytes, `used` without the driver's reservation where the driver can
+    /// say (version 2), else version 1's figure.
+    fn read_memory(&self, device: Device) -> Result<(u64, u64), String> {
+        if let Some(memory_v2) = self.memory_v2 {
+            let mut memory = MemoryV2 {
+                version: MEMORY_V2,
+                ..MemoryV2::default()
+            };
+            // SAFETY: `memory` is a valid nvmlMemory_v2_t with its version set.
+            if unsafe { memory_v2(device.0, &mut memory) } == 0 {
+                return Ok((memory.total, memory.used));
+            }
+        }
+        let mut memory = Memory::default();
+        // SAFETY: `memory` is a valid out-pointer; `device` came from `devices`.
+        let status = unsafe { (self.memory)(device.0, &mut memory) };
+        self.answer(status, (memory.total, memory.used))
+    }
+
     /// Every device NVML sees, in its index order (PCI bus order), with its UUID.
     pub(crate) fn devices(&self) -> Result<Vec<(Device, String)>, String> {
         let mut count: c_uint = 0;
@@ -174,13 +211,11 @@ impl Nvml {
     /// Reads every field of `device`; a field NVML cannot read is an `Err` with its reason.
     pub(crate) fn read(&self, device: Device) -> Reading {
         let mut utilization = Utilization::default();
-        let mut memory = Memory::default();
         let (mut power, mut limit, mut energy): (c_uint, c_uint, c_ulonglong) = (0, 0, 0);
         // SAFETY: every out-pointer is valid for its type; `device` came from `devices`.
-        let [utilization_status, memory_status, power_status, limit_status, energy_status] = unsafe {
+        let [utilization_status, power_status, limit_status, energy_status] = unsafe {
             [
                 (self.utilization)(device.0, &mut utilization),
-                (self.memory)(device.0, &mut memory),
                 (self.power_usage)(device.0, &mut power),
                 (self.power_limit)(device.0, &mut limit),
                 (self.energy)(device.0, &mut energy),
@@ -188,7 +223,7 @@ impl Nvml {
         };
         Reading {
             utilization: self.answer(utilization_status, f64::from(utilization.gpu) / 100.0),
-            memory: self.answer(memory_status, (memory.total, memory.used)),
+            memory: self.read_memory(device),
             power_watts: self.answer(power_status, f64::from(power) / 1000.0),
             power_limit_watts: self.answer(limit_status, f64::from(limit) / 1000.0),
             energy_millijoules: self.answer(energy_status, energy),

@@ -7,7 +7,8 @@
  *
  * FAKE_NVML_DEVICES: number of GPUs (default 2). FAKE_NVML_INIT_FAILS: nvmlInit fails.
  * Device i reports: UUID "GPU-fake-000i", utilization (37 + i) %, 80 GiB total and
- * (i + 1) GiB used, power 71.234 W (device 1: NVML_ERROR_NOT_SUPPORTED), limit 700 W,
+ * (i + 1) GiB used (version 2 of the memory call, which needs its struct version; version 1
+ * adds the 512 MiB the driver reserves, as real drivers do), power 71.234 W (device 1: NVML_ERROR_NOT_SUPPORTED), limit 700 W,
  * and an energy total that grows by 1000 mJ per read.
  */
 #include <stdio.h>
@@ -17,8 +18,14 @@ typedef int nvmlReturn_t;
 typedef struct { int index; } *nvmlDevice_t;
 typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
 typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
+#define MEMORY_V2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24)))
+#define RESERVED (512ULL << 20)
 
-enum { SUCCESS = 0, UNINITIALIZED = 1, INVALID_ARGUMENT = 2, NOT_SUPPORTED = 3, UNKNOWN = 999 };
+enum {
+    SUCCESS = 0, UNINITIALIZED = 1, INVALID_ARGUMENT = 2, NOT_SUPPORTED = 3,
+    ARGUMENT_VERSION_MISMATCH = 25, UNKNOWN = 999
+};
 
 #define MAX_DEVICES 8
 static struct { int index; } devices[MAX_DEVICES];
@@ -79,8 +86,18 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m) {
     if (!device || !m) return INVALID_ARGUMENT;
     m->total = 80ULL << 30;
-    m->used = (unsigned long long)(device->index + 1) << 30;
+    m->used = ((unsigned long long)(device->index + 1) << 30) + RESERVED;
     m->free = m->total - m->used;
+    return SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *m) {
+    if (!device || !m) return INVALID_ARGUMENT;
+    if (m->version != MEMORY_V2) return ARGUMENT_VERSION_MISMATCH;
+    m->total = 80ULL << 30;
+    m->reserved = RESERVED;
+    m->used = (unsigned long long)(device->index + 1) << 30;
+    m->free = m->total - m->reserved - m->used;
     return SUCCESS;
 }
 
