@@ -107,10 +107,20 @@ run() {
   timeout 300 python3 tests/gpu/shm_latency.py >"$out/latency.json" 2>>"$out/examples.log"
   step "shm_latency.py (4 MiB)" $?
 
+  # Keep the GPU busy (matrix products through PyTorch) while the metrics are read.
+  python3 -c '
+import time, torch
+a = torch.randn(8192, 8192, device="cuda")
+end = time.time() + 5
+while time.time() < end:
+    a @ a
+    torch.cuda.synchronize()
+' &
+  local load=$!
   python3 - "$out" <<'EOF' >>"$summary" 2>&1
 import re, sys, time, urllib.request
 out = sys.argv[1]
-time.sleep(1.5)  # at least two polls since the last load
+time.sleep(3)  # the load has started and several polls have seen it
 text = urllib.request.urlopen("http://localhost:8002/metrics", timeout=5).read().decode()
 open(f"{out}/metrics.txt", "w").write(text)
 families = ["nv_gpu_utilization", "nv_gpu_memory_total_bytes", "nv_gpu_memory_used_bytes",
@@ -137,9 +147,13 @@ for line in smi.strip().splitlines():
     print(f"nvidia-smi {uuid}: total {smi_total} MiB, used {smi_used} MiB, limit {smi_limit} W:",
           "agrees" if agree else "DISAGREES")
     ok &= agree
+busy = dict(re.findall(r'^nv_gpu_utilization\{gpu_uuid="([^"]+)"\} (\S+)$', text, re.M))
+print("utilization under load:", busy)
+ok &= all(float(v) >= 0.2 for v in busy.values())
 sys.exit(0 if ok else 1)
 EOF
   step "GPU metric families" $?
+  wait $load
   smi_readings
 
   kill $server
