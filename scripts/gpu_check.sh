@@ -109,18 +109,23 @@ run() {
 
   # Keep the GPU busy (matrix products through PyTorch) while the metrics are read.
   python3 -c '
-import time, torch
+import sys, time, torch
 a = torch.randn(8192, 8192, device="cuda")
+a @ a
+torch.cuda.synchronize()
+open(sys.argv[1], "w").close()
 end = time.time() + 5
 while time.time() < end:
     a @ a
     torch.cuda.synchronize()
-' &
+' "$out/busy" &
   local load=$!
+  for _ in $(seq 1 120); do [ -e "$out/busy" ] && break; sleep 0.25; done
+  rm -f "$out/busy"
   python3 - "$out" <<'EOF' >>"$summary" 2>&1
 import re, sys, time, urllib.request
 out = sys.argv[1]
-time.sleep(3)  # the load has started and several polls have seen it
+time.sleep(2)  # several polls have seen the load
 text = urllib.request.urlopen("http://localhost:8002/metrics", timeout=5).read().decode()
 open(f"{out}/metrics.txt", "w").write(text)
 families = ["nv_gpu_utilization", "nv_gpu_memory_total_bytes", "nv_gpu_memory_used_bytes",
