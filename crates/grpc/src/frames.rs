@@ -27,6 +27,8 @@ pub const ACK: u8 = 0x1;
 /// The first five header bytes of a PING ACK as (value, mask): length 8, type PING, the
 /// ACK flag (other flags are ignored, as RFC 9113 says).
 const PING_ACK_START: [(u8, u8); 5] = [(0, 0xff), (0, 0xff), (8, 0xff), (PING, 0xff), (ACK, ACK)];
+/// HTTP/2 error code NO_ERROR, for a graceful GOAWAY.
+pub const NO_ERROR: u32 = 0x0;
 /// HTTP/2 error code ENHANCE_YOUR_CALM, which gRPC's GOAWAY for too many pings carries.
 pub const ENHANCE_YOUR_CALM: u32 = 0xb;
 

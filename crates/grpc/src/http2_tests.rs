@@ -205,3 +205,48 @@ async fn at_its_age_a_connection_goes_away_and_after_the_grace_it_closes() {
         start.elapsed()
     );
 }
+
+/// The frames a raw HTTP/2 client at `addr` reads, as (type, payload), from its preface
+/// until the server closes the connection.
+async fn frames_until_close(addr: SocketAddr) -> Vec<(u8, Vec<u8>)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = TcpStream::connect(addr).await.expect("connect");
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .expect("preface and SETTINGS");
+    let mut bytes = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut bytes))
+        .await
+        .expect("the server closes the connection")
+        .expect("read until the close");
+    let mut frames = Vec::new();
+    let mut rest = &bytes[..];
+    while rest.len() >= 9 {
+        let length = u32::from_be_bytes([0, rest[0], rest[1], rest[2]]) as usize;
+        let payload = rest.get(9..9 + length).expect("whole frames").to_vec();
+        frames.push((rest[3], payload));
+        rest = &rest[9 + length..];
+    }
+    frames
+}
+
+#[tokio::test]
+async fn an_idle_connection_gets_a_goaway_before_it_is_closed() {
+    let mut options = GrpcOptions::default();
+    options.limits.idle_timeout = Some(Duration::from_millis(300));
+    let served = serve(options, TestBackend::identity()).await;
+    let start = Instant::now();
+    let frames = frames_until_close(served.addr).await;
+    assert!(start.elapsed() >= Duration::from_millis(300));
+    let goaways: Vec<_> = frames.iter().filter(|(kind, _)| *kind == 0x7).collect();
+    assert_eq!(goaways.len(), 1, "one GOAWAY before the close: {frames:?}");
+    let payload = &goaways[0].1;
+    // No stream was opened; NO_ERROR.
+    assert_eq!(payload[..8], [0, 0, 0, 0, 0, 0, 0, 0], "{payload:?}");
+    assert_eq!(&payload[8..], b"idle_timeout");
+    assert_eq!(
+        frames.last().map(|f| f.0),
+        Some(0x7),
+        "the GOAWAY is the last frame"
+    );
+}

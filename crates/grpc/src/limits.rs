@@ -23,7 +23,7 @@ use tonic::Code;
 
 use crate::policy::Http2Policy;
 use crate::tls::ServerTls;
-use crate::watch::{CallCount, CallGuard, Watched};
+use crate::watch::{CallCount, CallGuard, IdleExpiry, Watched};
 
 /// The accepted connections, as tonic's `serve_with_incoming` wants them: through the
 /// TLS handshake when `tls` is set, each under `policy`. Never ends; dropping it closes
@@ -62,6 +62,12 @@ impl Transport {
             Transport::Plain(guarded) => guarded,
             Transport::Tls(tls) => tls.get_ref().0,
         }
+    }
+}
+
+impl IdleExpiry for Transport {
+    fn idle_expired(&self) -> bool {
+        self.socket().timed_out()
     }
 }
 

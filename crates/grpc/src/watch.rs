@@ -8,7 +8,10 @@
 //! - the server's keep-alive PINGs (sent only with a call in flight unless permitted, at
 //!   most `--grpc-http2-max-pings-without-data` in a row without DATA or HEADERS going
 //!   out), whose acknowledgements it takes out of the stream before hyper sees them;
-//! - the close at `--grpc-max-connection-age` plus its grace.
+//! - the close at `--grpc-max-connection-age` plus its grace;
+//! - a GOAWAY `NO_ERROR` "idle_timeout" when the socket's idle timer
+//!   (`--grpc-idle-timeout-secs`) ends the connection, so the client knows the close is
+//!   deliberate and no call was lost, as gRPC core's `max_connection_idle` does.
 //!
 //! Its own frames go in only at a frame boundary of what hyper writes. The connection's
 //! close is seen by hyper as the client's end of stream.
@@ -35,6 +38,8 @@ pub const KEEPALIVE_PAYLOAD: [u8; 8] = *b"nereidKA";
 /// (so the client reads the GOAWAY rather than a reset).
 const LINGER: Duration = Duration::from_secs(1);
 const TOO_MANY_PINGS: &[u8] = b"too_many_pings";
+const IDLE_TIMEOUT: &[u8] = b"idle_timeout";
+/// Room for our longest GOAWAY (its debug data is one of the two texts above).
 const GOAWAY_LEN: usize = HEADER_LEN + 8 + TOO_MANY_PINGS.len();
 
 /// The calls in flight on one connection, counted by the tower layer that sees them
@@ -99,6 +104,13 @@ enum Phase {
     Closed,
 }
 
+/// A socket whose read side may end because its idle timer ran out (the gRPC port's
+/// transport over `nereid_net::Guarded`): the policy then says GOAWAY first.
+pub trait IdleExpiry {
+    /// Whether the last end of stream read was the idle timer's, not the client's.
+    fn idle_expired(&self) -> bool;
+}
+
 /// A connection's byte stream under the HTTP/2 policy (see the module documentation).
 #[derive(Debug)]
 pub struct Watched<IO> {
@@ -130,7 +142,7 @@ pub struct Watched<IO> {
     armed_for: Option<Instant>,
 }
 
-impl<IO: AsyncRead + AsyncWrite + Unpin> Watched<IO> {
+impl<IO: AsyncRead + AsyncWrite + Unpin + IdleExpiry> Watched<IO> {
     /// `io` (a connection from `peer`, just accepted) under `policy`, its calls counted
     /// in `calls`.
     pub fn new(io: IO, peer: SocketAddr, policy: &Http2Policy, calls: Arc<CallCount>) -> Self {
@@ -277,19 +289,20 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Watched<IO> {
                         "gRPC connection from {}: too many pings, sending GOAWAY ENHANCE_YOUR_CALM",
                         self.peer
                     );
-                    let mut goaway = [0u8; GOAWAY_LEN];
-                    frames::goaway_frame(
-                        &mut goaway,
-                        self.last_stream_id,
-                        frames::ENHANCE_YOUR_CALM,
-                        TOO_MANY_PINGS,
-                    );
-                    self.inject.push(&goaway);
-                    self.inject.goaway = true;
+                    self.say_goaway(frames::ENHANCE_YOUR_CALM, TOO_MANY_PINGS);
                 }
             }
             _ => {}
         }
+    }
+
+    /// Queues a GOAWAY (the last stream the client opened, `error`, `debug`); once it is
+    /// written the connection drains and closes.
+    fn say_goaway(&mut self, error: u32, debug: &[u8]) {
+        let mut goaway = [0u8; GOAWAY_LEN];
+        let len = frames::goaway_frame(&mut goaway, self.last_stream_id, error, debug);
+        self.inject.push(&goaway[..len]);
+        self.inject.goaway = true;
     }
 
     /// Reads the bytes just put into `buf` from `start` on: handles their events, takes
@@ -441,7 +454,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Watched<IO> {
     }
 }
 
-impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Watched<IO> {
+impl<IO: AsyncRead + AsyncWrite + Unpin + IdleExpiry> AsyncRead for Watched<IO> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -466,8 +479,19 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Watched<IO> {
                 continue;
             }
             let start = buf.filled().len();
-            ready!(Pin::new(&mut this.io).poll_read(cx, buf))?;
-            if buf.filled().len() == start {
+            let read = ready!(Pin::new(&mut this.io).poll_read(cx, buf));
+            // TLS reads a timer's end of stream as a close without close_notify: an error.
+            let ended = read.is_err() || buf.filled().len() == start;
+            if ended && this.io.idle_expired() && !this.inject.goaway {
+                tracing::debug!(
+                    "gRPC connection from {}: idle timeout, sending GOAWAY",
+                    this.peer
+                );
+                this.say_goaway(frames::NO_ERROR, IDLE_TIMEOUT);
+                continue;
+            }
+            read?;
+            if ended {
                 return Poll::Ready(Ok(()));
             }
             this.keepalive.bytes_received(Instant::now());
@@ -479,7 +503,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Watched<IO> {
     }
 }
 
-impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
+impl<IO: AsyncRead + AsyncWrite + Unpin + IdleExpiry> AsyncWrite for Watched<IO> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

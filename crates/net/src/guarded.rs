@@ -156,6 +156,13 @@ impl Guarded {
         }
     }
 
+    /// Whether the read side reported end of stream because a timer ran out (the idle or
+    /// header timeout), not because the client closed: a protocol with a goodbye of its
+    /// own (HTTP/2's GOAWAY) can still say it before the socket closes.
+    pub fn timed_out(&self) -> bool {
+        self.expired
+    }
+
     /// The connection's activity, for the server to mark its requests in flight.
     pub fn activity(&self) -> Arc<Activity> {
         self.activity.clone()

@@ -16,6 +16,8 @@ mod agents;
 mod batch;
 mod ensembles;
 mod flags;
+#[cfg(test)]
+mod fuzz_tests;
 mod ids;
 mod index;
 mod load;

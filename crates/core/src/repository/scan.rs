@@ -136,22 +136,44 @@ pub fn read_config(model_dir: &Path, config_name: Option<&str>) -> Result<Option
     parse_model_config(&path, &text).map(Some)
 }
 
+/// The most entries [`signature`] records: a model directory that is a link to `/` or to
+/// a tree of millions of files must not stall a poll. Real models hold a few files (a
+/// python model with its own packages a few thousand).
+pub const MAX_SIGNATURE_ENTRIES: usize = 20_000;
+
 /// A fingerprint of a model directory's contents (paths, sizes, modification times), so
-/// polling can tell whether anything changed.
+/// polling can tell whether anything changed. Links inside are not followed. Each
+/// directory's entries are taken in name order, so a tree beyond
+/// [`MAX_SIGNATURE_ENTRIES`] always gives the same first entries and a poll does not see
+/// a change that did not happen (it misses changes past the limit).
 pub fn signature(model_dir: &Path) -> Signature {
+    signature_within(model_dir, MAX_SIGNATURE_ENTRIES)
+}
+
+/// [`signature`] of at most `limit` entries.
+fn signature_within(model_dir: &Path, limit: usize) -> Signature {
     let mut out = Vec::new();
     let mut stack = vec![model_dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
-        for entry in entries.flatten() {
-            let path = entry.path();
+        let mut entries: Vec<_> = entries.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        // Pushed in reverse so the walk goes down in name order.
+        for entry in entries.iter().rev() {
             let Ok(meta) = entry.metadata() else { continue };
             if meta.is_dir() {
-                stack.push(path.clone());
+                stack.push(entry.path());
             }
-            out.push((path, meta.len(), meta.modified().ok()));
+        }
+        for entry in entries {
+            if out.len() == limit {
+                out.sort();
+                return out;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            out.push((entry.path(), meta.len(), meta.modified().ok()));
         }
     }
     out.sort();
@@ -209,5 +231,41 @@ mod tests {
         );
         std::fs::write(m.join("1/model.onnx"), "x").expect("write");
         assert_ne!(before, signature(&m));
+    }
+
+    #[test]
+    fn a_model_directory_linked_to_the_root_gives_a_bounded_stable_signature() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let m = dir.path().join("m");
+        std::os::unix::fs::symlink("/", &m).expect("link");
+        let first = signature(&m);
+        assert!(!first.is_empty() && first.len() <= MAX_SIGNATURE_ENTRIES);
+    }
+
+    #[test]
+    fn past_the_limit_the_same_entries_are_taken_each_time() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for d in ["a", "b", "c"] {
+            for f in ["1", "2", "3"] {
+                let path = dir.path().join(d).join(f);
+                std::fs::create_dir_all(&path).expect("mkdir");
+                std::fs::write(path.join("model.onnx"), d).expect("write");
+            }
+        }
+        let names = |s: Signature| -> Vec<String> {
+            let root = dir.path();
+            s.into_iter()
+                .map(|(p, _, _)| p.strip_prefix(root).expect("inside").display().to_string())
+                .collect()
+        };
+        let first = names(signature_within(dir.path(), 7));
+        // Name order, depth first: a, b, c, then a's version folders, then a/1's file.
+        assert_eq!(
+            first,
+            ["a", "a/1", "a/1/model.onnx", "a/2", "a/3", "b", "c"]
+        );
+        for _ in 0..5 {
+            assert_eq!(names(signature_within(dir.path(), 7)), first);
+        }
     }
 }

@@ -117,12 +117,10 @@ fn tensor(
         Some(InputDataType::RandomData(_)) => random.bytes(byte_size),
         Some(InputDataType::InputDataFile(file)) => {
             let path = model_dir.join(WARMUP_FOLDER).join(file);
-            let data = std::fs::read(&path).map_err(|e| {
-                Error::invalid_arg(format!(
-                    "failed to read warmup data file {}: {e}",
-                    path.display()
-                ))
-            })?;
+            // A fixed-size input needs its first `byte_size` bytes (Triton reads the whole
+            // file and takes those); strings take the whole file.
+            let wanted = (datatype != DataType::Bytes).then_some(byte_size);
+            let data = read_data_file(&path, wanted)?;
             if datatype == DataType::Bytes {
                 Bytes::from(data)
             } else if data.len() < byte_size {
@@ -178,6 +176,42 @@ impl Random {
         out.truncate(count);
         Bytes::from(out)
     }
+}
+
+/// The most a warm-up data file of strings may hold: warm-up requests are small, and the
+/// whole file becomes one request.
+pub const MAX_STRING_DATA_FILE: u64 = 64 << 20;
+
+/// Reads a warm-up data file: its first `wanted` bytes (fewer where the file is shorter),
+/// or all of it, at most [`MAX_STRING_DATA_FILE`] bytes. Only a regular file is read: a
+/// link to `/dev/zero` or a FIFO would never end or never start.
+fn read_data_file(path: &Path, wanted: Option<usize>) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let failed = |why: &dyn std::fmt::Display| {
+        Error::invalid_arg(format!(
+            "failed to read warmup data file {}: {why}",
+            path.display()
+        ))
+    };
+    let meta = std::fs::metadata(path).map_err(|e| failed(&e))?;
+    if !meta.is_file() {
+        return Err(failed(&"not a regular file"));
+    }
+    let limit = match wanted {
+        Some(wanted) => wanted as u64,
+        None if meta.len() > MAX_STRING_DATA_FILE => {
+            return Err(failed(&format_args!(
+                "{} bytes, more than the {MAX_STRING_DATA_FILE} bytes a warmup data file of strings may have",
+                meta.len()
+            )))
+        }
+        None => MAX_STRING_DATA_FILE,
+    };
+    let mut data = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(limit).read_to_end(&mut data))
+        .map_err(|e| failed(&e))?;
+    Ok(data)
 }
 
 #[cfg(test)]

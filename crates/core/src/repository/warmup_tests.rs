@@ -1,7 +1,8 @@
 //! `model_warmup` through a repository load with the test backend: samples run on every
 //! instance before the load returns and count in the statistics as Triton counts them;
 //! a failing sample, an unfixed dimension, a short data file and a sample without data
-//! fail the load with Triton's words; a file's bytes reach the request.
+//! fail the load with Triton's words; a file's bytes reach the request, and no more of a
+//! file is read than the sample needs.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -154,5 +155,44 @@ fn a_files_bytes_and_a_rows_shape_make_the_request() {
         &input.data[..],
         &data[..8],
         "the first bytes the tensor needs"
+    );
+}
+
+#[test]
+fn data_files_are_read_only_as_far_as_the_sample_needs() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let warmup = root.path().join("warmup");
+    std::fs::create_dir_all(&warmup).expect("warmup folder");
+    // A 5 GiB sparse file: the INT32 [2] sample reads its first 8 bytes, not 5 GiB.
+    std::fs::File::create(warmup.join("huge.bin"))
+        .and_then(|f| f.set_len(5 << 30))
+        .expect("sparse file");
+    std::os::unix::fs::symlink("/dev/zero", warmup.join("zero.bin")).expect("link");
+    let sample = |file: &str, datatype: &str| {
+        let config = testing::config(
+            "m",
+            &format!(
+                r#"backend: "identity" max_batch_size: 8
+                input [ {{ name: "INPUT0" data_type: {datatype} dims: [ 2 ] }} ]
+                output [ {{ name: "OUTPUT0" data_type: {datatype} dims: [ 2 ] }} ]
+                model_warmup [ {{ name: "s" batch_size: 1
+                  inputs {{ key: "INPUT0" value {{ data_type: {datatype} dims: [ 2 ] input_data_file: "{file}" }} }} }} ]"#
+            ),
+        );
+        let spec = ModelSpec::new(config.clone(), 1).expect("spec");
+        warmup_samples(&spec, &config, root.path())
+    };
+    let built = sample("huge.bin", "TYPE_INT32").expect("the first bytes");
+    assert_eq!(built[0].requests[0].inputs[0].data.len(), 8);
+    let refused = sample("zero.bin", "TYPE_INT32").expect_err("a device");
+    assert!(
+        refused.message().ends_with("zero.bin: not a regular file"),
+        "{refused}"
+    );
+    // Strings take the whole file: past the bound it is refused, naming the bound.
+    let refused = sample("huge.bin", "TYPE_STRING").expect_err("too large");
+    assert!(
+        refused.message().contains("more than the 67108864 bytes"),
+        "{refused}"
     );
 }

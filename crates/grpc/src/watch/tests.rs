@@ -10,6 +10,13 @@ use tokio::time::timeout;
 use super::*;
 use crate::frames::{ping_frame, PREFACE};
 
+/// The test's socket has no idle timer of its own.
+impl IdleExpiry for DuplexStream {
+    fn idle_expired(&self) -> bool {
+        false
+    }
+}
+
 fn peer() -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, 1))
 }
