@@ -145,3 +145,118 @@ def test_queued_requests_of_clients_that_left_are_not_executed(backends, tmp_pat
     tensor = httpclient.InferInput("IN", shape(scheduler), "FP32")
     tensor.set_data_from_numpy(np.full(shape(scheduler), 7, np.float32))
     assert client.infer("slow", [tensor]).as_numpy("OUT").flatten()[0] == 7
+
+
+WATCHING_PY = '''
+import json
+import os
+import time
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        params = json.loads(args["model_config"])["parameters"]
+        self.marker = params["MARKER"]["string_value"]
+
+    def execute(self, requests):
+        # Runs until the caller leaves (or 20 s), asking the server the way backends do
+        # (TRITONBACKEND_RequestIsCancelled), then says what it saw in the marker file.
+        end = time.time() + 20
+        while time.time() < end and not requests[0].is_cancelled():
+            time.sleep(0.05)
+        seen = requests[0].is_cancelled()
+        with open(self.marker, "w") as f:
+            f.write("cancelled" if seen else "never")
+        error = pb_utils.TritonError("cancelled", pb_utils.TritonError.CANCELLED)
+        return [pb_utils.InferenceResponse(error=error) for _ in requests]
+'''
+
+
+def write_watching_model(root, marker):
+    model = root / "watching"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(f'''backend: "python"
+max_batch_size: 0
+input [ {{ name: "IN" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+parameters {{ key: "MARKER" value {{ string_value: "{marker}" }} }}
+''')
+    (model / "1" / "model.py").write_text(WATCHING_PY)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_running_request_sees_its_caller_leave(backends, tmp_path, start_server,  # noqa: F811
+                                                 protocol):
+    """A hosted backend's TRITONBACKEND_RequestIsCancelled turns true while the request runs
+    once its HTTP client closed the connection or its gRPC call passed its deadline, so a
+    long-running model can stop early (Triton 2.51 answers false until the end)."""
+    directory, env = backends
+    marker = tmp_path / "marker"
+    write_watching_model(tmp_path / "models", marker)
+    srv = start_server(str(tmp_path / "models"), "--backend-directory", directory, env=env)
+    started = time.monotonic()
+    if protocol == "http":
+        host, port = srv.bound["http"]
+        body = b'{"inputs":[{"name":"IN","shape":[1],"datatype":"FP32","data":[1]}]}'
+        s = socket.create_connection((host, port))
+        s.sendall((f"POST /v2/models/watching/infer HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
+        time.sleep(0.5)
+        s.close()
+    else:
+        client = grpcclient.InferenceServerClient(srv.grpc_url)
+        tensor = grpcclient.InferInput("IN", [1], "FP32")
+        tensor.set_data_from_numpy(np.ones([1], np.float32))
+        with pytest.raises(InferenceServerException, match="Deadline"):
+            client.infer("watching", [tensor], client_timeout=0.5)
+    deadline = time.monotonic() + 10
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), "the model never finished"
+    time.sleep(0.1)
+    assert marker.read_text() == "cancelled"
+    assert time.monotonic() - started < 5, "the model stopped soon after the caller left"
+
+
+def test_a_sequence_whose_client_left_is_ended(backends, tmp_path, start_server):  # noqa: F811
+    """The client of a sequence's request leaves while it runs: once it has run, the
+    sequence ends as an idle release would end it (slot and state freed, a later request
+    without START refused), not after the 60 s idle timeout."""
+    directory, env = backends
+    model = tmp_path / "seq"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text('''backend: "python"
+max_batch_size: 1
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+sequence_batching { max_sequence_idle_microseconds: 60000000 }
+''')
+    (model / "1" / "model.py").write_text(MODEL_PY)
+    srv = start_server(str(tmp_path), "--backend-directory", directory, env=env)
+
+    def active():
+        for line in srv.metrics().splitlines():
+            if line.startswith("nv_sequence_active") and 'model="seq"' in line:
+                return int(float(line.rsplit(" ", 1)[1]))
+        return None
+
+    host, port = srv.bound["http"]
+    body = ('{"parameters":{"sequence_id":5,"sequence_start":true},'
+            '"inputs":[{"name":"IN","shape":[1,1],"datatype":"FP32","data":[1]}]}').encode()
+    s = socket.create_connection((host, port))
+    s.sendall((f"POST /v2/models/seq/infer HTTP/1.1\r\nHost: {host}:{port}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
+    time.sleep(0.2)
+    assert active() == 1
+    s.close()
+    time.sleep(SLEEPS + 0.6)
+    assert active() == 0, "ended once its request ran"
+    client = srv.http_client()
+    tensor = httpclient.InferInput("IN", [1, 1], "FP32")
+    tensor.set_data_from_numpy(np.ones([1, 1], np.float32))
+    with pytest.raises(InferenceServerException, match="START"):
+        client.infer("seq", [tensor], sequence_id=5)
+    # A new sequence under the same ID starts and runs.
+    assert client.infer("seq", [tensor], sequence_id=5, sequence_start=True).as_numpy("OUT")[0][0] == 1

@@ -18,6 +18,7 @@
 //!   facade applies it to responses and model specs hold the labels.
 //! - [`trace`]: the trace extension (settings, sampling, Triton's trace files).
 //! - [`response_stream`]: the many-response answers of decoupled models.
+//! - [`presence`]: whether a request's caller still waits, for backends that ask.
 //! - [`request`], [`sequence_flags`], [`shm`], [`error`]: the vocabulary underneath.
 //!
 //! The crate holds no `unsafe` code: raw shared memory is `nereid-shm`'s, the fuzz
@@ -36,6 +37,7 @@ pub mod loaded;
 pub mod log_settings;
 pub mod metrics;
 pub mod model;
+pub mod presence;
 pub mod rate_limit;
 pub mod raw_input;
 pub mod repository;

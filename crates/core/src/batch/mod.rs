@@ -9,6 +9,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
+use crate::presence::CallerPresence;
 use crate::request::{split_bytes_elements, InferRequest, OutputTensor};
 use crate::DataType;
 
@@ -28,6 +29,8 @@ pub struct Batch<'a> {
     spec: &'a ModelSpec,
     requests: Vec<&'a InferRequest>,
     sizes: Vec<usize>,
+    /// Per request, its caller's presence where the scheduler watches it.
+    callers: Vec<Option<CallerPresence>>,
 }
 
 impl<'a> Batch<'a> {
@@ -38,7 +41,21 @@ impl<'a> Batch<'a> {
             spec,
             requests,
             sizes,
+            callers: Vec::new(),
         }
+    }
+
+    /// The batch with each request's caller presence (in batch order), so a backend can
+    /// tell while it runs whether a caller left.
+    pub fn with_callers(mut self, callers: Vec<Option<CallerPresence>>) -> Self {
+        self.callers = callers;
+        self
+    }
+
+    /// The presence of request `index`'s caller, where known (cloned: the backend may
+    /// keep it past the call, as a hosted backend's request objects outlive `execute`).
+    pub fn caller(&self, index: usize) -> Option<CallerPresence> {
+        self.callers.get(index).cloned().flatten()
     }
 
     /// The model being executed.

@@ -51,7 +51,7 @@ impl LoadedModel {
         };
         match &self.runner {
             Runner::Scheduled(scheduler) => {
-                self.enqueue(scheduler.as_ref(), request, admitted, Some(sender))?;
+                self.enqueue(scheduler.as_ref(), request, admitted, Some(sender), None)?;
             }
             Runner::Ensemble(ensemble) => {
                 self.stream_ensemble(ensemble, request, admitted, sender);

@@ -27,6 +27,7 @@ use crate::ensemble::{Ensemble, StepModel};
 use crate::error::{Error, Result};
 use crate::metrics::ModelMetrics;
 use crate::model::ModelSpec;
+use crate::presence::CallerPresence;
 use crate::request::{Answer, InferRequest, InferResponse, OutputTensor};
 use crate::response_stream::{ResponseSender, ResponseStream};
 use crate::scheduler::{Job, Reply, Scheduler};
@@ -200,10 +201,17 @@ impl LoadedModel {
             Runner::Scheduled(scheduler) => scheduler,
             Runner::Ensemble(ensemble) => return self.start_ensemble(ensemble, request, admitted),
         };
-        match self.enqueue(scheduler.as_ref(), request, admitted, None) {
+        let presence = CallerPresence::default();
+        match self.enqueue(scheduler.as_ref(), request, admitted, None, Some(&presence)) {
             Ok(answer) => {
                 let this = self.clone();
-                Box::pin(async move { this.answer(answer).await })
+                // Moved into the future: dropping it unanswered marks the caller gone.
+                let guard = presence.guard();
+                Box::pin(async move {
+                    let result = this.answer(answer).await;
+                    guard.answered();
+                    result
+                })
             }
             Err(e) => Box::pin(std::future::ready(Err(e))),
         }
@@ -220,13 +228,15 @@ impl LoadedModel {
     }
 
     /// Queues one validated request; the receiver gets its answer (or, for a decoupled
-    /// model's request, `stream` gets its responses).
+    /// model's request, `stream` gets its responses). `presence` lets the backend see
+    /// while the request runs whether its caller left (a stream knows that itself).
     fn enqueue(
         &self,
         scheduler: &dyn Scheduler,
         request: InferRequest,
         admitted: Admitted,
         stream: Option<ResponseSender>,
+        presence: Option<&CallerPresence>,
     ) -> Result<oneshot::Receiver<Result<InferResponse>>> {
         let span = tracing::debug_span!(
             "infer",
@@ -242,7 +252,10 @@ impl LoadedModel {
         let job = Job {
             request,
             batch_size: admitted.batch_size,
-            reply: Reply::new(reply),
+            reply: match presence {
+                Some(presence) => Reply::watched(reply, presence.clone()),
+                None => Reply::new(reply),
+            },
             record: RequestRecord::open(
                 self.stats.clone(),
                 admitted.received_at,

@@ -176,6 +176,12 @@ impl Worker {
                 &self.spec,
                 payload.iter().map(|j| &j.request).collect(),
                 payload.iter().map(|j| j.batch_size).collect(),
+            )
+            .with_callers(
+                payload
+                    .iter()
+                    .map(|j| j.reply.presence().cloned())
+                    .collect(),
             );
             let mut timing = ComputeTiming::default();
             let results = self.instance.execute(&batch, &mut timing);

@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
+use crate::presence::CallerPresence;
 use crate::request::InferResponse;
 
 type Sender = oneshot::Sender<Result<InferResponse>>;
@@ -18,6 +19,8 @@ type Sender = oneshot::Sender<Result<InferResponse>>;
 pub struct Reply {
     sender: Option<Sender>,
     ticket: Option<(Arc<ReplyOrder>, u64)>,
+    /// Shared with the awaiting future's guard, for backends that ask while running.
+    presence: Option<CallerPresence>,
 }
 
 impl Reply {
@@ -26,7 +29,23 @@ impl Reply {
         Self {
             sender: Some(sender),
             ticket: None,
+            presence: None,
         }
+    }
+
+    /// A reply whose caller's presence can also be read while the job runs (see
+    /// [`CallerPresence`]); the caller holds the presence's guard.
+    pub fn watched(sender: Sender, presence: CallerPresence) -> Self {
+        Self {
+            sender: Some(sender),
+            ticket: None,
+            presence: Some(presence),
+        }
+    }
+
+    /// The caller's presence, when watched.
+    pub fn presence(&self) -> Option<&CallerPresence> {
+        self.presence.as_ref()
     }
 
     /// Makes this reply wait for every earlier ticket of `order`.
@@ -38,6 +57,7 @@ impl Reply {
     /// was cancelled): nobody would read it.
     pub fn caller_left(&self) -> bool {
         self.sender.as_ref().is_none_or(|s| s.is_closed())
+            || self.presence.as_ref().is_some_and(CallerPresence::left)
     }
 
     /// Delivers the answer (or queues it until earlier answers are out).

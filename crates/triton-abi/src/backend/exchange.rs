@@ -9,6 +9,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use nereid_core::presence::CallerPresence;
 use nereid_core::request::OutputTensor;
 use nereid_core::response_stream::ResponseSender;
 use nereid_core::{Error, Result};
@@ -30,18 +31,22 @@ enum Sink {
     Collect {
         slot: Mutex<Option<Result<Vec<OutputTensor>>>>,
         done: Condvar,
+        /// Whether the caller still waits, where the scheduler watches it.
+        caller: Option<CallerPresence>,
     },
     /// Empty once handed back after a reschedule.
     Stream(Mutex<Option<ResponseSender>>),
 }
 
 impl Exchange {
-    /// For a request of a non-decoupled model: one response, awaited with [`Self::wait`].
-    pub fn collecting(origin: String) -> Self {
+    /// For a request of a non-decoupled model: one response, awaited with [`Self::wait`];
+    /// `caller` tells [`Self::is_cancelled`] whether its caller left.
+    pub fn collecting(origin: String, caller: Option<CallerPresence>) -> Self {
         Self::new(
             Sink::Collect {
                 slot: Mutex::new(None),
                 done: Condvar::new(),
+                caller,
             },
             origin,
         )
@@ -97,7 +102,7 @@ impl Exchange {
     /// Whether the caller stopped listening.
     pub fn is_cancelled(&self) -> bool {
         match &self.sink {
-            Sink::Collect { .. } => false,
+            Sink::Collect { caller, .. } => caller.as_ref().is_some_and(CallerPresence::left),
             Sink::Stream(sender) => sender.lock().as_ref().is_none_or(|s| s.is_cancelled()),
         }
     }
@@ -107,7 +112,7 @@ impl Exchange {
     /// execution, and an instance thread waiting for one stops waiting.
     pub fn reschedule(&self) {
         self.rescheduled.store(true, Ordering::Release);
-        if let Sink::Collect { slot, done } = &self.sink {
+        if let Sink::Collect { slot, done, .. } = &self.sink {
             let _guard = slot.lock();
             done.notify_all();
         }
@@ -158,7 +163,7 @@ impl Exchange {
                     self.finished.store(true, Ordering::Release);
                 }
             }
-            Sink::Collect { slot, done } => {
+            Sink::Collect { slot, done, .. } => {
                 let mut slot = slot.lock();
                 match (result, slot.is_some()) {
                     (Some(result), false) => *slot = Some(result),
@@ -189,7 +194,7 @@ impl Exchange {
             Sink::Stream(_) => Err(Error::internal(
                 "a decoupled request has no single response",
             )),
-            Sink::Collect { slot, done } => {
+            Sink::Collect { slot, done, .. } => {
                 let mut slot = slot.lock();
                 while !self.is_finished() {
                     if self.is_rescheduled() {
@@ -228,7 +233,7 @@ mod tests {
 
     #[test]
     fn a_collecting_request_waits_for_the_final_flag_and_keeps_the_first_response() {
-        let exchange = Arc::new(Exchange::collecting("model 'm' (backend 'b')".into()));
+        let exchange = Arc::new(Exchange::collecting("model 'm' (backend 'b')".into(), None));
         exchange.acquire();
         let sender = exchange.clone();
         let thread = std::thread::spawn(move || {
@@ -246,7 +251,7 @@ mod tests {
 
     #[test]
     fn releasing_every_object_without_a_final_flag_answers_with_an_error() {
-        let exchange = Exchange::collecting("model 'm' (backend 'b')".into());
+        let exchange = Exchange::collecting("model 'm' (backend 'b')".into(), None);
         exchange.acquire();
         exchange.acquire();
         exchange.release();
@@ -261,7 +266,7 @@ mod tests {
 
     #[test]
     fn a_final_flag_without_a_response_is_an_error_for_a_non_decoupled_model() {
-        let exchange = Exchange::collecting("model 'm' (backend 'b')".into());
+        let exchange = Exchange::collecting("model 'm' (backend 'b')".into(), None);
         exchange.deliver(None, true);
         let error = exchange.wait().expect_err("no response");
         assert!(

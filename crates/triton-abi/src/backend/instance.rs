@@ -169,7 +169,7 @@ impl InstanceBackend for HostedInstance {
     ) -> Vec<Result<Vec<OutputTensor>>> {
         let started = Instant::now();
         let exchanges: Vec<Arc<Exchange>> = (0..batch.len())
-            .map(|_| Arc::new(Exchange::collecting(self.origin.clone())))
+            .map(|i| Arc::new(Exchange::collecting(self.origin.clone(), batch.caller(i))))
             .collect();
         self.run(batch, &exchanges);
         let results = exchanges.iter().map(|e| e.wait()).collect();

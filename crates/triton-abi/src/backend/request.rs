@@ -213,7 +213,8 @@ pub unsafe extern "C" fn TRITONBACKEND_RequestFlags(
     with_request(request, |r| put(flags, r.flags, "flags"))
 }
 
-/// `TRITONBACKEND_RequestIsCancelled`: whether the caller went away (decoupled streams).
+/// `TRITONBACKEND_RequestIsCancelled`: whether the caller went away (its stream closed, its
+/// connection closed or its call cancelled or past its deadline).
 #[no_mangle]
 pub unsafe extern "C" fn TRITONBACKEND_RequestIsCancelled(
     request: *mut TRITONBACKEND_Request,

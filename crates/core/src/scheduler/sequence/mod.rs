@@ -36,6 +36,7 @@ use super::{
 use crate::backend::InstanceBackend;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
+use crate::presence::CallerPresence;
 use crate::request::{InferRequest, ParamValue};
 use crate::sequence_flags::{SequenceFlags, SequenceId};
 use crate::stats::{ModelStats, RequestRecord};
@@ -283,15 +284,19 @@ impl Shared {
 /// Forms and sends `instance`'s batches, one at a time.
 async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<Payload>) {
     let in_flight = Arc::new(Semaphore::new(1));
-    // The sequences of the batch in flight: their idle clocks start when it has run.
-    let mut running: Vec<SequenceId> = Vec::new();
+    // The sequences of the batch in flight, with their callers' presence: their idle
+    // clocks start when it has run (at once for a caller that left).
+    let mut running: Vec<(SequenceId, Option<CallerPresence>)> = Vec::new();
     loop {
         let Ok(permit) = in_flight.clone().acquire_owned().await else {
             return;
         };
         // The permit is back: the previous batch finished executing.
         if !running.is_empty() {
-            let finished = std::mem::take(&mut running);
+            let finished: Vec<(SequenceId, bool)> = std::mem::take(&mut running)
+                .into_iter()
+                .map(|(id, caller)| (id, caller.is_some_and(|c| c.left())))
+                .collect();
             shared.update(|t| t.executed(&finished, super::now()));
         }
         let (entries, released) = loop {
@@ -320,7 +325,7 @@ async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<
         running = entries
             .iter()
             .flatten()
-            .map(|p| p.flags.id.clone())
+            .map(|p| (p.flags.id.clone(), p.job.reply.presence().cloned()))
             .collect();
         // Padding copies the first real request's inputs; built only when a slot is idle.
         let base = entries

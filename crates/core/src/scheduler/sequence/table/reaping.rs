@@ -75,10 +75,16 @@ impl Table {
 
     /// The requests of `sequences` finished executing at `now`: each sequence with nothing
     /// more queued starts its idle clock, so a sequence is never released while its own
-    /// request runs, however long that takes.
-    pub fn executed(&mut self, sequences: &[SequenceId], now: Instant) {
-        let at = now + self.idle_timeout;
-        for id in sequences {
+    /// request runs, however long that takes. A sequence whose request's caller left
+    /// (`true` beside its ID) is due at once: the reaper ends it as an idle release would,
+    /// instead of holding its slot and state for a client that is gone.
+    pub fn executed(&mut self, sequences: &[(SequenceId, bool)], now: Instant) {
+        for (id, caller_left) in sequences {
+            let at = if *caller_left {
+                now
+            } else {
+                now + self.idle_timeout
+            };
             let Some(active) = self.active.get_mut(id) else {
                 continue; // ended, or released meanwhile
             };

@@ -90,6 +90,35 @@ fn direct_rounds_stop_at_the_highest_active_slot() {
 }
 
 #[test]
+fn a_sequence_whose_caller_left_is_released_when_its_request_has_run() {
+    let now = Instant::now();
+    let mut t = Table::new("m", 1, 1, 1, direct(), Duration::from_secs(60));
+    t.admit(pending(9, true, false, now), now).expect("start");
+    t.admit(pending(8, true, false, now), now).expect("start");
+    let _ = t.next_round(0, now);
+    let later = now + Duration::from_millis(5);
+    t.executed(
+        &[
+            (SequenceId::Number(9), true),
+            (SequenceId::Number(8), false),
+        ],
+        later,
+    );
+    assert!(t.take_reaper_due(), "the reaper is woken for it");
+    let reaped = t.reap(later);
+    assert_eq!(reaped.released, vec![SequenceId::Number(9)]);
+    assert_eq!(
+        t.occupancy().active,
+        1,
+        "sequence 8 keeps its slot until its idle timeout"
+    );
+    assert!(
+        t.admit(pending(9, false, false, later), later).is_err(),
+        "9 ended"
+    );
+}
+
+#[test]
 fn unknown_ended_and_expired_sequences_need_start() {
     let now = Instant::now();
     let mut t = Table::new("m", 1, 1, 1, direct(), Duration::from_millis(10));
@@ -113,7 +142,7 @@ fn unknown_ended_and_expired_sequences_need_start() {
         t.reap(now + Duration::from_millis(20)).released.is_empty(),
         "not idle while its request runs"
     );
-    t.executed(&[SequenceId::Number(9)], now);
+    t.executed(&[(SequenceId::Number(9), false)], now);
     assert!(t.reap(now + Duration::from_millis(5)).released.is_empty());
     assert_eq!(t.occupancy().active, 1);
     t.reap(now + Duration::from_millis(20));
@@ -258,7 +287,7 @@ fn a_restarted_id_that_goes_idle_releases_the_shared_slot() {
     assert_eq!(ids(t.next_round(0, now).0), vec![Some(7)]);
     assert_eq!(ids(t.next_round(0, now).0), vec![Some(7)]);
     assert!(t.ending.is_empty(), "the first END has left the slot");
-    t.executed(&[SequenceId::Number(7)], now);
+    t.executed(&[(SequenceId::Number(7), false)], now);
     assert_eq!(
         t.reap(now + Duration::from_millis(20)).released,
         vec![SequenceId::Number(7)]
