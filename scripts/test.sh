@@ -35,6 +35,12 @@ if [ ! -x .cache/azurite/node_modules/.bin/azurite-blob ]; then
   npm install --silent --no-audit --no-fund --prefix .cache/azurite azurite@3 >/dev/null
 fi
 
+# The C++ backend test (tests/python/test_cpp_backend.py) builds its backend with c++.
+if ! command -v c++ >/dev/null; then
+  echo "test: installing g++" >&2
+  apt-get update -qq && apt-get install -y -qq g++ >/dev/null
+fi
+
 # The cache plugin tests relink Triton's own plugin to need libtritonserver.so.
 if ! command -v patchelf >/dev/null; then
   echo "test: installing patchelf" >&2
