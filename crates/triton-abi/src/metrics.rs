@@ -1,6 +1,7 @@
 //! `TRITONSERVER_MetricFamily` and `TRITONSERVER_Metric`: custom counters and gauges a
-//! plugin registers (Triton's local cache plugin publishes its `nv_cache_*` gauges this
-//! way). Live metrics are kept in one registry that the metrics endpoint renders.
+//! plugin or backend registers, with string labels (Triton's local cache plugin publishes
+//! its `nv_cache_*` gauges this way, Triton's identity backend its per-model counters).
+//! Live metrics are kept in one registry that the metrics endpoint renders.
 
 use std::collections::BTreeMap;
 use std::ffi::c_char;
@@ -12,6 +13,7 @@ use parking_lot::Mutex;
 
 use crate::error::{internal, invalid_arg, unsupported, ErrorPtr};
 use crate::ffi;
+use crate::inprocess::parameter::{TRITONSERVER_Parameter, Value};
 
 /// `TRITONSERVER_MetricKind` values.
 pub mod kind {
@@ -28,7 +30,9 @@ struct FamilyEntry {
     kind: u32,
     name: String,
     description: String,
-    metrics: BTreeMap<u64, Arc<AtomicU64>>,
+    /// Per metric: its labels as Prometheus writes them (`{a="1",b="2"}`, or empty) and
+    /// its value.
+    metrics: BTreeMap<u64, (String, Arc<AtomicU64>)>,
 }
 
 /// Every live family by id; ids only grow, so rendering order is creation order.
@@ -70,9 +74,14 @@ pub fn render(out: &mut String) {
         };
         let _ = writeln!(out, "# HELP {} {}", family.name, family.description);
         let _ = writeln!(out, "# TYPE {} {kind}", family.name);
-        for value in family.metrics.values() {
+        // Two handles with the same labels are one series (they share a value).
+        let mut written = std::collections::HashSet::new();
+        for (labels, value) in family.metrics.values() {
+            if !written.insert(labels.as_str()) {
+                continue;
+            }
             let value = f64::from_bits(value.load(Ordering::Relaxed));
-            let _ = writeln!(out, "{} {value}", family.name);
+            let _ = writeln!(out, "{}{labels} {value}", family.name);
         }
     }
 }
@@ -147,24 +156,66 @@ pub unsafe extern "C" fn TRITONSERVER_MetricFamilyDelete(
     })
 }
 
-/// `TRITONSERVER_MetricNew`: a metric of `family` starting at 0. Labels are not supported.
+/// The labels' Prometheus text, `{key="value",...}` sorted by key (as prometheus-cpp
+/// writes them), or empty without labels. Each label is a STRING parameter.
+///
+/// # Safety
+/// `labels` holds `count` pointers to `TRITONSERVER_Parameter`s (or is null when 0).
+unsafe fn label_text(
+    labels: *const *const TRITONSERVER_Parameter,
+    count: u64,
+) -> Result<String, ErrorPtr> {
+    if count == 0 {
+        return Ok(String::new());
+    }
+    if labels.is_null() {
+        return Err(invalid_arg(
+            "labels must not be null when label_count is not 0",
+        ));
+    }
+    let count = usize::try_from(count).map_err(|_| invalid_arg("label_count is too large"))?;
+    let mut sorted = BTreeMap::new();
+    for i in 0..count {
+        // SAFETY: the caller passes `count` parameter pointers; each is checked for null.
+        let label = unsafe { ffi::reference(*labels.add(i), "label") }?;
+        let Value::String(value) = &label.value else {
+            return Err(invalid_arg(format!(
+                "metric label '{}' must be a string",
+                label.name()
+            )));
+        };
+        sorted.insert(label.name(), value.to_string_lossy().into_owned());
+    }
+    let mut text = String::from("{");
+    for (i, (key, value)) in sorted.iter().enumerate() {
+        let escaped = value
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
+        let comma = if i > 0 { "," } else { "" };
+        let _ = write!(text, "{comma}{key}=\"{escaped}\"");
+    }
+    text.push('}');
+    Ok(text)
+}
+
+/// `TRITONSERVER_MetricNew`: a metric of `family` with string `labels`, starting at 0; a
+/// second metric with the same labels shares the first one's value, as in Triton.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_MetricNew(
     metric: *mut *mut TRITONSERVER_Metric,
     family: *mut TRITONSERVER_MetricFamily,
-    _labels: *const *const std::ffi::c_void,
+    labels: *const *const TRITONSERVER_Parameter,
     label_count: u64,
 ) -> ErrorPtr {
     ffi::status(|| {
         // SAFETY: a family from `TRITONSERVER_MetricFamilyNew`, or null (checked).
         let family = unsafe { ffi::reference(family, "family") }?;
-        if label_count > 0 {
-            return Err(unsupported("metric labels are not supported by Nereid"));
-        }
         if metric.is_null() {
             return Err(invalid_arg("metric must not be null"));
         }
-        let value = Arc::new(AtomicU64::new(0f64.to_bits()));
+        // SAFETY: as the header requires, `label_count` parameters (checked for null).
+        let labels = unsafe { label_text(labels, label_count) }?;
         let mut registry = REGISTRY.lock();
         let id = registry.next_id;
         registry.next_id += 1;
@@ -172,7 +223,13 @@ pub unsafe extern "C" fn TRITONSERVER_MetricNew(
             .families
             .get_mut(&family.id)
             .ok_or_else(|| invalid_arg("family was deleted"))?;
-        entry.metrics.insert(id, Arc::clone(&value));
+        let value = entry
+            .metrics
+            .values()
+            .find(|(existing, _)| *existing == labels)
+            .map(|(_, value)| Arc::clone(value))
+            .unwrap_or_else(|| Arc::new(AtomicU64::new(0f64.to_bits())));
+        entry.metrics.insert(id, (labels, Arc::clone(&value)));
         let created = Box::into_raw(Box::new(TRITONSERVER_Metric {
             family: family.id,
             id,
@@ -305,6 +362,58 @@ mod tests {
             let mut text = String::new();
             render(&mut text);
             assert!(!text.contains("nereid_test_gauge"));
+        }
+    }
+
+    #[test]
+    fn labelled_metrics_are_series_of_their_family() {
+        use crate::inprocess::parameter::TRITONSERVER_ParameterNew;
+        let (mut family, mut a, mut b, mut again) =
+            (null_mut(), null_mut(), null_mut(), null_mut());
+        // SAFETY: objects created, used and deleted here, in order; string values as the
+        // header describes them (type 0, a C string).
+        unsafe {
+            let label = |name: &std::ffi::CStr, value: &std::ffi::CStr| {
+                TRITONSERVER_ParameterNew(name.as_ptr(), 0, value.as_ptr().cast()).cast_const()
+            };
+            assert!(TRITONSERVER_MetricFamilyNew(
+                &mut family,
+                kind::COUNTER,
+                c"nereid_test_labelled".as_ptr(),
+                c"Labelled".as_ptr(),
+            )
+            .is_null());
+            let first = [label(c"model", c"m"), label(c"version", c"1")];
+            let second = [label(c"version", c"2"), label(c"model", c"say \"hi\"")];
+            assert!(TRITONSERVER_MetricNew(&mut a, family, first.as_ptr(), 2).is_null());
+            assert!(TRITONSERVER_MetricNew(&mut b, family, second.as_ptr(), 2).is_null());
+            assert!(TRITONSERVER_MetricNew(&mut again, family, first.as_ptr(), 2).is_null());
+            assert!(TRITONSERVER_MetricIncrement(a, 2.0).is_null());
+            assert!(TRITONSERVER_MetricIncrement(again, 1.0).is_null());
+            assert!(TRITONSERVER_MetricIncrement(b, 5.0).is_null());
+            let mut text = String::new();
+            render(&mut text);
+            assert!(
+                text.contains("nereid_test_labelled{model=\"m\",version=\"1\"} 3\n"),
+                "{text}"
+            );
+            assert!(
+                text.contains("nereid_test_labelled{model=\"say \\\"hi\\\"\",version=\"2\"} 5\n"),
+                "{text}"
+            );
+            assert_eq!(text.matches("nereid_test_labelled{").count(), 2, "{text}");
+            let not_text =
+                [
+                    TRITONSERVER_ParameterNew(c"n".as_ptr(), 1, (&7i64 as *const i64).cast())
+                        .cast_const(),
+                ];
+            let refused = TRITONSERVER_MetricNew(&mut a, family, not_text.as_ptr(), 1);
+            assert!(!refused.is_null());
+            TRITONSERVER_ErrorDelete(refused);
+            for metric in [a, b, again] {
+                assert!(TRITONSERVER_MetricDelete(metric).is_null());
+            }
+            assert!(TRITONSERVER_MetricFamilyDelete(family).is_null());
         }
     }
 }
