@@ -208,8 +208,11 @@ def test_a_running_request_sees_its_caller_leave(backends, tmp_path, start_serve
         client = grpcclient.InferenceServerClient(srv.grpc_url)
         tensor = grpcclient.InferInput("IN", [1], "FP32")
         tensor.set_data_from_numpy(np.ones([1], np.float32))
+        # Connect the channel first: a deadline that ends while the channel is still
+        # connecting ("Timeout expired", seen under CI load) never reaches the server.
+        assert client.is_model_ready("watching")
         with pytest.raises(InferenceServerException, match="Deadline"):
-            client.infer("watching", [tensor], client_timeout=0.5)
+            client.infer("watching", [tensor], client_timeout=1.0)
     deadline = time.monotonic() + 10
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
