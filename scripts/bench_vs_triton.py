@@ -1,13 +1,15 @@
-"""Nereid beside Triton 2.51 under the same load: server CPU time per request, throughput
-and p50/p99 latency, with Nereid/Triton ratios. Run through scripts/bench_vs_triton.sh,
-which builds what this needs.
+"""Nereid beside Triton 2.51 under the same load: server CPU time per request (user and
+system apart), throughput and p50/p99 latency, with Nereid/Triton ratios; an nginx floor for
+the HTTP cache hit; optionally heap allocations per request. Run through
+scripts/bench_vs_triton.sh, which builds what this needs.
 
 Both servers run for the whole benchmark; every round runs each cell on Nereid and then on
 Triton (the order alternates between rounds), so slow drifts of this shared machine touch
-both. A cell's server CPU is the utime+stime its process and children (python backend
+both. A cell's server CPU is the utime and stime its process and children (python backend
 stubs) spent during the load, read from /proc, divided by the requests the server counted
 in its statistics: the figure that stays meaningful while the load generator shares the
-cores. Each figure in the table is the median over the rounds.
+cores. Each figure in the table is the median over the rounds, written user+sys=total µs
+(each part its own median, so they may not add up to the last digit); ratios are on totals.
 
 Cells (c = concurrency, batch 1):
   cache_http_c1/c4, cache_grpc_c1/c4  every request a response-cache hit (add_sub_cache)
@@ -16,6 +18,16 @@ Cells (c = concurrency, batch 1):
                                       (only where the wheel's python backend is unpacked)
   opt-in: model_{http,grpc}_c{1,16}, cache_{http,grpc}_c16 (latency checks against --base)
 
+Tools: perf_analyzer and nereid-bench on every cell, and on the cache_http cells also wrk
+(-t1, keep-alive POST of add_sub's inputs as JSON, for ceil(3 windows) whole seconds). Under
+wrk the requests are wrk's own count on every server, any non-2xx answer or socket error
+fails the run, and a third server takes part: nginx (one worker, access_log off) answering a
+fixed 200 with the exact body Nereid answers, the practical floor of an HTTP/1.1 server on
+this kernel (parse, route, write). Its table gives nginx, Nereid and Triton in user+sys=total
+µs per request with Nereid/nginx and Triton/nginx ratios: the figures
+../shared/triton/floor.sh prints as user_us, sys_us, total_us (which it runs on its own
+servers, with dynamic batching on Nereid's add_sub_cache).
+
 With --trace-levels, each cell runs once per trace level on the same two servers, the
 level set over the trace extension before the load (`off`, `timestamps`, `tensors` =
 TIMESTAMPS+TENSORS, each on every request, and `timestamps@1000` = every 1000th); both
@@ -23,16 +35,33 @@ servers then start in the --trace-mode given: `triton` writes JSON trace files e
 100 traces, `opentelemetry` exports to a local OTLP receiver that only counts bytes.
 
 Then mlp_large (compute-bound) served by Nereid at concurrency 1 in requests of a fixed
-batch size, against ONNX Runtime in-process on one thread, in CPU per inference. The
-tables go to OUT/summary.md, every run's figures to OUT/rows.json.
+batch size, against ONNX Runtime in-process on one thread, in CPU per inference.
+
+With --allocs, after the CPU rounds (so the shim slows no CPU-measured server): a separate
+Nereid, and Triton where it is in --servers, each under scripts/alloc_count.c as LD_PRELOAD
+(compiled into OUT at start), which counts the glibc malloc family into a shared file; for
+cache_http_c1, cache_grpc_c1, model_http_c1 and model_grpc_c1 under nereid-bench, and
+cache_http_c1 under wrk (the floor's JSON request), allocations and bytes requested per
+request, the server's statistics counting the requests.
+Both binaries use glibc's malloc (Nereid has no Rust global allocator), so the shim sees
+Rust's, C++'s and C's allocations alike; Triton's python stubs inherit the shim and count
+into the same file. `--rounds 0 --ort-batches ''` runs the allocation part alone.
+
+The tables go to OUT/summary.md, every run's figures to OUT/rows.json (allocations to
+OUT/allocs.json). --nereid, --bench and --ort-inprocess take copied binaries, so a
+benchmark can run while target/ is being rebuilt.
 """
 
 import argparse
 import csv
 import json
+import math
 import os
+import re
 import shutil
+import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -45,10 +74,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRITON = os.path.join(ROOT, "..", "shared", "triton")
 NEREID = os.path.join(ROOT, "target", "release", "nereid")
 BENCH = os.path.join(ROOT, "target", "release", "nereid-bench")
+ORT_INPROCESS = os.path.join(ROOT, "target", "release", "examples", "ort_inprocess")
 WHEEL = os.environ.get("TRITON_CACHE") or os.path.join(tempfile.gettempdir(), "nereid-triton-wheel")
 PY_BACKENDS = os.path.join(WHEEL, "unpacked", "pytriton", "tritonserver", "backends")
 STUB_VENV = os.path.join(WHEEL, "stub-venv", "bin")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+NGINX_PORT = 28300
+# What wrk posts: add_sub's inputs (the same names and shapes in Nereid's and Triton's
+# repositories) as KServe v2 JSON, floor.sh's body.
+WRK_BODY = ('{"inputs":[{"name":"INPUT0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]},'
+            '{"name":"INPUT1","shape":[1,4],"datatype":"FP32","data":[1,1,1,1]}]}')
+# --allocs: the (cell, tool) runs on the servers under the shim, each for one short window;
+# wrk's JSON cache hit is the request of the floor table (and of the earlier uprobe count).
+ALLOC_RUNS = (("cache_http_c1", "nereid-bench"), ("cache_grpc_c1", "nereid-bench"), ("model_http_c1", "nereid-bench"),
+              ("model_grpc_c1", "nereid-bench"), ("cache_http_c1", "wrk"))
+ALLOC_WINDOW_MS = 1000
+# alloc_count.c's counters, in file order.
+ALLOC_COUNTERS = ("malloc", "calloc", "realloc", "aligned", "free", "bytes")
 
 # cell -> (model on Nereid, model on Triton, protocol, concurrency)
 CELLS = {
@@ -76,8 +118,9 @@ class Server:
         self.name, self.pid, self.http, self.grpc, self._stop = name, pid, http, grpc, stop
 
     def cpu_ticks(self):
-        """utime+stime of the server and its live children, in clock ticks."""
-        total = 0
+        """(utime, stime) of the server and its live children, in clock ticks: apart,
+        because the kernel's share (sockets, wake-ups) and ours move for different reasons."""
+        user = system = 0
         children = subprocess.run(["pgrep", "-P", str(self.pid)], capture_output=True, text=True).stdout
         for pid in [str(self.pid)] + children.split():
             try:
@@ -85,8 +128,9 @@ class Server:
                     fields = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            total += int(fields[11]) + int(fields[12])
-        return total
+            user += int(fields[11])
+            system += int(fields[12])
+        return user, system
 
     def footprint(self):
         """(resident MiB, threads) of the server and its live children."""
@@ -194,34 +238,121 @@ def start_collector():
     return httpd, received
 
 
-def start_nereid(port, with_python, log, binary=NEREID, name="nereid", extra=()):
+def start_nereid(port, with_python, log, binary=None, name="nereid", extra=(), env_extra=None):
     repo = nereid_repository(with_python)
-    args = [binary, "--model-repository", repo, "--http-port", str(port), "--grpc-port", str(port + 1),
+    args = [binary or NEREID, "--model-repository", repo, "--http-port", str(port), "--grpc-port", str(port + 1),
             "--metrics-port", str(port + 2), "--cache-config", "local,size=1048576", *extra]
     env = dict(os.environ)
     if with_python:
         args += ["--backend-directory", PY_BACKENDS]
         env["PATH"] = STUB_VENV + os.pathsep + env.get("PATH", "")
+    env.update(env_extra or {})
     process = subprocess.Popen(args, stdout=log, stderr=log, env=env)
-    wait_ready(port)
 
     def stop():
         process.terminate()
-        process.wait(timeout=60)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
         shutil.rmtree(repo, ignore_errors=True)
 
+    ready_or_stop(port, stop)
     return Server(name, process.pid, port, port + 1, stop)
 
 
-def start_triton(port, extra=()):
+def ready_or_stop(port, stop):
+    """wait_ready, stopping the server when it never gets there: a start-up that fails
+    must not leave a process behind, as the caller never learns of it."""
+    try:
+        wait_ready(port)
+    except BaseException:
+        stop()
+        raise
+
+
+def start_triton(port, extra=(), env_extra=None):
+    """Triton through triton-anchor.sh, which starts tritonserver directly (no chroot or
+    namespace) with the environment it is given: an LD_PRELOAD in `env_extra` reaches the
+    server and its python stubs (and the anchor's own short-lived helpers, which end before
+    any load)."""
     anchor = os.path.join(TRITON, "triton-anchor.sh")
+    env = dict(os.environ, **(env_extra or {}))
     pid = subprocess.run([anchor, "start", "--model-repository", os.path.join(TRITON, "models"),
                           "--http-port", str(port), "--grpc-port", str(port + 1),
                           "--metrics-port", str(port + 2), *(["--", *extra] if extra else [])],
-                         check=True, capture_output=True, text=True).stdout.split()[-1]
-    wait_ready(port)
-    return Server("triton", int(pid), port, port + 1,
-                  lambda: subprocess.run([anchor, "stop", pid], capture_output=True))
+                         check=True, capture_output=True, text=True, env=env).stdout.split()[-1]
+
+    def stop():
+        subprocess.run([anchor, "stop", pid], capture_output=True)
+
+    ready_or_stop(port, stop)
+    return Server("triton", int(pid), port, port + 1, stop)
+
+
+def infer_answer(port, model="add_sub_cache"):
+    """The exact JSON body the server on HTTP `port` answers WRK_BODY with: what nginx
+    returns, so the floor writes as many bytes as the servers it is compared with."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v2/models/{model}/infer",
+                                     data=WRK_BODY.encode(), headers={"Content-Type": "application/json"},
+                                     method="POST")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return answer.read().decode()
+
+
+def ensure_nginx_and_wrk():
+    """nginx and wrk from Debian (as floor.sh installs them) when either is missing."""
+    if shutil.which("nginx") and shutil.which("wrk"):
+        return
+    subprocess.run(["apt-get", "install", "-y", "-q", "nginx-light", "wrk"], check=True, capture_output=True)
+
+
+def start_nginx(port, out, answer, log):
+    """nginx as floor.sh runs it: one worker, no access log, a fixed 200 with `answer` for
+    any path. Its CPU is the master's and the worker's (a child), like a server's stubs."""
+    if "'" in answer or "$" in answer:
+        raise SystemExit(f"the answer cannot be quoted into nginx.conf: {answer}")
+    prefix = os.path.join(out, "nginx")
+    os.makedirs(prefix, exist_ok=True)
+    conf = os.path.join(prefix, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""worker_processes 1;
+daemon off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  client_body_buffer_size 16k;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{ default_type application/json; return 200 '{answer}'; }}
+  }}
+}}
+""")
+    process = subprocess.Popen(["nginx", "-c", conf, "-p", prefix], stdout=log, stderr=log)
+
+    def stop():
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    deadline = time.time() + 10
+    while True:
+        try:
+            if infer_answer(port) == answer:
+                break
+        except OSError:
+            pass
+        if time.time() > deadline or process.poll() is not None:
+            stop()
+            raise SystemExit(f"nginx on port {port} did not answer; see {prefix}/error.log")
+        time.sleep(0.1)
+    return Server("nginx", process.pid, port, None, stop)
 
 
 def load_command(tool, server, model, protocol, concurrency, window_ms, csv_path):
@@ -236,8 +367,21 @@ def load_command(tool, server, model, protocol, concurrency, window_ms, csv_path
     return [BENCH, *common, "-s", "20", "-r", "6", "--warmup-secs", "0.5", "--quiet"]
 
 
+def cpu_figures(ticks0, ticks1, requests):
+    """Server CPU over a load, in total and per request, user and system apart."""
+    user_s, sys_s = ((after - before) / CLK_TCK for before, after in zip(ticks0, ticks1))
+
+    def per_request(seconds):
+        return seconds / requests * 1e6 if requests else float("nan")
+
+    return {"cpu_s": user_s + sys_s, "cpu_us_per_request": per_request(user_s + sys_s),
+            "user_us_per_request": per_request(user_s), "sys_us_per_request": per_request(sys_s)}
+
+
 def measure(tool, server, model, protocol, concurrency, window_ms, csv_path):
     """One load run against one server: its CPU per request and the load's own figures."""
+    if tool == "wrk":
+        return measure_wrk(server, model, concurrency, window_ms, os.path.dirname(csv_path))
     success0, inferences0 = server.counts(model)
     ticks0 = server.cpu_ticks()
     try:
@@ -254,12 +398,10 @@ def measure(tool, server, model, protocol, concurrency, window_ms, csv_path):
     requests = success1 - success0
     with open(csv_path) as f:
         row = next(csv.DictReader(f))
-    cpu_s = (ticks1 - ticks0) / CLK_TCK
     return {
         "requests": requests,
         "inferences": inferences1 - inferences0,
-        "cpu_s": cpu_s,
-        "cpu_us_per_request": cpu_s / requests * 1e6 if requests else float("nan"),
+        **cpu_figures(ticks0, ticks1, requests),
         "infer_per_s": float(row["Inferences/Second"]),
         "p50_us": float(row["p50 latency"]),
         "p99_us": float(row["p99 latency"]),
@@ -268,11 +410,88 @@ def measure(tool, server, model, protocol, concurrency, window_ms, csv_path):
     }
 
 
+def wrk_seconds(window_ms):
+    """wrk takes whole seconds: three windows (perf_analyzer's least), rounded up."""
+    return max(1, math.ceil(3 * window_ms / 1000))
+
+
+def wrk_script(out):
+    """The lua file that makes wrk POST WRK_BODY as JSON."""
+    path = os.path.join(out, "post.lua")
+    with open(path, "w") as f:
+        f.write(f'wrk.method = "POST"\nwrk.body = \'{WRK_BODY}\'\n'
+                'wrk.headers["Content-Type"] = "application/json"\n')
+    return path
+
+
+def wrk_duration_us(text):
+    """'123.45us', '1.20ms' or '2.00s' (wrk's latency format) in µs."""
+    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text).groups()
+    return float(number) * {"us": 1, "ms": 1e3, "s": 1e6, "m": 60e6}[unit]
+
+
+def parse_wrk(text):
+    """wrk --latency's report: requests, requests/s, p50/p99 µs, non-2xx answers, socket errors."""
+    requests = re.search(r"^\s*(\d+) requests in", text, re.M)
+    rate = re.search(r"^Requests/sec:\s*([\d.]+)", text, re.M)
+    if not requests or not rate:
+        raise RuntimeError(f"wrk's report has no request count: {text[-400:]}")
+    latency = dict(re.findall(r"^\s*(50|99)%\s+(\S+)$", text, re.M))
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", text)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    return {
+        "requests": int(requests.group(1)),
+        "infer_per_s": float(rate.group(1)),
+        "p50_us": wrk_duration_us(latency["50"]) if "50" in latency else float("nan"),
+        "p99_us": wrk_duration_us(latency["99"]) if "99" in latency else float("nan"),
+        "non2xx": int(non2xx.group(1)) if non2xx else 0,
+        "socket_errors": sum(map(int, errors.groups())) if errors else 0,
+    }
+
+
+def run_wrk(server, model, concurrency, window_ms, out):
+    """wrk against one server's HTTP port: parse_wrk's report, after checking every answer was a 2xx."""
+    url = f"http://127.0.0.1:{server.http}/v2/models/{model}/infer"
+    command = ["wrk", "-t1", f"-c{concurrency}", f"-d{wrk_seconds(window_ms)}s", "--latency",
+               "-s", wrk_script(out), url]
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, timeout=wrk_seconds(window_ms) + 60)
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"wrk against {server.name} {model}: no end after {e.timeout} s") from e
+    if run.returncode != 0:
+        raise RuntimeError(f"wrk against {server.name} {model} failed: {(run.stdout + run.stderr)[-400:]}")
+    report = parse_wrk(run.stdout)
+    if report["non2xx"] or report["socket_errors"]:
+        raise RuntimeError(f"wrk against {server.name} {model}: {report['non2xx']} non-2xx answers, "
+                           f"{report['socket_errors']} socket errors")
+    return report
+
+
+def measure_wrk(server, model, concurrency, window_ms, out):
+    """One wrk run (keep-alive POSTs, one thread) against one server's HTTP port. The
+    requests are wrk's count, the one figure nginx also has (it keeps no statistics), so
+    every server is divided by the same kind of count; a non-2xx answer or a socket error
+    means the figure is not of what we meant to measure, and fails the run."""
+    ticks0 = server.cpu_ticks()
+    report = run_wrk(server, model, concurrency, window_ms, out)
+    ticks1 = server.cpu_ticks()
+    rss_mib, threads = server.footprint()
+    return {
+        "requests": report["requests"],
+        "inferences": report["requests"],
+        **cpu_figures(ticks0, ticks1, report["requests"]),
+        "infer_per_s": report["infer_per_s"],
+        "p50_us": report["p50_us"],
+        "p99_us": report["p99_us"],
+        "rss_mib": rss_mib,
+        "threads": threads,
+    }
+
+
 def ort_baseline(out, batches, seconds):
     """ONNX Runtime in-process on mlp_large: CPU µs per inference at each batch size."""
-    example = os.path.join(ROOT, "target", "release", "examples", "ort_inprocess")
     model = os.path.join(out, "models", "mlp_large", "1", "model.onnx")
-    text = subprocess.run([example, model, "INPUT", "256", ",".join(map(str, batches)), "1", str(seconds)],
+    text = subprocess.run([ORT_INPROCESS, model, "INPUT", "256", ",".join(map(str, batches)), "1", str(seconds)],
                           check=True, capture_output=True, text=True).stdout
     return {int(r["batch"]): float(r["cpu_us_per_inference"]) for r in csv.DictReader(text.splitlines())}
 
@@ -297,61 +516,231 @@ def served_mlp_large(out, batches, window_ms, log):
             subprocess.run(command + ["-b", str(batch)], check=True, capture_output=True, timeout=600, cwd=out)
             ticks1 = server.cpu_ticks()
             _, inferences1 = server.counts("mlp_large_one")
-            cpu_s = (ticks1 - ticks0) / CLK_TCK
-            figures[batch] = cpu_s / (inferences1 - inferences0) * 1e6
+            figures[batch] = cpu_figures(ticks0, ticks1, inferences1 - inferences0)["cpu_us_per_request"]
         return figures
     finally:
         server.stop()
         process.wait(timeout=60)
 
 
+def build_alloc_shim(out):
+    """scripts/alloc_count.c compiled into OUT, built at bench time as it is a few lines of
+    C that the Rust build does not know."""
+    shim = os.path.join(out, "alloc_count.so")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", shim, os.path.join(ROOT, "scripts", "alloc_count.c"),
+                    "-ldl"], check=True)
+    return shim
+
+
+def read_alloc_counters(path):
+    """alloc_count.c's counters from the shared file: a dict of ALLOC_COUNTERS."""
+    with open(path, "rb") as f:
+        data = f.read(8 * len(ALLOC_COUNTERS))
+    return dict(zip(ALLOC_COUNTERS, struct.unpack(f"<{len(ALLOC_COUNTERS)}Q", data)))
+
+
+def measure_allocs(server, counter_path, cell, tool, out):
+    """One short load on a server under the shim: allocations and bytes per request (every
+    allocating call counts, realloc included). The requests are the server's statistics,
+    read outside the counter readings so that their own allocations stay out; a load's
+    warm-up is in both."""
+    model = CELLS[cell][1] if server.name == "triton" else CELLS[cell][0]
+    _, _, protocol, concurrency = CELLS[cell]
+    path = os.path.join(out, f"allocs_{server.name}_{cell}_{tool}.csv")
+    success0, _ = server.counts(model)
+    before = read_alloc_counters(counter_path)
+    if tool == "wrk":
+        run_wrk(server, model, concurrency, ALLOC_WINDOW_MS, out)
+    else:
+        run = subprocess.run(load_command(tool, server, model, protocol, concurrency, ALLOC_WINDOW_MS, path),
+                             capture_output=True, text=True, timeout=120, cwd=out)
+        if run.returncode != 0:
+            raise RuntimeError(f"{tool} against {server.name} {model} failed: {(run.stdout + run.stderr)[-400:]}")
+    after = read_alloc_counters(counter_path)
+    success1, _ = server.counts(model)
+    requests = success1 - success0
+    delta = {k: after[k] - before[k] for k in ALLOC_COUNTERS}
+    allocations = delta["malloc"] + delta["calloc"] + delta["realloc"] + delta["aligned"]
+    return {"cell": cell, "tool": tool, "server": server.name, "requests": requests, **delta,
+            "allocations_per_request": allocations / requests if requests else float("nan"),
+            "bytes_per_request": delta["bytes"] / requests if requests else float("nan"),
+            "frees_per_request": delta["free"] / requests if requests else float("nan")}
+
+
+def allocations(out, names, log, failed):
+    """--allocs: Nereid (and Triton when in `names`) started afresh under the shim, each
+    with its own counter file, measured on ALLOC_RUNS and stopped. A server that fails is
+    noted in `failed` and the other one still measured."""
+    shim = build_alloc_shim(out)
+    rows = []
+    for name in ("nereid", "triton"):
+        if name not in names:
+            continue
+        counter_path = os.path.join(out, f"alloc_counts_{name}.bin")
+        with open(counter_path, "wb") as f:
+            f.write(bytes(4096))
+        env = {"LD_PRELOAD": shim, "NEREID_ALLOC_COUNT_FILE": counter_path}
+        try:
+            server = start_nereid(18010, False, log, env_extra=env) if name == "nereid" else \
+                start_triton(28010, env_extra=env)
+            try:
+                for cell, tool in ALLOC_RUNS:
+                    row = measure_allocs(server, counter_path, cell, tool, out)
+                    rows.append(row)
+                    print(f"allocs {cell:15} {tool:13} {name:6} {row['allocations_per_request']:7.1f} "
+                          f"allocations/req {row['bytes_per_request']:9.0f} bytes/req ({row['requests']} requests)",
+                          flush=True)
+            finally:
+                server.stop()
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+            failed[f"{name} under the allocation counter"] = str(e)
+            print(f"allocs {name} FAILED: {e}", flush=True)
+    return rows
+
+
+def summarize_allocs(rows):
+    """The allocation table: per cell, each server's allocations, bytes and frees per request."""
+    lines = ["| cell (under alloc_count.so) | load | server | allocations/req | bytes/req | frees/req "
+             "| requests |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['cell']} | {r['tool']} | {r['server']} | {r['allocations_per_request']:.1f} "
+                     f"| {r['bytes_per_request']:,.0f} | {r['frees_per_request']:.1f} | {r['requests']} |")
+    return "\n".join(lines)
+
+
 def median(values):
     return statistics.median(values) if values else float("nan")
+
+
+FIGURES = ("cpu_us_per_request", "user_us_per_request", "sys_us_per_request", "infer_per_s", "p50_us", "p99_us")
+
+
+def medians(rows, cell, tool, servers):
+    """server -> the median of each of FIGURES over the rounds, for servers that have rows."""
+    picked = {s: [r for r in rows if r["cell"] == cell and r["tool"] == tool and r["server"] == s] for s in servers}
+    return {s: {k: median([r[k] for r in mine]) for k in FIGURES} for s, mine in picked.items() if mine}
+
+
+def cpu_text(fig):
+    """user+sys=total µs per request, in one table cell."""
+    return f"{fig['user_us_per_request']:.1f}+{fig['sys_us_per_request']:.1f}={fig['cpu_us_per_request']:.1f}"
 
 
 def summarize(rows, cells, tools, reference):
     """The table of medians over the rounds: `reference` (triton or base) against nereid."""
     ref = "Triton" if reference == "triton" else "base"
-    lines = [f"| cell | load | {ref} µs CPU/req | Nereid µs CPU/req | ratio | {ref} infer/s | Nereid infer/s "
-             f"| {ref} p50/p99 µs | Nereid p50/p99 µs |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"| cell | load | {ref} µs CPU/req user+sys=total | Nereid µs CPU/req user+sys=total | ratio "
+             f"| {ref} infer/s | Nereid infer/s | {ref} p50/p99 µs | Nereid p50/p99 µs |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for cell in cells:
         for tool in tools:
-            pick = {s: [r for r in rows if r["cell"] == cell and r["tool"] == tool and r["server"] == s]
-                    for s in (reference, "nereid")}
-            if not pick["nereid"] or not pick[reference]:
+            fig = medians(rows, cell, tool, (reference, "nereid"))
+            if len(fig) < 2:
                 continue
-            fig = {s: {k: median([r[k] for r in pick[s]]) for k in ("cpu_us_per_request", "infer_per_s",
-                                                                     "p50_us", "p99_us")} for s in pick}
             t, n = fig[reference], fig["nereid"]
-            lines.append(f"| {cell} | {tool} | {t['cpu_us_per_request']:.1f} | {n['cpu_us_per_request']:.1f} "
+            lines.append(f"| {cell} | {tool} | {cpu_text(t)} | {cpu_text(n)} "
                          f"| {n['cpu_us_per_request'] / t['cpu_us_per_request']:.2f} | {t['infer_per_s']:,.0f} "
                          f"| {n['infer_per_s']:,.0f} | {t['p50_us']:.0f}/{t['p99_us']:.0f} "
                          f"| {n['p50_us']:.0f}/{n['p99_us']:.0f} |")
     return "\n".join(lines)
 
 
+def summarize_floor(rows, cells):
+    """The HTTP floor under wrk: nginx, Nereid and Triton in CPU per request (medians over
+    the rounds) and each server's total over nginx's."""
+    lines = ["| cell (wrk) | nginx µs CPU/req user+sys=total | Nereid µs CPU/req user+sys=total "
+             "| Triton µs CPU/req user+sys=total | Nereid/nginx | Triton/nginx | nginx/Nereid/Triton req/s |",
+             "|---|---|---|---|---|---|---|"]
+    for cell in cells:
+        fig = medians(rows, cell, "wrk", ("nginx", "nereid", "triton"))
+        if "nginx" not in fig:
+            continue
+        floor = fig["nginx"]["cpu_us_per_request"]
+        texts = [cpu_text(fig[s]) if s in fig else "–" for s in ("nginx", "nereid", "triton")]
+        ratios = [f"{fig[s]['cpu_us_per_request'] / floor:.2f}" if s in fig else "–" for s in ("nereid", "triton")]
+        rates = "/".join(f"{fig[s]['infer_per_s']:,.0f}" if s in fig else "–" for s in ("nginx", "nereid", "triton"))
+        lines.append(f"| {cell} | {' | '.join(texts)} | {' | '.join(ratios)} | {rates} |")
+    return "\n".join(lines)
+
+
+def cell_tools(cell, tools):
+    """The loads `cell` runs: `tools` as given, or by default perf_analyzer and nereid-bench
+    everywhere plus wrk on the cache_http cells, where the nginx floor has a meaning; wrk
+    speaks HTTP only."""
+    if tools is None:
+        tools = ["perf_analyzer", "nereid-bench"] + (["wrk"] if cell.startswith("cache_http") else [])
+    return [t for t in tools if t != "wrk" or CELLS[cell][2] == "http"]
+
+
+def takes_part(server, cell, tool):
+    """nginx answers every request with the cache hit's body and keeps no statistics, so it
+    stands in only for the HTTP cache hit, and only under wrk (which counts the requests)."""
+    return server != "nginx" or (tool == "wrk" and cell.startswith("cache_http"))
+
+
+def start_servers(args, names, plan, with_python, log, extra):
+    """The servers of the CPU rounds, into a dict the caller stops even when one of them
+    fails to start (it is filled as they come up)."""
+    servers = {}
+    try:
+        if "nereid" in names:
+            servers["nereid"] = start_nereid(18000, with_python, log, extra=extra("nereid"))
+        if "triton" in names:
+            servers["triton"] = start_triton(28000, extra("triton"))
+        if args.base:
+            servers["base"] = start_nereid(19000, with_python, log, args.base, "base", extra("base"))
+        if "nginx" in names and any("wrk" in plan[cell] and takes_part("nginx", cell, "wrk") for cell in plan):
+            # The body nginx returns is the one Nereid answers (Triton's where Nereid is not run).
+            source = servers.get("nereid") or servers.get("base") or servers.get("triton")
+            if not source:
+                raise SystemExit("nginx answers with a server's body: run it beside nereid or triton")
+            servers["nginx"] = start_nginx(NGINX_PORT, args.out, infer_answer(source.http), log)
+    except BaseException:
+        for server in servers.values():
+            server.stop()
+        raise
+    return servers
+
+
 def main():
+    global NEREID, BENCH, ORT_INPROCESS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "vs_triton"))
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="0 skips the CPU rounds (e.g. for --allocs alone)")
     parser.add_argument("--window-ms", type=int, default=1500)
     parser.add_argument("--cells", default=",".join(DEFAULT_CELLS), help=f"of {', '.join(CELLS)}")
-    parser.add_argument("--tools", default="perf_analyzer,nereid-bench")
-    parser.add_argument("--servers", default="nereid,triton", help="nereid alone for quick iterations")
+    parser.add_argument("--tools", help="of perf_analyzer, nereid-bench, wrk (HTTP cells only); default: "
+                        "perf_analyzer,nereid-bench, plus wrk on the cache_http cells")
+    parser.add_argument("--servers", default="nereid,triton,nginx",
+                        help="nereid alone for quick iterations; nginx serves only cache_http cells under wrk")
     parser.add_argument("--base", help="another nereid binary to put beside this build (before/after)")
+    parser.add_argument("--nereid", default=NEREID, help="the nereid binary (a copy, while target/ rebuilds)")
+    parser.add_argument("--bench", default=BENCH, help="the nereid-bench binary")
+    parser.add_argument("--ort-inprocess", default=ORT_INPROCESS, help="the ort_inprocess example binary")
     parser.add_argument("--ort-batches", default="1,8,32", help="'' skips the in-process ONNX Runtime part")
     parser.add_argument("--trace-levels", default="", help=f"of {', '.join(TRACE_LEVELS)}: cells per level")
     parser.add_argument("--trace-mode", default="triton", choices=("triton", "opentelemetry"))
+    parser.add_argument("--allocs", action="store_true",
+                        help="allocations per request on separate servers under scripts/alloc_count.c: "
+                        + ", ".join(f"{cell} ({tool})" for cell, tool in ALLOC_RUNS))
     args = parser.parse_args()
+    NEREID, BENCH, ORT_INPROCESS = (os.path.abspath(p) for p in (args.nereid, args.bench, args.ort_inprocess))
+    # A SIGTERM unwinds like Ctrl-C, so the finally blocks stop every server started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     os.makedirs(args.out, exist_ok=True)
     with_python = os.path.isfile(os.path.join(PY_BACKENDS, "python", "triton_python_backend_stub")) and \
         os.path.isdir(STUB_VENV)
     cells = [c for c in args.cells.split(",") if c and (with_python or not c.startswith("python"))]
-    tools = [t for t in args.tools.split(",") if t]
+    tools = [t for t in args.tools.split(",") if t] if args.tools is not None else None
+    plan = {cell: cell_tools(cell, tools) for cell in cells}
+    all_tools = list(dict.fromkeys(t for chosen in plan.values() for t in chosen))
+    if "wrk" in all_tools and args.rounds > 0 or args.allocs:
+        ensure_nginx_and_wrk()
     names = [s for s in args.servers.split(",") if s]
     levels = [level for level in args.trace_levels.split(",") if level]
     log = open(os.path.join(args.out, "servers.log"), "w")
     servers = {}
+    at_rest = {}
     rows = []
     failed = {}
     collector, received = start_collector() if levels and args.trace_mode == "opentelemetry" else (None, [0])
@@ -362,26 +751,22 @@ def main():
         return trace_flags(args.trace_mode, args.out, name, collector.server_address[1] if collector else 0)
 
     try:
-        if "nereid" in names:
-            servers["nereid"] = start_nereid(18000, with_python, log, extra=extra("nereid"))
-        if "triton" in names:
-            servers["triton"] = start_triton(28000, extra("triton"))
-        if args.base:
-            servers["base"] = start_nereid(19000, with_python, log, args.base, "base", extra("base"))
+        if args.rounds > 0:
+            servers = start_servers(args, names, plan, with_python, log, extra)
         at_rest = {name: server.footprint() for name, server in servers.items()}
         for round_ in range(args.rounds):
             order = list(servers.values()) if round_ % 2 == 0 else list(servers.values())[::-1]
             for level in levels or [None]:
                 for server in servers.values():
-                    if level and server.name not in failed:
+                    if level and server.name not in failed and server.name != "nginx":
                         try:
                             set_trace_level(server, level)
                         except OSError as e:
                             failed[server.name] = f"setting trace level {level}: {e}"
                 for cell in cells:
-                    for tool in tools:
+                    for tool in plan[cell]:
                         for server in order:
-                            if server.name in failed:
+                            if server.name in failed or not takes_part(server.name, cell, tool):
                                 continue
                             model = CELLS[cell][1] if server.name == "triton" else CELLS[cell][0]
                             _, _, protocol, concurrency = CELLS[cell]
@@ -398,8 +783,8 @@ def main():
                                 continue
                             row.update(round=round_, cell=label, tool=tool, server=server.name)
                             rows.append(row)
-                            print(f"round {round_} {label:15} {tool:13} {server.name:6} "
-                                  f"{row['cpu_us_per_request']:7.1f} µs CPU/req {row['infer_per_s']:9.0f} "
+                            print(f"round {round_} {label:15} {tool:13} {server.name:6} {cpu_text(row):>18} "
+                                  f"µs CPU/req {row['infer_per_s']:9.0f} "
                                   f"infer/s p50 {row['p50_us']:6.0f} p99 {row['p99_us']:6.0f}", flush=True)
     finally:
         for server in servers.values():
@@ -411,15 +796,19 @@ def main():
         cells = [f"{cell}@{level}" for cell in cells for level in levels]
     with open(os.path.join(args.out, "rows.json"), "w") as f:
         json.dump(rows, f, indent=1)
-    report = ["| server | RSS MiB at rest | threads at rest | most RSS MiB after a load | most threads after a load |",
-              "|---|---|---|---|---|"]
+    report = []
+    if at_rest:
+        report += ["| server | RSS MiB at rest | threads at rest | most RSS MiB after a load "
+                   "| most threads after a load |", "|---|---|---|---|---|"]
     for name, (rss, threads) in at_rest.items():
         mine = [r for r in rows if r["server"] == name]
-        report.append(f"| {name} | {rss:.1f} | {threads} | {max(r['rss_mib'] for r in mine):.1f} "
-                      f"| {max(r['threads'] for r in mine)} |")
+        report.append(f"| {name} | {rss:.1f} | {threads} | {max((r['rss_mib'] for r in mine), default=0):.1f} "
+                      f"| {max((r['threads'] for r in mine), default=0)} |")
     for reference in ("triton", "base"):
         if reference in servers and "nereid" in servers:
-            report += ["", summarize(rows, cells, tools, reference)]
+            report += ["", summarize(rows, cells, all_tools, reference)]
+    if "nginx" in servers:
+        report += ["", summarize_floor(rows, cells)]
     batches = [int(b) for b in args.ort_batches.split(",") if b]
     if batches:
         subprocess.run([os.path.join(ROOT, ".venv", "bin", "python"), os.path.join(ROOT, "scripts", "make_bench_models.py"),
@@ -431,6 +820,11 @@ def main():
                    "| Nereid served µs CPU/inference | ratio |", "|---|---|---|---|"]
         for b in batches:
             report.append(f"| {b} | {inprocess[b]:.1f} | {served[b]:.1f} | {served[b] / inprocess[b]:.2f} |")
+    if args.allocs:
+        alloc_rows = allocations(args.out, names, log, failed)
+        with open(os.path.join(args.out, "allocs.json"), "w") as f:
+            json.dump(alloc_rows, f, indent=1)
+        report += ["", summarize_allocs(alloc_rows)]
     report += [f"- {name} stopped answering at {why}" for name, why in failed.items()]
     text = "\n".join(report) + "\n"
     with open(os.path.join(args.out, "summary.md"), "w") as f:
