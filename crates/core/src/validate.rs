@@ -92,8 +92,17 @@ fn check(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
     Ok(batch_size)
 }
 
-/// The first name that comes a second time.
-fn first_repeated<'a>(names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+/// The first name that comes a second time. Requests name a handful of tensors: up to
+/// `FEW` are compared pairwise (no hash set built per request), more go through a set.
+fn first_repeated<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Option<&'a str> {
+    const FEW: usize = 16;
+    if names.clone().nth(FEW).is_none() {
+        return names
+            .clone()
+            .enumerate()
+            .find(|(at, name)| names.clone().take(*at).any(|earlier| earlier == *name))
+            .map(|(_, name)| name);
+    }
     let mut seen = std::collections::HashSet::new();
     names.into_iter().find(|name| !seen.insert(*name))
 }
@@ -314,5 +323,16 @@ mod tests {
             err.message(),
             "[request id: 7] inference input 'INPUT1' data-type is 'FP64', but model 'add_sub' expects 'FP32'"
         );
+    }
+
+    #[test]
+    fn first_repeated_finds_the_second_occurrence_among_few_and_many() {
+        assert_eq!(first_repeated(["a", "b", "c"].into_iter()), None);
+        assert_eq!(first_repeated(["a", "b", "a", "b"].into_iter()), Some("a"));
+        assert_eq!(first_repeated(["a", "b", "b", "a"].into_iter()), Some("b"));
+        let many: Vec<String> = (0..40).map(|i| format!("n{i}")).collect();
+        let names = || many.iter().map(String::as_str);
+        assert_eq!(first_repeated(names()), None);
+        assert_eq!(first_repeated(names().chain(["n7", "n3"])), Some("n7"));
     }
 }

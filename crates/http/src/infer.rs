@@ -1,6 +1,7 @@
 //! The infer endpoint's codec: JSON request (with the binary tensor data extension) →
 //! core request, and core response → JSON or JSON + binary tail.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -63,7 +64,9 @@ struct RequestJson<'a> {
 struct InputJson<'a> {
     name: String,
     shape: Vec<i64>,
-    datatype: String,
+    // Borrowed from the body when it has no escapes (always, for a valid datatype).
+    #[serde(borrow)]
+    datatype: Cow<'a, str>,
     #[serde(default)]
     parameters: Option<Map<String, Value>>,
     #[serde(borrow, default)]
@@ -348,15 +351,16 @@ fn decode_inputs(
         } else {
             None
         };
-        let set: Vec<&str> = [
+        let fields = [
             (input.data.is_some(), "'data'"),
             (binary_size.is_some(), "'binary_data_size'"),
             (region_set, "'shared_memory_region'"),
-        ]
-        .into_iter()
-        .filter_map(|(on, name)| on.then_some(name))
-        .collect();
-        if set.len() != 1 {
+        ];
+        if fields.iter().filter(|(on, _)| *on).count() != 1 {
+            let set: Vec<&str> = fields
+                .into_iter()
+                .filter_map(|(on, name)| on.then_some(name))
+                .collect();
             let detail = if set.is_empty() {
                 "But no field is set".to_string()
             } else {
@@ -492,8 +496,17 @@ struct ResponseJson<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]
     id: &'a str,
     model_name: &'a str,
-    model_version: String,
+    #[serde(serialize_with = "as_json_string")]
+    model_version: i64,
     outputs: Vec<OutputJsonOut<'a>>,
+}
+
+/// The version as the JSON string KServe v2 wants, written without an interim `String`.
+fn as_json_string<S: serde::Serializer>(
+    version: &i64,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.collect_str(version)
 }
 
 #[derive(Serialize)]
@@ -554,17 +567,18 @@ pub fn encode(
     let json = ResponseJson {
         id: &response.id,
         model_name: &response.model_name,
-        model_version: response.model_version.to_string(),
+        model_version: response.model_version,
         outputs,
     };
-    let mut body = match serde_json::to_vec(&json) {
-        Ok(b) => b,
-        Err(e) => {
-            return Err(Error::internal(format!(
-                "failed to serialize the response: {e}"
-            )))
-        }
-    };
+    // Sized for the usual answer at once (serde_json's own start is 128 bytes, then
+    // doubling): names, shapes and a few dozen numbers per output.
+    let estimate = 128 + response.outputs.len() * 256;
+    let mut body = Vec::with_capacity(estimate);
+    if let Err(e) = serde_json::to_writer(&mut body, &json) {
+        return Err(Error::internal(format!(
+            "failed to serialize the response: {e}"
+        )));
+    }
     let mut headers = HeaderMap::new();
     if binary_parts.is_empty() {
         headers.insert(
