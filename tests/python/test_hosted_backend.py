@@ -11,6 +11,7 @@ import os
 import queue
 import shutil
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -143,6 +144,48 @@ def test_decoupled_responses_stream_from_another_thread(hosted):
     finally:
         client.stop_stream()
     assert got == [(0, False), (1, False), (2, False), (3, False), (None, True)]
+
+
+def test_reported_response_statistics_count_per_response_index(hosted):
+    """TRITONBACKEND_ModelInstanceReportResponseStatistics, as Triton's square backend
+    calls it: each of the four responses under its index, the final flag alone as an
+    empty response at index 4; the same figures over HTTP and gRPC."""
+    client = hosted.grpc_client()
+    answers = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        tensor = grpcclient.InferInput("IN", [1], "INT32")
+        tensor.set_data_from_numpy(np.array([4], np.int32))
+        client.async_stream_infer("streaming", [tensor], enable_empty_final_response=True)
+        while True:
+            result, error = answers.get(timeout=10)
+            assert error is None, error
+            if result.get_response().parameters["triton_final_response"].bool_param:
+                break
+    finally:
+        client.stop_stream()
+    http = hosted.http_client()
+    deadline = time.monotonic() + 10
+    while True:  # the final flag's statistics are reported after it was sent
+        stats = http.get_inference_statistics("streaming")["model_stats"][0]["response_stats"]
+        if "4" in stats or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert sorted(stats) == ["0", "1", "2", "3", "4"]
+    runs = stats["0"]["success"]["count"]  # earlier tests may have streamed too
+    for index in range(4):
+        stat = stats[str(index)]
+        assert stat["success"] == {"count": runs, "ns": 60 * runs}, stat
+        assert stat["compute_infer"] == {"count": runs, "ns": 40 * runs}, stat
+        assert stat["compute_output"] == {"count": runs, "ns": 20 * runs}, stat
+        assert stat["fail"] == stat["empty_response"] == stat["cancel"] == {"count": 0, "ns": 0}
+    final = stats["4"]
+    assert final["empty_response"] == final["compute_infer"] == {"count": runs, "ns": 7 * runs}
+    assert final["success"] == {"count": 0, "ns": 0}
+    over_grpc = client.get_inference_statistics("streaming").model_stats[0].response_stats
+    assert sorted(over_grpc) == sorted(stats)
+    assert over_grpc["2"].compute_output.ns == 20 * runs
+    assert over_grpc["4"].empty_response.count == runs
 
 
 def test_bls_through_the_models_server(hosted):

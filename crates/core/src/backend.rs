@@ -14,6 +14,7 @@ use crate::model::{InstanceKind, ModelSpec};
 use crate::request::OutputTensor;
 use crate::response_stream::ResponseSender;
 use crate::sequence_flags::SequenceId;
+use crate::stats::ModelStats;
 // Measured by backends, counted by the statistics; defined with the statistics so that
 // they need nothing from here.
 pub use crate::stats::{ComputeTiming, StateUsage};
@@ -25,6 +26,9 @@ pub struct InstanceConfig {
     pub name: String,
     /// Device placement.
     pub kind: InstanceKind,
+    /// The model version's statistics, where a backend reports per-response timing
+    /// (`TRITONBACKEND_ModelInstanceReportResponseStatistics`).
+    pub stats: Arc<ModelStats>,
 }
 
 /// A backend (e.g. ONNX Runtime): one value per server, shared by all its models.

@@ -10,11 +10,11 @@ use nereid_proto::inference::model_metadata_response::TensorMetadata as WireTens
 use nereid_proto::inference::model_repository_parameter::ParameterChoice;
 use nereid_proto::inference::repository_index_response::ModelIndex;
 use nereid_proto::inference::{
-    InferBatchStatistics, InferStatistics, ModelConfigRequest, ModelConfigResponse,
-    ModelMetadataRequest, ModelMetadataResponse, ModelReadyRequest, ModelReadyResponse,
-    ModelStatistics, ModelStatisticsRequest, ModelStatisticsResponse, RepositoryIndexRequest,
-    RepositoryIndexResponse, RepositoryModelLoadRequest, RepositoryModelUnloadRequest,
-    ServerMetadataResponse, StatisticDuration,
+    InferBatchStatistics, InferResponseStatistics, InferStatistics, ModelConfigRequest,
+    ModelConfigResponse, ModelMetadataRequest, ModelMetadataResponse, ModelReadyRequest,
+    ModelReadyResponse, ModelStatistics, ModelStatisticsRequest, ModelStatisticsResponse,
+    RepositoryIndexRequest, RepositoryIndexResponse, RepositoryModelLoadRequest,
+    RepositoryModelUnloadRequest, ServerMetadataResponse, StatisticDuration,
 };
 
 use crate::convert::parse_version;
@@ -121,7 +121,21 @@ fn statistics(s: ModelStatsSnapshot) -> ModelStatistics {
             })
             .collect(),
         memory_usage: Vec::new(),
-        response_stats: Default::default(),
+        response_stats: s
+            .response_stats
+            .into_iter()
+            .map(|(index, r)| {
+                let stat = InferResponseStatistics {
+                    compute_infer: duration(r.compute_infer),
+                    compute_output: duration(r.compute_output),
+                    success: duration(r.success),
+                    fail: duration(r.fail),
+                    empty_response: duration(r.empty_response),
+                    cancel: duration(r.cancel),
+                };
+                (index, stat)
+            })
+            .collect(),
     }
 }
 

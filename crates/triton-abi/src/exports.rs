@@ -90,19 +90,19 @@ pub fn exported_functions() -> Vec<*const ()> {
         backend::response::TRITONBACKEND_StateBufferAttributes as *const (),
         backend::response::TRITONBACKEND_StateNew as *const (),
         backend::response::TRITONBACKEND_StateUpdate as *const (),
-        backend::unsupported::TRITONBACKEND_ModelInstanceReportResponseStatistics as *const (),
-        backend::unsupported::TRITONBACKEND_ModelInstanceResponseStatisticsDelete as *const (),
-        backend::unsupported::TRITONBACKEND_ModelInstanceResponseStatisticsNew as *const (),
-        backend::unsupported::TRITONBACKEND_ModelInstanceResponseStatisticsSetComputeOutputStart
+        backend::response_stats::TRITONBACKEND_ModelInstanceReportResponseStatistics as *const (),
+        backend::response_stats::TRITONBACKEND_ModelInstanceResponseStatisticsDelete as *const (),
+        backend::response_stats::TRITONBACKEND_ModelInstanceResponseStatisticsNew as *const (),
+        backend::response_stats::TRITONBACKEND_ModelInstanceResponseStatisticsSetComputeOutputStart
             as *const (),
-        backend::unsupported::TRITONBACKEND_ModelInstanceResponseStatisticsSetError as *const (),
-        backend::unsupported::TRITONBACKEND_ModelInstanceResponseStatisticsSetModelInstance
+        backend::response_stats::TRITONBACKEND_ModelInstanceResponseStatisticsSetError as *const (),
+        backend::response_stats::TRITONBACKEND_ModelInstanceResponseStatisticsSetModelInstance
             as *const (),
-        backend::unsupported::TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseEnd
+        backend::response_stats::TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseEnd
             as *const (),
-        backend::unsupported::TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseFactory
+        backend::response_stats::TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseFactory
             as *const (),
-        backend::unsupported::TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseStart
+        backend::response_stats::TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseStart
             as *const (),
         backend::unsupported::TRITONBACKEND_RequestOutputBufferProperties as *const (),
         buffer_attributes::TRITONSERVER_BufferAttributesByteSize as *const (),

@@ -331,6 +331,7 @@ fn load_version(
             let instance = InstanceConfig {
                 name: format!("{}_{index}", group.name),
                 kind: group.kind,
+                stats: stats.clone(),
             };
             let backend_instance = model.create_instance(&instance)?;
             let backend_instance = match &settings.rate_limiter {

@@ -127,7 +127,14 @@ fn stats_json(s: &ModelStatsSnapshot) -> Value {
             "cache_hit": duration(i.cache_hit),
             "cache_miss": duration(i.cache_miss),
         },
-        "response_stats": {},
+        "response_stats": s.response_stats.iter().map(|(index, r)| (index.clone(), json!({
+            "compute_infer": duration(r.compute_infer),
+            "compute_output": duration(r.compute_output),
+            "success": duration(r.success),
+            "fail": duration(r.fail),
+            "empty_response": duration(r.empty_response),
+            "cancel": duration(r.cancel),
+        }))).collect::<serde_json::Map<String, Value>>(),
         "batch_stats": s.batch_stats.iter().map(|b| json!({
             "batch_size": b.batch_size,
             "compute_input": duration(b.compute_input),

@@ -5,6 +5,7 @@
 pub mod histogram;
 mod measured;
 mod record;
+mod responses;
 pub mod summary;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ pub use histogram::FirstResponse;
 use histogram::{Histogram, HistogramReading};
 pub use measured::{ComputeTiming, StateUsage};
 pub use record::RequestRecord;
+pub use responses::{ResponseOutcome, ResponseStat, ResponseStats, ResponseTimes};
 use summary::{Quantile, Summary, SummaryReading};
 
 /// A sequence batcher's counts for the metrics (set by the batcher, read by snapshots).
@@ -171,6 +173,8 @@ pub struct ModelStats {
     /// State memory per instance, for backends that keep sequence state; written by the
     /// instance workers after each execution.
     state_usage: Mutex<BTreeMap<String, StateUsage>>,
+    /// Per-response statistics, for backends that report them.
+    responses: ResponseStats,
 }
 
 /// Queue and compute times of the step requests of one ensemble request, summed. Triton
@@ -253,6 +257,8 @@ pub struct ModelStatsSnapshot {
     pub sequences: Option<Occupancy>,
     /// State memory summed over the instances (backends that keep sequence state only).
     pub state_usage: Option<StateUsage>,
+    /// Per response index, as reported by the backend (Triton's `response_stats`).
+    pub response_stats: Vec<(String, ResponseStat)>,
 }
 
 fn duration_ns(d: Duration) -> u64 {
@@ -461,7 +467,13 @@ impl ModelStats {
                 .copied()
                 .reduce(|a, b| a + b),
             cache_enabled: false,
+            response_stats: self.responses.snapshot(),
         }
+    }
+
+    /// Where a backend reports each response's timing.
+    pub fn responses(&self) -> &ResponseStats {
+        &self.responses
     }
 }
 

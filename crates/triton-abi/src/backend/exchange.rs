@@ -7,7 +7,7 @@
 //! (an iterative sequence's) is not answered: its stream, if any, is handed back for the
 //! next execution.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use nereid_core::presence::CallerPresence;
 use nereid_core::request::OutputTensor;
@@ -25,6 +25,8 @@ pub struct Exchange {
     origin: String,
     /// Sequence state tensors (`TRITONBACKEND_StateUpdate`), added to the next response.
     states: Mutex<Vec<OutputTensor>>,
+    /// The index the next reported response statistics count under.
+    response_index: AtomicU64,
 }
 
 enum Sink {
@@ -65,7 +67,14 @@ impl Exchange {
             rescheduled: AtomicBool::new(false),
             origin,
             states: Mutex::new(Vec::new()),
+            response_index: AtomicU64::new(0),
         }
+    }
+
+    /// The index of this request's next reported response (0, 1, ...), as Triton's
+    /// response factory numbers them for `response_stats`.
+    pub fn next_response_index(&self) -> u64 {
+        self.response_index.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Keeps a sequence state for the response, where the sequence batcher takes it.

@@ -71,6 +71,7 @@ impl HostedInstance {
             state: AtomicPtr::new(std::ptr::null_mut()),
             model: model.clone(),
             reported: Mutex::new(None),
+            stats: config.stats.clone(),
         });
         let hosted = Self {
             instance,

@@ -8,8 +8,9 @@
 //!
 //! Imports go one way, top to bottom: [`loader`] (the core's `BackendLoader`) →
 //! [`hosted`] → [`model`] → [`instance`] → `objects` (the ABI objects and the library's
-//! entry points) → [`request`], [`response`], `exchange`, [`memory`]. The server handle
-//! backends get for BLS is set by `inprocess::start`, which sits above this folder.
+//! entry points) → [`request`], [`response`], [`response_stats`], `exchange`,
+//! [`memory`]. The server handle backends get for BLS is set by `inprocess::start`,
+//! which sits above this folder.
 
 mod elf;
 mod exchange;
@@ -21,6 +22,7 @@ pub mod model;
 mod objects;
 pub mod request;
 pub mod response;
+pub mod response_stats;
 mod soname;
 pub mod unsupported;
 

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32};
 use std::sync::{Arc, OnceLock};
 
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+use nereid_core::stats::ModelStats;
 use nereid_core::{Error, Result};
 use parking_lot::Mutex;
 
@@ -265,4 +266,6 @@ pub struct TRITONBACKEND_ModelInstance {
     /// The phases of the current execution, from `ReportBatchStatistics` (or the first
     /// `ReportStatistics`).
     pub(crate) reported: Mutex<Option<Phases>>,
+    /// The model version's statistics, for `ReportResponseStatistics`.
+    pub(crate) stats: Arc<ModelStats>,
 }

@@ -145,6 +145,13 @@ pub struct TRITONBACKEND_ResponseFactory {
     exchange: Arc<Exchange>,
 }
 
+impl TRITONBACKEND_ResponseFactory {
+    /// The request this factory answers.
+    pub(crate) fn exchange(&self) -> &Arc<Exchange> {
+        &self.exchange
+    }
+}
+
 impl Drop for TRITONBACKEND_ResponseFactory {
     fn drop(&mut self) {
         self.exchange.release();

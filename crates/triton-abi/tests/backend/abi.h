@@ -72,6 +72,21 @@ extern Error* TRITONBACKEND_ModelInstanceReportStatistics(Instance*, Request*, b
                                                            uint64_t, uint64_t, uint64_t);
 extern Error* TRITONBACKEND_ModelInstanceReportBatchStatistics(Instance*, uint64_t, uint64_t,
                                                                 uint64_t, uint64_t, uint64_t);
+typedef struct ResponseStatistics ResponseStatistics;
+extern Error* TRITONBACKEND_ModelInstanceResponseStatisticsNew(ResponseStatistics**);
+extern Error* TRITONBACKEND_ModelInstanceResponseStatisticsDelete(ResponseStatistics*);
+extern Error* TRITONBACKEND_ModelInstanceResponseStatisticsSetModelInstance(ResponseStatistics*,
+                                                                             Instance*);
+extern Error* TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseFactory(ResponseStatistics*,
+                                                                               Factory*);
+extern Error* TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseStart(ResponseStatistics*,
+                                                                             uint64_t);
+extern Error* TRITONBACKEND_ModelInstanceResponseStatisticsSetComputeOutputStart(
+    ResponseStatistics*, uint64_t);
+extern Error* TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseEnd(ResponseStatistics*,
+                                                                           uint64_t);
+extern Error* TRITONBACKEND_ModelInstanceResponseStatisticsSetError(ResponseStatistics*, Error*);
+extern Error* TRITONBACKEND_ModelInstanceReportResponseStatistics(ResponseStatistics*);
 extern Error* TRITONBACKEND_RequestId(Request*, const char**);
 extern Error* TRITONBACKEND_RequestCorrelationId(Request*, uint64_t*);
 extern Error* TRITONBACKEND_RequestFlags(Request*, uint32_t*);

@@ -7,7 +7,9 @@
  *              flags, parameter count, the INT parameter "add" (0 if absent), timeout;
  *              reports request and batch statistics; uses the memory manager.
  *   decoupled  IN[0] (INT32) responses OUT = 0..n-1 from another thread, after execute
- *              returned and the request was released, then the final flag alone.
+ *              returned and the request was released, then the final flag alone; each
+ *              reports response statistics (response i: start 1000 * (i + 1), outputs
+ *              written from +40, end +60; the final flag: an empty response of 7 ns).
  *   error      each request answered with an INVALID_ARG error response.
  *   fail       execute itself fails (the server answers every request).
  *   silent     requests released without any response.
@@ -264,9 +266,28 @@ static Error* echo(Instance* instance, Request* request) {
 }
 
 typedef struct {
+  Instance* instance;
   Factory* factory;
   int32_t count;
 } Streaming;
+
+/* One response's statistics, as Triton's square backend reports them. */
+static void report_response(Streaming* job, uint64_t start, uint64_t output_start, uint64_t end) {
+  ResponseStatistics* stats;
+  if (TRITONBACKEND_ModelInstanceResponseStatisticsNew(&stats) != NULL) return;
+  TRITONBACKEND_ModelInstanceResponseStatisticsSetModelInstance(stats, job->instance);
+  TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseFactory(stats, job->factory);
+  TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseStart(stats, start);
+  TRITONBACKEND_ModelInstanceResponseStatisticsSetComputeOutputStart(stats, output_start);
+  TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseEnd(stats, end);
+  TRITONBACKEND_ModelInstanceResponseStatisticsSetError(stats, NULL);
+  Error* err = TRITONBACKEND_ModelInstanceReportResponseStatistics(stats);
+  if (err != NULL) {
+    fprintf(stderr, "test backend: %s\n", TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+  }
+  TRITONBACKEND_ModelInstanceResponseStatisticsDelete(stats);
+}
 
 static void* stream_responses(void* arg) {
   Streaming* job = arg;
@@ -277,14 +298,17 @@ static void* stream_responses(void* arg) {
     Error* err = add_output(response, "OUT", TYPE_INT32, shape, 1, &i, sizeof(i));
     TRITONBACKEND_ResponseSend(response, 0, err);
     if (err != NULL) TRITONSERVER_ErrorDelete(err);
+    uint64_t start = 1000 * (uint64_t)(i + 1);
+    report_response(job, start, start + 40, start + 60);
   }
   TRITONBACKEND_ResponseFactorySendFlags(job->factory, RESPONSE_FINAL);
+  report_response(job, 1, 0, 8);
   TRITONBACKEND_ResponseFactoryDelete(job->factory);
   free(job);
   return NULL;
 }
 
-static Error* decoupled(Request* request) {
+static Error* decoupled(Instance* instance, Request* request) {
   Input* input;
   RETURN_IF_ERROR(TRITONBACKEND_RequestInput(request, "IN", &input));
   const void* data;
@@ -293,6 +317,7 @@ static Error* decoupled(Request* request) {
   int64_t memory_id = 0;
   RETURN_IF_ERROR(TRITONBACKEND_InputBuffer(input, 0, &data, &size, &memory_type, &memory_id));
   Streaming* job = malloc(sizeof(Streaming));
+  job->instance = instance;
   job->count = size >= 4 ? *(const int32_t*)data : 0;
   RETURN_IF_ERROR(TRITONBACKEND_ResponseFactoryNew(&job->factory, request));
   pthread_t thread;
@@ -410,7 +435,7 @@ Error* TRITONBACKEND_ModelInstanceExecute(Instance* instance, Request** requests
   for (uint32_t r = 0; r < count; r++) {
     Error* err = NULL;
     if (strcmp(mode, "decoupled") == 0) {
-      err = decoupled(requests[r]);
+      err = decoupled(instance, requests[r]);
     } else if (strcmp(mode, "bls") == 0) {
       err = bls(instance, requests[r]);
     } else if (strcmp(mode, "error") == 0) {
