@@ -29,7 +29,9 @@
 # may take tens of minutes (L0_sequence_batcher runs for hours in Triton's CI).
 #
 # Environment: PYTHON (default: <repo>/.venv/bin/python with tritonclient[all],
-# numpy and onnx), SUITE_TIMEOUT (seconds per suite, default 3600), EXAMPLES_DIR
+# numpy and onnx), TRITON_BACKENDS (the OUT_DIR of scripts/build_triton_backends.sh:
+# Triton's C++ backends built from source, which the suites then load from their
+# backend directory), SUITE_TIMEOUT (seconds per suite, default 3600), EXAMPLES_DIR
 # (Triton's python client examples, which some suites run from qa/clients),
 # ORT_DYLIB_PATH (default: the onnxruntime library in <repo>/.venv).
 # Counts come from the unittest summaries in each suite's client logs: a test
@@ -137,6 +139,14 @@ mkdir -p "$WORK/qa/clients"
 
 # The suites start $TRITON_DIR/bin/tritonserver (some name /opt/tritonserver outright).
 mkdir -p "$WORK/triton/bin" "$WORK/triton/backends"
+if [ -n "${TRITON_BACKENDS:-}" ]; then
+  for lib in "$TRITON_BACKENDS"/*/libtriton_*.so; do
+    [ -e "$lib" ] || continue
+    name=$(basename "$(dirname "$lib")")
+    rm -rf "$WORK/triton/backends/$name" && mkdir -p "$WORK/triton/backends/$name"
+    cp "$lib" "$WORK/triton/backends/$name/"
+  done
+fi
 cat > "$WORK/triton/bin/tritonserver" <<EOF
 #!/bin/bash
 extra=(--exit-on-error=false --strict-readiness=false)
