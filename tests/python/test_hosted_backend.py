@@ -64,6 +64,7 @@ output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]""")
     model(root, "refusing", "error")
     model(root, "failing", "fail")
     model(root, "silent", "silent")
+    model(root, "stateless", "state")
     model(root, "bls", "bls", extra="max_batch_size: 8", io="""
 input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]""")
@@ -212,6 +213,14 @@ def test_backend_errors_reach_the_client_and_the_server_keeps_serving(hosted):
                        match=r"model 'silent' \(backend 'nereid_test'\) released a request without sending its final response"):
         client.infer("silent", [fp32(httpclient, [1])])
     assert client.infer("echo", [fp32(httpclient, [1])]).as_numpy("OUT").tolist() == [1.0]
+
+
+def test_a_state_the_model_does_not_declare_is_refused_in_tritons_words(hosted):
+    """TRITONBACKEND_StateNew for a model without sequence_batching states (Triton's
+    implicit_state backend checks this message in L0_implicit_state)."""
+    with pytest.raises(InferenceServerException,
+                       match=r"unable to add state 'UNDECLARED'\. State configuration is missing for model 'stateless'\."):
+        hosted.http_client().infer("stateless", [fp32(httpclient, [1])])
 
 
 def test_failed_loads_name_the_backend_and_fail_alone(hosted):

@@ -64,6 +64,8 @@ pub struct TRITONBACKEND_Request {
     /// Whether the backend may release it with `TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`
     /// (the model runs iterative sequences).
     reschedulable: bool,
+    /// The model's configuration, for the sequence states a backend may set.
+    pub(crate) spec: Arc<ModelSpec>,
     pub(crate) exchange: Arc<Exchange>,
 }
 
@@ -78,7 +80,11 @@ impl TRITONBACKEND_Request {
     /// The backend's view of `request` of `spec`, answering through `exchange`. Inputs
     /// are in the model's layout (`reshape`); requested outputs are all of the model's
     /// when the request names none, as Triton normalizes them.
-    pub fn new(spec: &ModelSpec, request: &InferRequest, exchange: Arc<Exchange>) -> Box<Self> {
+    pub fn new(
+        spec: &Arc<ModelSpec>,
+        request: &InferRequest,
+        exchange: Arc<Exchange>,
+    ) -> Box<Self> {
         exchange.acquire();
         let correlation = SequenceFlags::of(request, &spec.name).ok().map(|f| f.id);
         let mut flags = 0;
@@ -132,6 +138,7 @@ impl TRITONBACKEND_Request {
             outputs,
             parameters,
             reschedulable: spec.scheduling.sequence().is_some_and(|s| s.iterative),
+            spec: spec.clone(),
             exchange,
         })
     }

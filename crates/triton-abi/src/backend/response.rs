@@ -7,6 +7,7 @@ use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use nereid_core::model::ModelSpec;
 use nereid_core::request::OutputTensor;
 use parking_lot::Mutex;
 
@@ -466,12 +467,29 @@ pub unsafe extern "C" fn TRITONBACKEND_StateNew(
             return Err(invalid_arg("state must not be null"));
         }
         let tensor = TRITONBACKEND_Output::new(name, datatype, shape, dims_count)?;
+        check_state_name(&r.spec, &tensor.name.to_string_lossy())?;
         let created = Box::new(TRITONBACKEND_State {
             tensor: Mutex::new(tensor),
             exchange: r.exchange.clone(),
         });
         put(state, Box::into_raw(created), "state")
     })
+}
+
+/// A state a backend sets must be one of the model's `sequence_batching.state` outputs,
+/// refused in Triton's words otherwise.
+fn check_state_name(spec: &ModelSpec, name: &str) -> Result<(), ErrorPtr> {
+    let states = spec.scheduling.sequence().map(|s| &s.states);
+    match states {
+        Some(states) if states.iter().any(|s| s.output_name == name) => Ok(()),
+        Some(states) if !states.is_empty() => Err(invalid_arg(format!(
+            "state '{name}' is not a valid state name."
+        ))),
+        _ => Err(invalid_arg(format!(
+            "unable to add state '{name}'. State configuration is missing for model '{}'.",
+            spec.name
+        ))),
+    }
 }
 
 /// `TRITONBACKEND_StateBuffer`: the state tensor's CPU buffer.

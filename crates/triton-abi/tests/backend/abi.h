@@ -72,6 +72,9 @@ extern Error* TRITONBACKEND_ModelInstanceReportStatistics(Instance*, Request*, b
                                                            uint64_t, uint64_t, uint64_t);
 extern Error* TRITONBACKEND_ModelInstanceReportBatchStatistics(Instance*, uint64_t, uint64_t,
                                                                 uint64_t, uint64_t, uint64_t);
+typedef struct State State;
+extern Error* TRITONBACKEND_StateNew(State**, Request*, const char*, int, const int64_t*,
+                                     uint32_t);
 typedef struct ResponseStatistics ResponseStatistics;
 extern Error* TRITONBACKEND_ModelInstanceResponseStatisticsNew(ResponseStatistics**);
 extern Error* TRITONBACKEND_ModelInstanceResponseStatisticsDelete(ResponseStatistics*);

@@ -11,6 +11,8 @@
  *              reports response statistics (response i: start 1000 * (i + 1), outputs
  *              written from +40, end +60; the final flag: an empty response of 7 ns).
  *   error      each request answered with an INVALID_ARG error response.
+ *   state      each request answered with the error of TRITONBACKEND_StateNew for a
+ *              state named UNDECLARED (the model declares none).
  *   fail       execute itself fails (the server answers every request).
  *   silent     requests released without any response.
  *   bls        OUT = OUTPUT0 of model `add_sub` for INPUT0 = INPUT1 = IN, through
@@ -445,6 +447,16 @@ Error* TRITONBACKEND_ModelInstanceExecute(Instance* instance, Request** requests
         Error* answer = TRITONSERVER_ErrorNew(INVALID_ARG, "the test backend refuses this request");
         err = TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, answer);
         TRITONSERVER_ErrorDelete(answer);
+      }
+    } else if (strcmp(mode, "state") == 0) {
+      Response* response;
+      err = TRITONBACKEND_ResponseNew(&response, requests[r]);
+      if (err == NULL) {
+        State* state;
+        int64_t shape[1] = {1};
+        Error* answer = TRITONBACKEND_StateNew(&state, requests[r], "UNDECLARED", TYPE_INT32, shape, 1);
+        err = TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, answer);
+        if (answer != NULL) TRITONSERVER_ErrorDelete(answer);
       }
     } else if (strcmp(mode, "silent") != 0) {
       err = echo(instance, requests[r]);
