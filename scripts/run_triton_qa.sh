@@ -150,11 +150,16 @@ fi
 cat > "$WORK/triton/bin/tritonserver" <<EOF
 #!/bin/bash
 extra=(--exit-on-error=false --strict-readiness=false)
+# Triton's default backend directory, /opt/tritonserver/backends, moved like the rest.
+directory=(--backend-directory=$WORK/triton/backends)
 for a in "\$@"; do
-  case "\$a" in --exit-on-error*|--strict-readiness*) extra=() ;; esac
+  case "\$a" in
+    --exit-on-error*|--strict-readiness*) extra=() ;;
+    --backend-directory*) directory=() ;;
+  esac
 done
 echo \$\$ >> "$WORK/servers.pids"
-exec "$NEREID" "\${extra[@]}" "\$@"
+exec "$NEREID" "\${extra[@]}" "\${directory[@]}" "\$@"
 EOF
 chmod +x "$WORK/triton/bin/tritonserver"
 

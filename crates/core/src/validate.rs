@@ -132,7 +132,10 @@ fn batch_size(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
         }
     }
     let batch = batch.unwrap_or(1);
-    if batch < 1 || batch as u64 > spec.max_batch_size as u64 {
+    // A batch of 0 is a request with no elements, which Triton accepts (L0_infer_zero
+    // sends one through a non-batching ensemble); negative sizes wrap past the maximum
+    // here as they do in Triton's unsigned comparison.
+    if batch as u64 > spec.max_batch_size as u64 {
         return Err(Error::invalid_arg(format!(
             "inference request batch-size must be <= {} for '{model}'",
             spec.max_batch_size
@@ -334,5 +337,20 @@ mod tests {
         let names = || many.iter().map(String::as_str);
         assert_eq!(first_repeated(names()), None);
         assert_eq!(first_repeated(names().chain(["n7", "n3"])), Some("n7"));
+    }
+
+    #[test]
+    fn a_batch_of_zero_elements_is_accepted_as_by_triton() {
+        let spec = add_sub();
+        let empty = request(vec![
+            input("INPUT0", &[0, 4], 0),
+            input("INPUT1", &[0, 4], 0),
+        ]);
+        assert_eq!(validate_request(&spec, &empty).expect("accepted"), 0);
+        let negative = request(vec![
+            input("INPUT0", &[-1, 4], 0),
+            input("INPUT1", &[-1, 4], 0),
+        ]);
+        assert!(validate_request(&spec, &negative).is_err());
     }
 }

@@ -12,6 +12,7 @@
 //! loaded model ([`crate::loaded::LoadedModel`]); only what happens after validation and
 //! the cache lookup differs.
 
+mod batch_dims;
 pub mod check;
 pub mod graph;
 pub mod lineage;
@@ -77,6 +78,11 @@ pub struct Ensemble {
     /// for one ensemble request (0: no bound). It matters when a decoupled step's
     /// responses each start downstream steps.
     max_inflight: usize,
+    /// Whether the ensemble batches (`max_batch_size > 0`), and its outputs' shapes as
+    /// the steps produce them (`reshape.shape`, else `dims`) in the plan's output order:
+    /// where a tensor crosses between batching and non-batching models ([`batch_dims`]).
+    batching: bool,
+    output_dims: Arc<[Vec<i64>]>,
 }
 
 impl Ensemble {
@@ -87,6 +93,18 @@ impl Ensemble {
             .ok_or_else(|| Error::unavailable("the model repository is shutting down"))?;
         check::check_steps(config, &plan, table.as_ref())?;
         let decoupled = lineage::has_decoupled_step(&config.name, &plan, table.as_ref())?;
+        let output_dims = plan
+            .outputs
+            .iter()
+            .map(|&id| {
+                let name = &plan.tensors[id];
+                // The shape the steps produce: `reshape`'s where there is one, as Triton.
+                let output = config.output.iter().find(|o| &o.name == name);
+                output
+                    .map(|o| o.reshape.as_ref().map_or(&o.dims, |r| &r.shape).clone())
+                    .unwrap_or_default()
+            })
+            .collect();
         Ok(Self {
             name: Arc::from(config.name.as_str()),
             plan: Arc::new(plan),
@@ -94,6 +112,8 @@ impl Ensemble {
             decoupled,
             max_inflight: crate::config::ensembling(config)
                 .map_or(0, |e| e.max_inflight_requests as usize),
+            batching: config.max_batch_size > 0,
+            output_dims,
         })
     }
 

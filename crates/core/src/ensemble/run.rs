@@ -22,7 +22,7 @@ use bytes::Bytes;
 use futures::stream::{self, SelectAll, Stream, StreamExt};
 
 use super::graph::Plan;
-use super::{Ensemble, StepModels};
+use super::{batch_dims, Ensemble, StepModels};
 use crate::error::{Error, Result};
 use crate::request::{InferRequest, InputTensor, OutputTensor, Parameters};
 use crate::stats::StepTimes;
@@ -35,6 +35,8 @@ struct Value {
     datatype: DataType,
     shape: Vec<i64>,
     data: Bytes,
+    /// The batch size of the request that produced it (0: a non-batching model's).
+    batch: u64,
 }
 
 /// A tensor (by index) in one iteration: 0 for the request's own, a fresh number for
@@ -45,10 +47,13 @@ type Key = (usize, u64);
 enum StepEvent {
     /// An answer of step `.0` run in iteration `.1`; `.3` when its outputs start an
     /// iteration of their own (a decoupled step's response).
-    Answer(usize, u64, Result<Vec<OutputTensor>>, bool),
+    Answer(usize, u64, Result<Vec<OutputTensor>>, bool, StepBatch),
     /// Step `.0`'s request ended (after its one answer, or its stream's last message).
     Ended(usize),
 }
+
+/// The batch size of a step's request, which its outputs carry on.
+type StepBatch = u64;
 
 /// What a running step yields: one answer, or a decoupled step's responses.
 type StepEvents = Pin<Box<dyn Stream<Item = StepEvent> + Send>>;
@@ -60,6 +65,9 @@ pub struct Run {
     models: Option<Arc<dyn StepModels>>,
     /// Whether a step is decoupled: then the run may answer any number of times.
     decoupled: bool,
+    /// Whether the ensemble batches, and its outputs' `dims` (see `batch_dims`).
+    batching: bool,
+    output_dims: Arc<[Vec<i64>]>,
     /// The request's id and parameters, passed on to every step.
     id: String,
     parameters: Parameters,
@@ -97,6 +105,8 @@ impl Run {
             name: ensemble.name.clone(),
             models: ensemble.models.upgrade(),
             decoupled: ensemble.decoupled,
+            batching: ensemble.batching,
+            output_dims: ensemble.output_dims.clone(),
             id: request.id,
             parameters: request.parameters,
             trace: request.trace,
@@ -119,6 +129,7 @@ impl Run {
             return run;
         }
         let mut inputs = request.inputs;
+        let batch = batch_dims::batch_of(run.batching, inputs.first().map(|i| &i.shape[..]));
         for id in run.plan.inputs.clone() {
             let name = &run.plan.tensors[id];
             // Inputs were validated against the ensemble, so only optional ones can be
@@ -131,6 +142,7 @@ impl Run {
                     datatype: i.datatype,
                     shape: i.shape,
                     data: i.data,
+                    batch,
                 });
             run.arrive((id, 0), value);
         }
@@ -188,12 +200,13 @@ impl Run {
             return;
         }
         let mut outputs = Vec::with_capacity(plan.outputs.len());
-        for &id in &plan.outputs {
+        for (at, &id) in plan.outputs.iter().enumerate() {
             if let Some(value) = self.read((id, iteration)) {
+                let dims = self.output_dims.get(at).map_or(&[][..], |d| &d[..]);
                 outputs.push(OutputTensor {
                     name: plan.tensors[id].clone(),
                     datatype: value.datatype,
-                    shape: value.shape,
+                    shape: batch_dims::reshape(dims, self.batching, value.batch, value.shape),
                     data: value.data,
                 });
             }
@@ -217,17 +230,28 @@ impl Run {
         };
         let plan = self.plan.clone();
         let step = &plan.steps[index];
+        let model = match models.step_model(&step.model, step.version) {
+            Ok(model) => model,
+            Err(e) => {
+                self.failed = Some(e);
+                return;
+            }
+        };
+        let spec = model.spec();
+        let batches = spec.max_batch_size > 0;
         let mut inputs = Vec::with_capacity(step.inputs.len());
         for (name, id) in &step.inputs {
             if let Some(v) = self.read((*id, iteration)) {
+                let dims = spec.input(name).map_or(&[][..], |t| &t.dims[..]);
                 inputs.push(InputTensor {
                     name: name.clone(),
                     datatype: v.datatype,
-                    shape: v.shape,
+                    shape: batch_dims::reshape(dims, batches, v.batch, v.shape),
                     data: v.data,
                 });
             }
         }
+        let batch = batch_dims::batch_of(batches, inputs.first().map(|i| &i.shape[..]));
         let request = InferRequest {
             model_name: step.model.clone(),
             model_version: step.version,
@@ -238,18 +262,12 @@ impl Run {
             classification: Vec::new(),
             trace: self.trace.as_ref().map(RequestTrace::child),
         };
-        let model = match models.step_model(&step.model, step.version) {
-            Ok(model) => model,
-            Err(e) => {
-                self.failed = Some(e);
-                return;
-            }
-        };
         let ended = stream::once(std::future::ready(StepEvent::Ended(index)));
         if !model.spec().decoupled {
             let answer = model.submit_step(request, Instant::now(), self.times.clone());
             let answer = stream::once(async move {
-                StepEvent::Answer(index, iteration, answer.await.map(|r| r.outputs), false)
+                let outputs = answer.await.map(|r| r.outputs);
+                StepEvent::Answer(index, iteration, outputs, false, batch)
             });
             self.running.push(Box::pin(answer.chain(ended)));
             return;
@@ -262,7 +280,7 @@ impl Run {
                 // A final flag alone carries nothing; an error ends the run.
                 let answers = responses.filter_map(move |message| {
                     let event = message.result.map(|answer| {
-                        StepEvent::Answer(index, iteration, answer.map(|r| r.outputs), true)
+                        StepEvent::Answer(index, iteration, answer.map(|r| r.outputs), true, batch)
                     });
                     std::future::ready(event)
                 });
@@ -273,7 +291,11 @@ impl Run {
     }
 
     /// Records what step `index` of `iteration` answered.
-    fn produced(&mut self, index: usize, iteration: u64, outputs: Vec<OutputTensor>, fresh: bool) {
+    fn produced(
+        &mut self,
+        (index, iteration, fresh, batch): (usize, u64, bool, StepBatch),
+        outputs: Vec<OutputTensor>,
+    ) {
         let iteration = if fresh {
             self.iterations += 1;
             self.iterations
@@ -291,6 +313,7 @@ impl Run {
                     datatype: output.datatype,
                     shape: output.shape,
                     data: output.data,
+                    batch,
                 };
                 self.arrive((id, iteration), Some(value));
             }
@@ -324,8 +347,8 @@ impl Run {
                 return;
             }
             match self.running.next().await {
-                Some(StepEvent::Answer(index, iteration, answer, fresh)) => match answer {
-                    Ok(outputs) => self.produced(index, iteration, outputs, fresh),
+                Some(StepEvent::Answer(index, iteration, answer, fresh, batch)) => match answer {
+                    Ok(outputs) => self.produced((index, iteration, fresh, batch), outputs),
                     Err(e) => self.failed = Some(e),
                 },
                 Some(StepEvent::Ended(index)) => {

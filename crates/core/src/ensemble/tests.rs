@@ -224,3 +224,41 @@ async fn an_ensemble_reshapes_its_inputs_and_outputs() {
     assert_eq!(response.outputs[0].shape, vec![4]);
     assert_eq!(int32s(&response.outputs[0].data), vec![1, 2, 3, 4]);
 }
+
+/// A non-batching ensemble over a batching model (`max_batch_size: 8`, `dims: [-1]`), as
+/// Triton's L0_infer_zero builds them: the step gets the tensor as a batch of one, and
+/// the client gets it back without the batch dimension, zero-sized tensors included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tensors_cross_between_non_batching_ensembles_and_batching_models() {
+    let step = model("id", &["X"], 0);
+    let models = table(vec![step]);
+    let config = testing::config(
+        "e",
+        r#"platform: "ensemble"
+           input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] } ]
+           output [ { name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] } ]
+           ensemble_scheduling { step [ { model_name: "id" model_version: -1
+             input_map { key: "X" value: "IN" } output_map { key: "OUT" value: "OUT" } } ] }"#,
+    );
+    let plan = Plan::new(&config).expect("valid plan");
+    let ensemble = Ensemble::new(&config, plan, Arc::downgrade(&models)).expect("valid steps");
+    let spec = Arc::new(ModelSpec::new(config.clone(), 1).expect("valid"));
+    let published = Arc::new(PublishedConfig::new(config));
+    let e = Arc::new(LoadedModel::ensemble(
+        spec,
+        published,
+        ensemble,
+        Arc::default(),
+        None,
+    ));
+    for values in [&[5, 6, 7][..], &[]] {
+        let input = testing::int32_input("IN", &[values.len() as i64], values);
+        let response = e
+            .clone()
+            .submit(testing::request("e", "r", vec![input]), Instant::now())
+            .await
+            .expect("ok");
+        assert_eq!(response.outputs[0].shape, vec![values.len() as i64]);
+        assert_eq!(int32s(&response.outputs[0].data), values);
+    }
+}
