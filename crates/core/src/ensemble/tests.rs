@@ -196,26 +196,10 @@ async fn failing_or_missing_step_fails_the_whole_request() {
 /// join the two), and its outputs go back to the client with the configured `dims`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ensemble_reshapes_its_inputs_and_outputs() {
-    let models = table(vec![model("id", &["X"], 0)]);
-    let config = testing::config(
-        "e",
-        r#"platform: "ensemble"
-           input [ { name: "IN" data_type: TYPE_INT32 dims: [ 2, 2 ] reshape { shape: [ 1, 4 ] } } ]
-           output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 4 ] reshape { shape: [ 1, 4 ] } } ]
-           ensemble_scheduling { step [ { model_name: "id" model_version: -1
-             input_map { key: "X" value: "IN" } output_map { key: "OUT" value: "OUT" } } ] }"#,
+    let (_models, e) = over_one_echo_step(
+        r#"input [ { name: "IN" data_type: TYPE_INT32 dims: [ 2, 2 ] reshape { shape: [ 1, 4 ] } } ]
+           output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 4 ] reshape { shape: [ 1, 4 ] } } ]"#,
     );
-    let plan = Plan::new(&config).expect("valid plan");
-    let ensemble = Ensemble::new(&config, plan, Arc::downgrade(&models)).expect("valid steps");
-    let spec = Arc::new(ModelSpec::new(config.clone(), 1).expect("valid"));
-    let published = Arc::new(PublishedConfig::new(config));
-    let e = Arc::new(LoadedModel::ensemble(
-        spec,
-        published,
-        ensemble,
-        Arc::default(),
-        None,
-    ));
     let input = testing::int32_input("IN", &[2, 2], &[1, 2, 3, 4]);
     let response = e
         .submit(testing::request("e", "r", vec![input]), Instant::now())
@@ -225,32 +209,36 @@ async fn an_ensemble_reshapes_its_inputs_and_outputs() {
     assert_eq!(int32s(&response.outputs[0].data), vec![1, 2, 3, 4]);
 }
 
-/// A non-batching ensemble over a batching model (`max_batch_size: 8`, `dims: [-1]`), as
-/// Triton's L0_infer_zero builds them: the step gets the tensor as a batch of one, and
-/// the client gets it back without the batch dimension, zero-sized tensors included.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tensors_cross_between_non_batching_ensembles_and_batching_models() {
-    let step = model("id", &["X"], 0);
-    let models = table(vec![step]);
+/// Ensemble `e` (inputs and outputs declared by `io`) of one step, the echoing batching
+/// model `id` (`max_batch_size: 8`, `X` to `OUT`, `dims: [-1]`), its `IN` into `X` and its
+/// `OUT` out. The step table comes back too: the ensemble holds it only weakly.
+fn over_one_echo_step(io: &str) -> (Arc<dyn StepModels>, Arc<LoadedModel>) {
+    let models = table(vec![model("id", &["X"], 0)]);
     let config = testing::config(
         "e",
-        r#"platform: "ensemble"
-           input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] } ]
-           output [ { name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] } ]
-           ensemble_scheduling { step [ { model_name: "id" model_version: -1
-             input_map { key: "X" value: "IN" } output_map { key: "OUT" value: "OUT" } } ] }"#,
+        &format!(
+            r#"platform: "ensemble" {io}
+               ensemble_scheduling {{ step [ {{ model_name: "id" model_version: -1
+                 input_map {{ key: "X" value: "IN" }} output_map {{ key: "OUT" value: "OUT" }} }} ] }}"#
+        ),
     );
     let plan = Plan::new(&config).expect("valid plan");
     let ensemble = Ensemble::new(&config, plan, Arc::downgrade(&models)).expect("valid steps");
     let spec = Arc::new(ModelSpec::new(config.clone(), 1).expect("valid"));
     let published = Arc::new(PublishedConfig::new(config));
-    let e = Arc::new(LoadedModel::ensemble(
-        spec,
-        published,
-        ensemble,
-        Arc::default(),
-        None,
-    ));
+    let e = LoadedModel::ensemble(spec, published, ensemble, Arc::default(), None);
+    (models, Arc::new(e))
+}
+
+/// A non-batching ensemble over a batching model (`max_batch_size: 8`, `dims: [-1]`), as
+/// Triton's L0_infer_zero builds them: the step gets the tensor as a batch of one, and
+/// the client gets it back without the batch dimension, zero-sized tensors included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tensors_cross_between_non_batching_ensembles_and_batching_models() {
+    let (_models, e) = over_one_echo_step(
+        r#"input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] } ]
+           output [ { name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] } ]"#,
+    );
     for values in [&[5, 6, 7][..], &[]] {
         let input = testing::int32_input("IN", &[values.len() as i64], values);
         let response = e
