@@ -15,7 +15,10 @@
 #            expects, and OUT_DIR/logs/<name>.log
 #   NAME     which to build (default: all): minimal recommended bls identity repeat square,
 #            and the server's QA test backends (server/src/test/...): sequence
-#            dyna_sequence implicit_state iterative_sequence query distributed_addsub
+#            dyna_sequence implicit_state iterative_sequence query distributed_addsub,
+#            and the custom batching libraries backend/examples/batching_strategies/*:
+#            volumebatching singlebatching (OUT_DIR/<name>/libtriton_<name>.so, for a
+#            model's TRITON_BATCH_STRATEGY_PATH)
 #
 # The QA test backends' CMake files are written to be included by the server's build,
 # which provides the core and backend targets they link; here a generated project does
@@ -54,6 +57,8 @@ declare -A SOURCE=(
   [iterative_sequence]=server/src/test/iterative_sequence
   [query]=server/src/test/query_backend
   [distributed_addsub]=server/src/test/distributed_addsub
+  [volumebatching]=backend/examples/batching_strategies/volume_batching
+  [singlebatching]=backend/examples/batching_strategies/single_batching
 )
 declare -A TARGET=(
   [minimal]=triton-minimal-backend
@@ -68,10 +73,12 @@ declare -A TARGET=(
   [iterative_sequence]=triton-iterative-sequence-backend
   [query]=triton-query-backend
   [distributed_addsub]=triton-distributed-addsub-backend
+  [volumebatching]=triton-volume-batching
+  [singlebatching]=triton-single-batching
 )
 NAMES=("$@")
 [ ${#NAMES[@]} -gt 0 ] || NAMES=(minimal recommended bls identity repeat square sequence dyna_sequence
-  implicit_state iterative_sequence query distributed_addsub)
+  implicit_state iterative_sequence query distributed_addsub volumebatching singlebatching)
 
 # The project that hosts one of the server's test backends (see the header).
 wrapper() { # source_dir build_dir -> prints the wrapper's folder

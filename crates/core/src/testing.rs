@@ -545,6 +545,7 @@ pub fn repository_options(
             cache: None,
             metrics: Default::default(),
             flags: Default::default(),
+            batch_strategies: None,
         },
         storage: Default::default(),
     }

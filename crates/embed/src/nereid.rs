@@ -61,6 +61,7 @@ impl Nereid {
                     metrics: options.metrics_config.clone(),
                     flags: options.repository_flags(),
                     rate_limiter: options.rate_limit.clone().map(RateLimiter::new),
+                    batch_strategies: options.batch_strategies.clone(),
                 },
                 storage: options.storage_limits,
             },

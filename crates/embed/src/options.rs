@@ -12,6 +12,7 @@ use nereid_core::log_settings::LogControl;
 use nereid_core::metrics::MetricsConfig;
 use nereid_core::rate_limit::ResourceLimit;
 use nereid_core::repository::{BackendRegistry, RemoteRepository, RepositoryFlags, StorageLimits};
+use nereid_core::scheduler::BatchStrategyLoader;
 use nereid_core::shm::ShmLimits;
 use nereid_core::ControlMode;
 use nereid_core::Server;
@@ -51,6 +52,9 @@ pub struct Options {
     /// Loads the backends named by models that no native backend serves (Triton's
     /// backend libraries from `--backend-directory`); `None`: such models fail to load.
     pub backend_loader: Option<Arc<dyn BackendLoader>>,
+    /// Opens the custom batching libraries models name (`TRITON_BATCH_STRATEGY_PATH`,
+    /// `batchstrategy.so`); `None`: such models fail to load.
+    pub batch_strategies: Option<Arc<dyn BatchStrategyLoader>>,
     /// Called with the server once it exists, before any model loads: hosted backends
     /// call back into it (BLS requests, model readiness).
     pub on_server: Vec<ServerHook>,
@@ -123,6 +127,7 @@ impl Default for Options {
             backend_config: Vec::new(),
             extra_backends: BackendRegistry::new(),
             backend_loader: None,
+            batch_strategies: None,
             on_server: Vec::new(),
             cache: None,
             repository_poll_secs: None,

@@ -26,7 +26,7 @@ use nereid_http::{EndpointOptions, Health};
 use nereid_otel::OtlpSink;
 use nereid_serve::{FrontendOptions, Listeners};
 use tokio::net::TcpListener;
-use tritonserver::backend::{HostedBackends, HostedSettings};
+use tritonserver::backend::{BatchLibraries, HostedBackends, HostedSettings};
 
 use crate::cli::{Cli, Config};
 
@@ -157,6 +157,7 @@ fn options(
         id: cli.id.clone(),
         backend_config,
         backend_loader: Some(hosted.clone()),
+        batch_strategies: Some(Arc::new(BatchLibraries::new(cli.backend_directory.clone()))),
         on_server: vec![tritonserver::inprocess::start::server_hook(&hosted)],
         cache,
         repository_poll_secs: Some(u64::try_from(cli.repository_poll_secs).unwrap_or(0)),

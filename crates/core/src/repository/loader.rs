@@ -24,8 +24,8 @@ use crate::metrics::MetricsConfig;
 use crate::model::{InstanceGroupSpec, InstanceKind, ModelSpec, SchedulingSpec};
 use crate::rate_limit::{LimitedInstance, RateLimiter};
 use crate::scheduler::{
-    DefaultScheduler, DynamicBatcher, InstancePool, Scheduler, SequenceBatcher,
-    DEFAULT_QUEUE_CAPACITY,
+    strategy_library, BatchStrategy, BatchStrategyLoader, DefaultScheduler, DynamicBatcher,
+    InstancePool, Scheduler, SequenceBatcher, DEFAULT_QUEUE_CAPACITY,
 };
 use crate::stats::histogram::first_response_histogram;
 use crate::stats::ModelStats;
@@ -47,6 +47,9 @@ pub struct LoadSettings {
     /// `--rate-limit=execution_count`: the limiter every instance registers with
     /// (`None`: `--rate-limit=off`, instances run as soon as they are free).
     pub rate_limiter: Option<Arc<RateLimiter>>,
+    /// Opens the custom batching strategy libraries models name (Triton's C ABI);
+    /// `None`: a model that names one fails to load.
+    pub batch_strategies: Option<Arc<dyn BatchStrategyLoader>>,
 }
 
 impl LoadSettings {
@@ -281,6 +284,40 @@ fn limited(
     Ok(Box::new(LimitedInstance::new(instance, registration)))
 }
 
+/// The custom batching strategy of a model version in `model_dir`, loaded for the dynamic
+/// batcher (the only scheduler that consults one). The library must be there whatever
+/// the scheduler, as Triton checks; a sequence batcher cannot take one.
+fn batch_strategy(
+    spec: &Arc<ModelSpec>,
+    model_dir: &Path,
+    settings: &LoadSettings,
+) -> Result<Option<Arc<dyn BatchStrategy>>> {
+    if matches!(spec.scheduling, SchedulingSpec::Ensemble) {
+        return Ok(None);
+    }
+    let loader = settings.batch_strategies.as_ref();
+    let backend_dir = loader.and_then(|l| l.backend_directory(&spec.config.backend));
+    let Some(library) = strategy_library(spec, model_dir, backend_dir.as_deref())? else {
+        return Ok(None);
+    };
+    if !matches!(spec.scheduling, SchedulingSpec::Dynamic(_)) {
+        return Ok(None);
+    }
+    let Some(loader) = loader else {
+        return Err(Error::unsupported(format!(
+            "model '{}' names the custom batching library {}, and this server cannot load batching libraries",
+            spec.name,
+            library.display()
+        )));
+    };
+    tracing::info!(
+        "Loading custom batching strategy library {} for model {}",
+        library.display(),
+        spec.name
+    );
+    loader.load(&library, spec, model_dir)
+}
+
 /// The cache a model uses: the server's, when the model enables it and can be cached.
 fn model_cache(spec: &ModelSpec, settings: &LoadSettings) -> Result<Option<Arc<ResponseCache>>> {
     if !spec.response_cache {
@@ -325,6 +362,7 @@ fn load_version(
         )));
     }
     let model = backend.load_model(spec.clone(), file)?;
+    let strategy = batch_strategy(&spec, dir, settings)?;
     let mut instances = Vec::new();
     for group in spec.instance_groups.iter().filter(|g| !g.passive) {
         for index in 0..group.count {
@@ -348,7 +386,13 @@ fn load_version(
             let (sender, receiver) = InstancePool::channel(count.max(1));
             let pool =
                 InstancePool::start(spec.clone(), stats.clone(), instances, receiver, &warmup)?;
-            Box::new(DynamicBatcher::start(spec.clone(), sender, pool, count)?)
+            Box::new(DynamicBatcher::start(
+                spec.clone(),
+                sender,
+                pool,
+                count,
+                strategy,
+            )?)
         }
         SchedulingSpec::Sequence(_) => Box::new(SequenceBatcher::start(
             spec.clone(),

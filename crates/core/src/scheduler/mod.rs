@@ -16,6 +16,9 @@ pub mod sequence;
 mod warmup;
 
 pub use default::{DefaultScheduler, DEFAULT_QUEUE_CAPACITY};
+pub use dynamic::strategy::{
+    strategy_library, BatchCut, BatchStrategy, BatchStrategyLoader, STRATEGY_PATH_PARAMETER,
+};
 pub use dynamic::DynamicBatcher;
 pub use instances::{InstancePool, Payload};
 pub use job::{IterationCallback, IterationHook, Job, OutputCallback, OutputHook};

@@ -14,11 +14,13 @@ use nereid_core::batch::Batch;
 use nereid_core::model::{InstanceKind, ModelSpec};
 use nereid_core::request::OutputTensor;
 use nereid_core::response_stream::ResponseSender;
-use nereid_core::Result;
+use nereid_core::{Error, Result};
 use parking_lot::Mutex;
 
 use super::exchange::Exchange;
-use super::objects::{ModelHandle, TRITONBACKEND_Model, TRITONBACKEND_ModelInstance};
+use super::objects::{
+    BackendHandle, ModelHandle, TRITONBACKEND_Model, TRITONBACKEND_ModelInstance,
+};
 use super::request::{c_text, TRITONBACKEND_Request};
 use crate::buffer_attributes::TRITONSERVER_BufferAttributes;
 use crate::error::{callee_result, invalid_arg, ErrorPtr};
@@ -33,6 +35,8 @@ const KIND_MODEL: u32 = 3;
 /// A hosted model instance, owned by its worker thread.
 pub struct HostedInstance {
     instance: Box<TRITONBACKEND_ModelInstance>,
+    /// The library whose entry points run this instance.
+    backend: Arc<BackendHandle>,
     spec: Arc<ModelSpec>,
     /// "model 'm' (backend 'b')", for errors.
     origin: String,
@@ -57,7 +61,12 @@ impl HostedInstance {
             InstanceKind::Gpu(id) => (KIND_GPU, id, format!("gpu_{id}")),
             InstanceKind::Model => (KIND_MODEL, 0, "model".to_string()),
         };
-        let backend = model.object().backend.clone();
+        let backend = model.object().backend.clone().ok_or_else(|| {
+            Error::internal(format!(
+                "model '{}' has no backend library to create instances with",
+                spec.name
+            ))
+        })?;
         let origin = format!(
             "model '{}' (backend '{}')",
             spec.name,
@@ -75,6 +84,7 @@ impl HostedInstance {
         });
         let hosted = Self {
             instance,
+            backend: backend.clone(),
             spec,
             origin,
             rescheduled: Vec::new(),
@@ -111,14 +121,7 @@ impl HostedInstance {
             .zip(exchanges)
             .map(|(r, e)| Box::into_raw(TRITONBACKEND_Request::new(&self.spec, r, e.clone())))
             .collect();
-        let execute = self
-            .instance
-            .model
-            .object()
-            .backend
-            .object()
-            .library
-            .execute;
+        let execute = self.backend.object().library.execute;
         // SAFETY: the library's entry point with its instance and requests it now owns.
         let error =
             unsafe { execute(self.pointer(), requests.as_mut_ptr(), requests.len() as u32) };
@@ -202,14 +205,7 @@ impl InstanceBackend for HostedInstance {
 
 impl Drop for HostedInstance {
     fn drop(&mut self) {
-        let finalize = self
-            .instance
-            .model
-            .object()
-            .backend
-            .object()
-            .library
-            .instance_finalize;
+        let finalize = self.backend.object().library.instance_finalize;
         if let Some(finalize) = finalize {
             // SAFETY: the library's entry point, once, for an initialized instance.
             if let Err(e) = callee_result(unsafe { finalize(self.pointer()) }) {

@@ -6,12 +6,14 @@
 //! factory) are boxes owned here and handed out as opaque pointers; every call checks
 //! its pointers, and every failure is a `TRITONSERVER_Error`.
 //!
-//! Imports go one way, top to bottom: [`loader`] (the core's `BackendLoader`) →
+//! Imports go one way, top to bottom: [`loader`] (the core's `BackendLoader`) and
+//! [`batch_strategy`] (its `BatchStrategyLoader`, custom batching libraries) →
 //! [`hosted`] → [`model`] → [`instance`] → `objects` (the ABI objects and the library's
 //! entry points) → [`request`], [`response`], [`response_stats`], `exchange`,
 //! [`memory`]. The server handle backends get for BLS is set by `inprocess::start`,
 //! which sits above this folder.
 
+pub mod batch_strategy;
 mod elf;
 mod exchange;
 pub mod hosted;
@@ -26,6 +28,7 @@ pub mod response_stats;
 mod soname;
 pub mod unsupported;
 
+pub use batch_strategy::BatchLibraries;
 pub use hosted::HostedSettings;
 pub use loader::HostedBackends;
 pub use memory::TRITONBACKEND_MemoryManager;

@@ -46,7 +46,7 @@ impl ModelHandle {
             initializing: AtomicBool::new(true),
             completed: Mutex::new(None),
             state: AtomicPtr::new(std::ptr::null_mut()),
-            backend: backend.clone(),
+            backend: Some(backend.clone()),
         });
         // Built first: a model whose initialize fails is finalized all the same when the
         // handle drops, as Triton's model destructor does.
@@ -279,7 +279,10 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelServer(
     server: *mut *mut TRITONSERVER_Server,
 ) -> ErrorPtr {
     with_model(model, |m| {
-        let pointer = m.backend.object().server.pointer();
+        let pointer = m
+            .backend
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |b| b.object().server.pointer());
         if pointer.is_null() {
             return Err(new_error(
                 TRITONSERVER_Error_Code::Unavailable,
@@ -296,7 +299,16 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelBackend(
     model: *mut TRITONBACKEND_Model,
     backend: *mut *mut TRITONBACKEND_Backend,
 ) -> ErrorPtr {
-    with_model(model, |m| put(backend, m.backend.pointer(), "backend"))
+    with_model(model, |m| match &m.backend {
+        Some(library) => put(backend, library.pointer(), "backend"),
+        None => Err(new_error(
+            TRITONSERVER_Error_Code::Unsupported,
+            format!(
+                "model '{}' is served natively, without a backend library",
+                m.name()
+            ),
+        )),
+    })
 }
 
 /// `TRITONBACKEND_ModelState`.

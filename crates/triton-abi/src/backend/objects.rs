@@ -198,7 +198,9 @@ pub struct TRITONBACKEND_Model {
     /// The configuration a backend set, as JSON text, until the loader takes it.
     pub(crate) completed: Mutex<Option<String>>,
     pub(crate) state: AtomicPtr<c_void>,
-    pub(crate) backend: Arc<BackendHandle>,
+    /// The backend library serving the model; `None` for the model object a custom
+    /// batching library is given when the model is served natively.
+    pub(crate) backend: Option<Arc<BackendHandle>>,
 }
 
 impl TRITONBACKEND_Model {
@@ -234,7 +236,8 @@ impl ModelHandle {
 
 impl Drop for ModelHandle {
     fn drop(&mut self) {
-        if let Some(finalize) = self.model.backend.object().library.model_finalize {
+        let library = self.model.backend.as_ref().map(|b| &b.object().library);
+        if let Some(finalize) = library.and_then(|l| l.model_finalize) {
             // SAFETY: the library's entry point, once, after every instance finalized
             // (each holds this handle).
             let error = unsafe { finalize(self.pointer()) };

@@ -16,7 +16,7 @@ use nereid_embed::Options;
 use super::engine::{Engine, PolledMetrics};
 use super::options::TRITONSERVER_ServerOptions;
 use super::server::TRITONSERVER_Server;
-use crate::backend::{HostedBackends, HostedSettings};
+use crate::backend::{BatchLibraries, HostedBackends, HostedSettings};
 use crate::cache::CacheLibraries;
 use crate::error::{from_core, invalid_arg, ErrorPtr};
 use crate::ffi;
@@ -52,6 +52,9 @@ fn start(options: &TRITONSERVER_ServerOptions) -> Result<Engine> {
     });
     let embed = Options {
         backend_loader: Some(hosted.clone()),
+        batch_strategies: Some(Arc::new(BatchLibraries::new(
+            options.backend_directory.clone(),
+        ))),
         on_server: vec![server_hook(&hosted)],
         model_repositories: options.repositories.clone(),
         control_mode: options.control_mode,

@@ -5,6 +5,7 @@
 
 mod plan;
 mod queue;
+pub mod strategy;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,6 +16,7 @@ use tokio::time::sleep_until;
 
 use self::plan::{plan_batch, Plan};
 use self::queue::PriorityQueues;
+use self::strategy::BatchStrategy;
 use super::hold::{Hold, Hooks};
 use super::intake::Intake;
 use super::{InstancePool, Job, Payload, ReplyOrder, Scheduler, DEFAULT_QUEUE_CAPACITY};
@@ -30,15 +32,17 @@ pub struct DynamicBatcher {
 
 impl DynamicBatcher {
     /// Starts the batching task for `spec` on the current tokio runtime. `instances`
-    /// is the number of workers behind `payloads`. The test hooks are read from the
-    /// environment here, once.
+    /// is the number of workers behind `payloads`; `strategy` is the model's custom
+    /// batching rule, if it has one. The test hooks are read from the environment here,
+    /// once.
     pub fn start(
         spec: Arc<ModelSpec>,
         payloads: PayloadSender<Payload>,
         pool: InstancePool,
         instances: usize,
+        strategy: Option<Arc<dyn BatchStrategy>>,
     ) -> Result<Self> {
-        Self::start_with(spec, payloads, pool, instances, Hooks::from_env())
+        Self::start_with(spec, payloads, pool, instances, strategy, Hooks::from_env())
     }
 
     /// [`Self::start`] with the given test hooks (only `queued` applies here).
@@ -47,6 +51,7 @@ impl DynamicBatcher {
         payloads: PayloadSender<Payload>,
         pool: InstancePool,
         instances: usize,
+        strategy: Option<Arc<dyn BatchStrategy>>,
         hooks: Hooks,
     ) -> Result<Self> {
         let config = match &spec.scheduling {
@@ -63,6 +68,7 @@ impl DynamicBatcher {
                 .then(|| Arc::new(ReplyOrder::default())),
             config,
             spec,
+            strategy,
             receiver,
             payloads,
             slots: Arc::new(Semaphore::new(instances.max(1))),
@@ -102,6 +108,8 @@ struct BatcherTask {
     queues: PriorityQueues,
     order: Option<Arc<ReplyOrder>>,
     spec: Arc<ModelSpec>,
+    /// The model's custom batching rule; dropped (finalized) when the task ends.
+    strategy: Option<Arc<dyn BatchStrategy>>,
     receiver: mpsc::Receiver<Job>,
     payloads: PayloadSender<Payload>,
     /// One permit per instance; a payload holds one until its execution ends.
@@ -159,7 +167,14 @@ impl BatcherTask {
                 }
                 continue;
             };
-            match plan_batch(&self.config, &self.spec, &self.queues, super::now()) {
+            let strategy = self.strategy.as_deref();
+            match plan_batch(
+                &self.config,
+                &self.spec,
+                &self.queues,
+                strategy,
+                super::now(),
+            ) {
                 Plan::Execute(count) => {
                     let jobs = self.queues.take(count);
                     self.dispatch(jobs, held);

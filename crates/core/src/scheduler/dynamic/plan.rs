@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use super::queue::PriorityQueues;
+use super::strategy::BatchStrategy;
 use crate::model::{DynamicBatchingSpec, ModelSpec};
 use crate::scheduler::Job;
 
@@ -36,11 +37,15 @@ fn compatible(spec: &ModelSpec, first: &Job, job: &Job) -> bool {
 /// longest prefix whose size is a preferred batch size, or, when none is, the prefix just
 /// before the batch would outgrow the largest preferred size. The best cut runs at once
 /// while the oldest request is within `max_queue_delay`; past it, or when the batch
-/// cannot grow further, everything walked runs; otherwise the batcher waits.
+/// cannot grow further, everything walked runs; otherwise the batcher waits. A custom
+/// `strategy` is asked about each request the walk reaches, and one it refuses ends the
+/// batch there as if it could not grow, as in Triton; the first request always runs,
+/// so a request no batch can take runs alone where Triton's batcher would spin on it.
 pub fn plan_batch(
     settings: &DynamicBatchingSpec,
     spec: &ModelSpec,
     queues: &PriorityQueues,
+    strategy: Option<&dyn BatchStrategy>,
     now: Instant,
 ) -> Plan {
     let max_batch_size = spec.max_batch_size.max(1);
@@ -50,6 +55,11 @@ pub fn plan_batch(
     let Some(first) = jobs.next() else {
         return Plan::WaitUntil(now + settings.max_queue_delay);
     };
+    let mut cut = strategy.map(BatchStrategy::start_batch);
+    if let Some(cut) = &mut cut {
+        // Asked so that its running totals count the first request; it runs regardless.
+        cut.include(&first.request);
+    }
     // Prefix sizes: sizes[i] = batch size of the first i + 1 jobs.
     let mut sizes = vec![first.batch_size];
     let mut best = preferred.contains(&first.batch_size).then_some(0);
@@ -62,7 +72,10 @@ pub fn plan_batch(
         if total > max_preferred && best.is_none() {
             best = Some(sizes.len() - 1);
         }
-        if total > max_batch_size || !compatible(spec, first, job) {
+        if total > max_batch_size
+            || !compatible(spec, first, job)
+            || cut.as_mut().is_some_and(|cut| !cut.include(&job.request))
+        {
             cannot_grow = true;
             break;
         }

@@ -10,7 +10,7 @@ use super::DynamicBatcher;
 use crate::model::{DynamicBatchingSpec, ModelSpec, SchedulingSpec};
 use crate::request::ParamValue;
 use crate::scheduler::hold::Hooks;
-use crate::scheduler::{InstancePool, Job, Scheduler};
+use crate::scheduler::{BatchCut, BatchStrategy, InstancePool, Job, Scheduler};
 use crate::stats::{FailureReason, ModelStats, RequestRecord};
 use crate::testing::{self, JobAnswer, TestBackend};
 
@@ -81,15 +81,15 @@ fn plan_executes_full_or_preferred_batches_at_once() {
     let jobs: Vec<Job> = (0..5).map(|i| job(i, 1, 2, vec![]).0).collect();
     let now = jobs[0].enqueued_at;
     let q = queues_of(&spec, jobs);
-    assert_eq!(plan_batch(s, &spec, &q, now), Plan::Execute(4));
+    assert_eq!(plan_batch(s, &spec, &q, None, now), Plan::Execute(4));
     // Three queued: the largest preferred size they fill exactly runs at once.
     let jobs: Vec<Job> = (0..3).map(|i| job(i, 1, 2, vec![]).0).collect();
     let now = jobs[0].enqueued_at;
     let q = queues_of(&spec, jobs);
-    assert_eq!(plan_batch(s, &spec, &q, now), Plan::Execute(2));
+    assert_eq!(plan_batch(s, &spec, &q, None, now), Plan::Execute(2));
     // Once the delay has passed, everything queued runs (as in Triton).
     assert_eq!(
-        plan_batch(s, &spec, &q, now + Duration::from_millis(100)),
+        plan_batch(s, &spec, &q, None, now + Duration::from_millis(100)),
         Plan::Execute(3)
     );
     // One request: no preferred size reached, so it waits for the delay.
@@ -97,7 +97,7 @@ fn plan_executes_full_or_preferred_batches_at_once() {
     let at = single.enqueued_at;
     let q = queues_of(&spec, vec![single]);
     assert_eq!(
-        plan_batch(s, &spec, &q, at),
+        plan_batch(s, &spec, &q, None, at),
         Plan::WaitUntil(at + Duration::from_millis(100))
     );
 }
@@ -111,26 +111,26 @@ fn plan_cuts_a_preferred_size_without_waiting_for_a_larger_one() {
     let jobs = vec![job(0, 2, 1, vec![]).0];
     let now = jobs[0].enqueued_at;
     assert_eq!(
-        plan_batch(s, &spec, &queues_of(&spec, jobs), now),
+        plan_batch(s, &spec, &queues_of(&spec, jobs), None, now),
         Plan::Execute(1)
     );
     // Batches of 3 and 4: neither prefix is preferred, and the second would outgrow 6, so
     // the first runs at once.
     let jobs = vec![job(0, 3, 1, vec![]).0, job(1, 4, 1, vec![]).0];
     assert_eq!(
-        plan_batch(s, &spec, &queues_of(&spec, jobs), now),
+        plan_batch(s, &spec, &queues_of(&spec, jobs), None, now),
         Plan::Execute(1)
     );
     // 1 + 1 + 1: 2 is preferred and runs now; 3 would wait.
     let jobs = (0..3).map(|i| job(i, 1, 1, vec![]).0).collect();
     assert_eq!(
-        plan_batch(s, &spec, &queues_of(&spec, jobs), now),
+        plan_batch(s, &spec, &queues_of(&spec, jobs), None, now),
         Plan::Execute(2)
     );
     // 1 + 1 + 1 + 1 + 1 + 1: the larger preferred size wins.
     let jobs = (0..6).map(|i| job(i, 1, 1, vec![]).0).collect();
     assert_eq!(
-        plan_batch(s, &spec, &queues_of(&spec, jobs), now),
+        plan_batch(s, &spec, &queues_of(&spec, jobs), None, now),
         Plan::Execute(6)
     );
 }
@@ -142,7 +142,7 @@ fn plan_respects_max_batch_size_and_shapes() {
     let jobs = vec![job(0, 5, 2, vec![]).0, job(1, 4, 2, vec![]).0];
     let now = jobs[0].enqueued_at;
     assert_eq!(
-        plan_batch(s, &spec, &queues_of(&spec, jobs), now),
+        plan_batch(s, &spec, &queues_of(&spec, jobs), None, now),
         Plan::Execute(1)
     );
     let jobs = vec![
@@ -151,7 +151,88 @@ fn plan_respects_max_batch_size_and_shapes() {
         job(2, 1, 2, vec![]).0,
     ];
     assert_eq!(
-        plan_batch(s, &spec, &queues_of(&spec, jobs), now),
+        plan_batch(s, &spec, &queues_of(&spec, jobs), None, now),
+        Plan::Execute(1)
+    );
+}
+
+/// A strategy taking requests while their input bytes fit a volume, as Triton's
+/// `volume_batching` example does; it records each decision's calls.
+struct Volume {
+    limit: usize,
+    calls: parking_lot::Mutex<Vec<String>>,
+}
+
+struct VolumeCut<'a> {
+    strategy: &'a Volume,
+    left: usize,
+}
+
+impl BatchStrategy for Volume {
+    fn start_batch(&self) -> Box<dyn BatchCut + '_> {
+        self.calls.lock().push("start".into());
+        Box::new(VolumeCut {
+            strategy: self,
+            left: self.limit,
+        })
+    }
+}
+
+impl BatchCut for VolumeCut<'_> {
+    fn include(&mut self, request: &crate::request::InferRequest) -> bool {
+        let bytes: usize = request.inputs.iter().map(|i| i.data.len()).sum();
+        let fits = bytes <= self.left;
+        if fits {
+            self.left -= bytes;
+        }
+        self.strategy
+            .calls
+            .lock()
+            .push(format!("{}:{fits}", request.id));
+        fits
+    }
+}
+
+impl Drop for VolumeCut<'_> {
+    fn drop(&mut self) {
+        self.strategy.calls.lock().push("end".into());
+    }
+}
+
+#[test]
+fn a_custom_strategy_ends_a_batch_before_the_request_it_refuses() {
+    let spec = spec("");
+    let s = batching(&spec);
+    // Four requests of 8 bytes (two INT32 each) under a 20-byte volume: two fit.
+    let volume = Volume {
+        limit: 20,
+        calls: Default::default(),
+    };
+    let jobs: Vec<Job> = (0..4).map(|i| job(i, 1, 2, vec![]).0).collect();
+    let now = jobs[0].enqueued_at;
+    let q = queues_of(&spec, jobs);
+    assert_eq!(
+        plan_batch(s, &spec, &q, Some(&volume), now),
+        Plan::Execute(2)
+    );
+    assert_eq!(
+        *volume.calls.lock(),
+        ["start", "0:true", "1:true", "2:false", "end"]
+    );
+    // The batcher's own limits come first: past max_batch_size the strategy is not asked.
+    volume.calls.lock().clear();
+    let jobs = vec![job(0, 5, 1, vec![]).0, job(1, 4, 1, vec![]).0];
+    let q = queues_of(&spec, jobs);
+    assert_eq!(
+        plan_batch(s, &spec, &q, Some(&volume), now),
+        Plan::Execute(1)
+    );
+    assert_eq!(*volume.calls.lock(), ["start", "0:true", "end"]);
+    // A first request larger than any batch still runs, alone.
+    let jobs = vec![job(0, 1, 8, vec![]).0, job(1, 1, 8, vec![]).0];
+    let q = queues_of(&spec, jobs);
+    assert_eq!(
+        plan_batch(s, &spec, &q, Some(&volume), now),
         Plan::Execute(1)
     );
 }
@@ -203,7 +284,7 @@ fn start_hooked(
         &[],
     )
     .expect("starts");
-    let batcher = DynamicBatcher::start_with(spec, sender, pool, 1, hooks).expect("starts");
+    let batcher = DynamicBatcher::start_with(spec, sender, pool, 1, None, hooks).expect("starts");
     (batcher, stats)
 }
 
