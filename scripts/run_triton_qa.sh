@@ -68,9 +68,14 @@ MODELS=$WORK/models
 # Fresh copies of the suites: each test.sh writes its models and logs beside itself.
 rm -rf "$WORK/qa" && mkdir -p "$WORK/qa" && cp -r "$SRC/qa/common" "$WORK/qa/" || exit 1
 # Model folders some suites copy from beside themselves.
-for shared in ensemble_models python_models; do
+for shared in ensemble_models python_models custom_models; do
   [ -d "$SRC/qa/$shared" ] && cp -r "$SRC/qa/$shared" "$WORK/qa/"
 done
+# Triton's hand-written custom models ask for GPU instances; without a GPU they run on
+# the CPU, like the generated models below.
+command -v nvidia-smi > /dev/null ||
+  grep -rlZ --include=config.pbtxt KIND_GPU "$WORK/qa/custom_models" | xargs -0r sed -i 's/KIND_GPU/KIND_CPU/g'
+
 for s in "${SUITES[@]}"; do
   name=${s%%:*}
   [ -d "$WORK/qa/$name" ] || cp -r "$SRC/qa/$name" "$WORK/qa/" || exit 1
@@ -192,14 +197,12 @@ EOF
 # (scripts/build_triton_backends.sh builds volumebatching and singlebatching) and those
 # steps are dropped. Its last case rebuilds volume_batching with a failing initialize,
 # which this cannot do: that case's check fails (it is not a unittest, so not counted).
-# Without a GPU its two KIND_GPU instances become CPU instances.
 offline_batch_custom() {
   local script=$WORK/qa/L0_batch_custom/test.sh examples=backend/examples/batching_strategies
   local copy="for n in volume single; do mkdir -p $examples/\${n}_batching/build \&\& cp $TRITON_BACKENDS/\${n}batching/libtriton_\${n}batching.so $examples/\${n}_batching/build/; done"
   sed -i -e '/^apt update -q=2/,/rapidjson-dev$/d' \
     -e "/^git clone/,/backend.git\$/c\\$copy" \
     -e '/^ *(cd backend\/examples\/batching_strategies/,/make -j4 install)$/d' "$script"
-  command -v nvidia-smi > /dev/null || sed -i 's/kind: KIND_GPU count: 2/kind: KIND_CPU count: 2/' "$script"
   mkdir -p "$WORK/triton/backends/onnxruntime"
 }
 
@@ -214,9 +217,9 @@ for s in "${SUITES[@]}"; do
   rm -rf "$WORK/qa/$name" && cp -r "$SRC/qa/$name" "$WORK/qa/"
   sed -i -e "s#/opt/tritonserver#$WORK/triton#g" -e "s#/data/inferenceserver#$WORK/data#g" "$WORK/qa/$name/test.sh"
   # Without a GPU, a test.sh that turns models to KIND_GPU itself (L0_sequence_batcher's
-  # nop models) keeps them on the CPU, as the generated models are kept above.
-  command -v nvidia-smi > /dev/null ||
-    sed -i 's#s/kind: KIND_CPU/kind: KIND_GPU/#s/kind: KIND_CPU/kind: KIND_CPU/#g' "$WORK/qa/$name/test.sh"
+  # nop models, L0_batcher's and L0_batch_custom's instance groups) keeps them on the
+  # CPU, as the generated models are kept above.
+  command -v nvidia-smi > /dev/null || sed -i 's/kind: KIND_GPU/kind: KIND_CPU/g' "$WORK/qa/$name/test.sh"
   case $name in
     L0_batch_custom) offline_batch_custom ;;
     L0_http) add_examples L0_http simple simple_dyna_sequence simple_identity simple_sequence simple_string densenet_onnx ;;

@@ -61,6 +61,13 @@ output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] }, { name: "META" data_t
     model(root, "streaming", "decoupled", extra="model_transaction_policy { decoupled: true }", io="""
 input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]""")
+    model(root, "accumulating", "accumulate", extra="""max_batch_size: 0
+instance_group [ { kind: KIND_CPU count: 2 } ]
+sequence_batching { max_sequence_idle_microseconds: 60000000
+  state [ { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32
+  dims: [ 1 ] use_same_buffer_for_input_output: true } ] }""", io="""
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "SAME" data_type: TYPE_INT32 dims: [ 1 ] } ]""")
     model(root, "refusing", "error")
     model(root, "failing", "fail")
     model(root, "silent", "silent")
@@ -187,6 +194,29 @@ def test_reported_response_statistics_count_per_response_index(hosted):
     assert sorted(over_grpc) == sorted(stats)
     assert over_grpc["2"].compute_output.ns == 20 * runs
     assert over_grpc["4"].empty_response.count == runs
+
+
+def test_a_single_buffer_state_is_updated_in_place(hosted):
+    """use_same_buffer_for_input_output: the backend gets the state input's own buffer
+    as the state it writes, adds to it in place and never calls StateUpdate; the value
+    carries to the next request of the sequence (Triton's L0_implicit_state
+    single-buffer case), two sequences apart on two instances."""
+    client = hosted.http_client()
+
+    def step(sequence, value, start=False, end=False):
+        tensor = httpclient.InferInput("IN", [1], "INT32")
+        tensor.set_data_from_numpy(np.array([value], np.int32))
+        result = client.infer("accumulating", [tensor], sequence_id=sequence,
+                              sequence_start=start, sequence_end=end)
+        return int(result.as_numpy("OUT")[0]), int(result.as_numpy("SAME")[0])
+
+    assert step(7, 2, start=True) == (2, 1)
+    assert step(8, 10, start=True) == (10, 1)
+    assert step(7, 3) == (5, 1)
+    assert step(8, 1) == (11, 1)
+    assert step(7, 4, end=True) == (9, 1)
+    # A new sequence under the same id starts from the initial state again.
+    assert step(7, 1, start=True, end=True) == (1, 1)
 
 
 def test_bls_through_the_models_server(hosted):

@@ -179,7 +179,7 @@ pub const FIELDS: &[(&str, Support)] = &[
     ("ModelSequenceBatching.State.initial_state", Honoured),
     (
         "ModelSequenceBatching.State.use_same_buffer_for_input_output",
-        NoEffect("a GPU buffer placement hint; state is kept in host memory"),
+        Honoured,
     ),
     (
         "ModelSequenceBatching.State.use_growable_memory",

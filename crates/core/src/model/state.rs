@@ -33,6 +33,9 @@ pub struct StateSpec {
     /// Byte length of the initial value (a 4-byte zero length per element for BYTES),
     /// at most [`MAX_STATE_BYTES`].
     pub initial_bytes: usize,
+    /// `use_same_buffer_for_input_output`: a backend library is handed one buffer as the
+    /// state input and the state it writes, and may update it in place.
+    pub same_buffer: bool,
 }
 
 /// The value of a state at a sequence's START.
@@ -85,6 +88,7 @@ impl StateSpec {
             dims: state.dims.clone(),
             initial,
             initial_bytes,
+            same_buffer: state.use_same_buffer_for_input_output,
         })
     }
 

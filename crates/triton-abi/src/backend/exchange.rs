@@ -8,12 +8,15 @@
 //! next execution.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use nereid_core::presence::CallerPresence;
 use nereid_core::request::OutputTensor;
 use nereid_core::response_stream::ResponseSender;
 use nereid_core::{Error, Result};
 use parking_lot::{Condvar, Mutex};
+
+use super::single_buffer::SharedState;
 
 /// A request's response channel and live-object count.
 pub struct Exchange {
@@ -25,6 +28,9 @@ pub struct Exchange {
     origin: String,
     /// Sequence state tensors (`TRITONBACKEND_StateUpdate`), added to the next response.
     states: Mutex<Vec<OutputTensor>>,
+    /// States kept in one buffer for input and output, whose value goes out with the
+    /// first response whether or not the backend updates them.
+    shared: Vec<Arc<SharedState>>,
     /// The index the next reported response statistics count under.
     response_index: AtomicU64,
 }
@@ -67,8 +73,30 @@ impl Exchange {
             rescheduled: AtomicBool::new(false),
             origin,
             states: Mutex::new(Vec::new()),
+            shared: Vec::new(),
             response_index: AtomicU64::new(0),
         }
+    }
+
+    /// The request's single-buffer states (see `single_buffer`).
+    pub(crate) fn with_shared_states(mut self, shared: Vec<Arc<SharedState>>) -> Self {
+        self.shared = shared;
+        self
+    }
+
+    /// The single-buffer state the backend names `name` (its output name), if any.
+    pub(crate) fn shared_state(&self, name: &str) -> Option<&Arc<SharedState>> {
+        self.shared.iter().find(|s| s.output_name == name)
+    }
+
+    /// The single-buffer state fed to input `name`, if any.
+    pub(crate) fn shared_input(&self, name: &str) -> Option<&Arc<SharedState>> {
+        self.shared.iter().find(|s| s.input_name == name)
+    }
+
+    /// The request's single-buffer states.
+    pub(crate) fn shared_states(&self) -> &[Arc<SharedState>] {
+        &self.shared
     }
 
     /// The index of this request's next reported response (0, 1, ...), as Triton's
@@ -150,6 +178,7 @@ impl Exchange {
         let result = result.map(|r| {
             r.map(|mut outputs| {
                 outputs.append(&mut self.states.lock());
+                outputs.extend(self.shared.iter().filter_map(|s| s.take_value()));
                 outputs
             })
         });

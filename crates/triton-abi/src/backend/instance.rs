@@ -12,8 +12,9 @@ use std::time::Instant;
 use nereid_core::backend::{ComputeTiming, InstanceBackend, InstanceConfig, Rescheduled};
 use nereid_core::batch::Batch;
 use nereid_core::model::{InstanceKind, ModelSpec};
-use nereid_core::request::OutputTensor;
+use nereid_core::request::{InferRequest, OutputTensor};
 use nereid_core::response_stream::ResponseSender;
+use nereid_core::sequence_flags::SequenceId;
 use nereid_core::{Error, Result};
 use parking_lot::Mutex;
 
@@ -22,6 +23,7 @@ use super::objects::{
     BackendHandle, ModelHandle, TRITONBACKEND_Model, TRITONBACKEND_ModelInstance,
 };
 use super::request::{c_text, TRITONBACKEND_Request};
+use super::single_buffer::SingleBuffers;
 use crate::buffer_attributes::TRITONSERVER_BufferAttributes;
 use crate::error::{callee_result, invalid_arg, ErrorPtr};
 use crate::ffi::{self, put};
@@ -42,6 +44,8 @@ pub struct HostedInstance {
     origin: String,
     /// The requests of the last execution the backend rescheduled.
     rescheduled: Vec<Rescheduled>,
+    /// Buffers of the live sequences' single-buffer states.
+    single_buffers: SingleBuffers,
 }
 
 // SAFETY: the instance object is used by its worker thread, and by backend threads
@@ -88,6 +92,7 @@ impl HostedInstance {
             spec,
             origin,
             rescheduled: Vec::new(),
+            single_buffers: SingleBuffers::default(),
         };
         if let Some(initialize) = backend.object().library.instance_initialize {
             // SAFETY: the library's entry point with an instance object that lives in
@@ -135,6 +140,23 @@ impl HostedInstance {
         }
     }
 
+    /// `exchange` of `request`, with the request's single-buffer states.
+    fn with_single_buffers(&self, request: &InferRequest, exchange: Exchange) -> Arc<Exchange> {
+        let shared = self.single_buffers.for_request(&self.spec, request);
+        Arc::new(exchange.with_shared_states(shared))
+    }
+
+    /// Keeps the single-buffer states the execution just ended left, for the next
+    /// requests of their sequences.
+    fn keep_single_buffers(&mut self, batch: &Batch<'_>, exchanges: &[Arc<Exchange>]) {
+        for (request, exchange) in batch.requests().iter().zip(exchanges) {
+            if !exchange.shared_states().is_empty() {
+                self.single_buffers
+                    .keep(&self.spec, request, exchange.shared_states());
+            }
+        }
+    }
+
     /// Keeps which requests of the execution just ended the backend rescheduled, with
     /// a decoupled request's stream, for the scheduler to run them again.
     fn note_rescheduled(&mut self, exchanges: &[Arc<Exchange>]) {
@@ -172,13 +194,20 @@ impl InstanceBackend for HostedInstance {
         timing: &mut ComputeTiming,
     ) -> Vec<Result<Vec<OutputTensor>>> {
         let started = Instant::now();
-        let exchanges: Vec<Arc<Exchange>> = (0..batch.len())
-            .map(|i| Arc::new(Exchange::collecting(self.origin.clone(), batch.caller(i))))
+        let exchanges: Vec<Arc<Exchange>> = batch
+            .requests()
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let exchange = Exchange::collecting(self.origin.clone(), batch.caller(i));
+                self.with_single_buffers(r, exchange)
+            })
             .collect();
         self.run(batch, &exchanges);
         let results = exchanges.iter().map(|e| e.wait()).collect();
         self.timing(started, timing);
         self.note_rescheduled(&exchanges);
+        self.keep_single_buffers(batch, &exchanges);
         results
     }
 
@@ -191,11 +220,17 @@ impl InstanceBackend for HostedInstance {
         let started = Instant::now();
         let exchanges: Vec<Arc<Exchange>> = senders
             .into_iter()
-            .map(|s| Arc::new(Exchange::streaming(s, self.origin.clone())))
+            .zip(batch.requests())
+            .map(|(s, r)| self.with_single_buffers(r, Exchange::streaming(s, self.origin.clone())))
             .collect();
         self.run(batch, &exchanges);
         self.timing(started, timing);
         self.note_rescheduled(&exchanges);
+        self.keep_single_buffers(batch, &exchanges);
+    }
+
+    fn release_sequences(&mut self, ids: &[SequenceId]) {
+        self.single_buffers.release(ids);
     }
 
     fn take_rescheduled(&mut self) -> Vec<Rescheduled> {

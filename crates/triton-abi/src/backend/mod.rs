@@ -10,7 +10,7 @@
 //! [`batch_strategy`] (its `BatchStrategyLoader`, custom batching libraries) →
 //! [`hosted`] → [`model`] → [`instance`] → `objects` (the ABI objects and the library's
 //! entry points) → [`request`], [`response`], [`response_stats`], `exchange`,
-//! [`memory`]. The server handle backends get for BLS is set by `inprocess::start`,
+//! `single_buffer`, [`memory`]. The server handle backends get for BLS is set by `inprocess::start`,
 //! which sits above this folder.
 
 pub mod batch_strategy;
@@ -25,6 +25,7 @@ mod objects;
 pub mod request;
 pub mod response;
 pub mod response_stats;
+mod single_buffer;
 mod soname;
 pub mod unsupported;
 

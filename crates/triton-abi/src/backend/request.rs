@@ -101,7 +101,10 @@ impl TRITONBACKEND_Request {
                 name: c_text(&i.name),
                 datatype: datatype_to_raw(i.datatype),
                 shape: spec.input_model_shape(&i.name, &i.shape),
-                data: i.data.clone(),
+                // A single-buffer state is read from the buffer the backend writes.
+                data: exchange
+                    .shared_input(&i.name)
+                    .map_or_else(|| i.data.clone(), |s| s.input_view()),
                 attributes: OnceLock::new(),
             })
             .collect();

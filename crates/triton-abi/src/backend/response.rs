@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 
 use super::exchange::Exchange;
 use super::request::{c_text, with_request, TRITONBACKEND_Request};
+use super::single_buffer::SharedState;
 use crate::buffer_attributes::TRITONSERVER_BufferAttributes;
 use crate::error::{invalid_arg, peek, ErrorPtr};
 use crate::ffi::{self, put};
@@ -164,6 +165,36 @@ impl Drop for TRITONBACKEND_ResponseFactory {
 pub struct TRITONBACKEND_State {
     tensor: Mutex<TRITONBACKEND_Output>,
     exchange: Arc<Exchange>,
+    /// For a single-buffer state: the buffer shared with the state input, which holds
+    /// the state's value (the tensor above then keeps no buffer of its own).
+    shared: Option<Arc<SharedState>>,
+    /// The shared buffer handed out, whose attributes the backend may ask for.
+    shared_attributes: Mutex<Option<Box<TRITONSERVER_BufferAttributes>>>,
+}
+
+impl TRITONBACKEND_State {
+    /// Hands out the buffer shared with the state input (see `single_buffer`).
+    fn allocate_shared(
+        &self,
+        shared: &SharedState,
+        buffer: *mut *mut c_void,
+        byte_size: u64,
+        memory_type_out: *mut u32,
+        memory_type_id: *mut i64,
+    ) -> Result<(), ErrorPtr> {
+        let size = usize::try_from(byte_size)
+            .map_err(|_| invalid_arg(format!("buffer size {byte_size} is too large")))?;
+        let memory = shared.buffer(size);
+        *self.shared_attributes.lock() = Some(Box::new(TRITONSERVER_BufferAttributes {
+            memory_type: memory_type::CPU,
+            memory_type_id: 0,
+            byte_size: memory.len(),
+            cuda_ipc_handle: std::ptr::null_mut(),
+        }));
+        put(buffer, memory.pointer().cast(), "buffer")?;
+        put(memory_type_out, memory_type::CPU, "memory_type")?;
+        put(memory_type_id, 0, "memory_type_id")
+    }
 }
 
 /// `TRITONBACKEND_ResponseFactoryNew`.
@@ -467,10 +498,17 @@ pub unsafe extern "C" fn TRITONBACKEND_StateNew(
             return Err(invalid_arg("state must not be null"));
         }
         let tensor = TRITONBACKEND_Output::new(name, datatype, shape, dims_count)?;
-        check_state_name(&r.spec, &tensor.name.to_string_lossy())?;
+        let name = tensor.name.to_string_lossy().into_owned();
+        check_state_name(&r.spec, &name)?;
+        let shared = r.exchange.shared_state(&name).cloned();
+        if let Some(shared) = &shared {
+            shared.set_shape(&tensor.shape);
+        }
         let created = Box::new(TRITONBACKEND_State {
             tensor: Mutex::new(tensor),
             exchange: r.exchange.clone(),
+            shared,
+            shared_attributes: Mutex::new(None),
         });
         put(state, Box::into_raw(created), "state")
     })
@@ -501,10 +539,18 @@ pub unsafe extern "C" fn TRITONBACKEND_StateBuffer(
     memory_type: *mut u32,
     memory_type_id: *mut i64,
 ) -> ErrorPtr {
-    with_state(state, |s| {
-        s.tensor
+    with_state(state, |s| match &s.shared {
+        Some(shared) => s.allocate_shared(
+            shared,
+            buffer,
+            buffer_byte_size,
+            memory_type,
+            memory_type_id,
+        ),
+        None => s
+            .tensor
             .lock()
-            .allocate(buffer, buffer_byte_size, memory_type, memory_type_id)
+            .allocate(buffer, buffer_byte_size, memory_type, memory_type_id),
     })
 }
 
@@ -515,7 +561,15 @@ pub unsafe extern "C" fn TRITONBACKEND_StateBufferAttributes(
     buffer_attributes: *mut *mut TRITONSERVER_BufferAttributes,
 ) -> ErrorPtr {
     with_state(state, |s| {
-        let attributes = s.tensor.lock().attributes()?;
+        let attributes = match &s.shared {
+            Some(_) => s
+                .shared_attributes
+                .lock()
+                .as_deref_mut()
+                .map(std::ptr::from_mut::<TRITONSERVER_BufferAttributes>)
+                .ok_or_else(|| invalid_arg("the state buffer is not allocated yet"))?,
+            None => s.tensor.lock().attributes()?,
+        };
         put(buffer_attributes, attributes, "buffer_attributes")
     })
 }
@@ -530,8 +584,13 @@ pub unsafe extern "C" fn TRITONBACKEND_StateUpdate(state: *mut TRITONBACKEND_Sta
         }
         // SAFETY: created by `StateNew`; updating passes its ownership back, once.
         let state = unsafe { Box::from_raw(state) };
-        let TRITONBACKEND_State { tensor, exchange } = *state;
-        exchange.add_state(tensor.into_inner().into_tensor());
+        // A single-buffer state is already in place; its value goes with the response.
+        if state.shared.is_none() {
+            let TRITONBACKEND_State {
+                tensor, exchange, ..
+            } = *state;
+            exchange.add_state(tensor.into_inner().into_tensor());
+        }
         Ok(())
     })
 }

@@ -75,6 +75,7 @@ extern Error* TRITONBACKEND_ModelInstanceReportBatchStatistics(Instance*, uint64
 typedef struct State State;
 extern Error* TRITONBACKEND_StateNew(State**, Request*, const char*, int, const int64_t*,
                                      uint32_t);
+extern Error* TRITONBACKEND_StateBuffer(State*, void**, uint64_t, int*, int64_t*);
 typedef struct ResponseStatistics ResponseStatistics;
 extern Error* TRITONBACKEND_ModelInstanceResponseStatisticsNew(ResponseStatistics**);
 extern Error* TRITONBACKEND_ModelInstanceResponseStatisticsDelete(ResponseStatistics*);

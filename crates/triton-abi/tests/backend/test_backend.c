@@ -13,6 +13,11 @@
  *   error      each request answered with an INVALID_ARG error response.
  *   state      each request answered with the error of TRITONBACKEND_StateNew for a
  *              state named UNDECLARED (the model declares none).
+ *   accumulate a sequence model whose INT32 [1] state STATE_IN/STATE_OUT is declared
+ *              use_same_buffer_for_input_output: adds IN to the state in place through
+ *              TRITONBACKEND_StateBuffer, never calls TRITONBACKEND_StateUpdate; OUT is
+ *              the new state, SAME (INT32 [1]) 1 when the state buffer is the STATE_IN
+ *              input's own buffer.
  *   fail       execute itself fails (the server answers every request).
  *   silent     requests released without any response.
  *   bls        OUT = OUTPUT0 of model `add_sub` for INPUT0 = INPUT1 = IN, through
@@ -205,6 +210,43 @@ static bool requested(Request* request, const char* name) {
       return true;
   }
   return false;
+}
+
+/* The address and value of the INT32 input `name`. */
+static Error* int32_input(Request* request, const char* name, int32_t** data) {
+  Input* input;
+  RETURN_IF_ERROR(TRITONBACKEND_RequestInput(request, name, &input));
+  const void* buffer;
+  uint64_t size;
+  int memory_type = 0;
+  int64_t memory_id = 0;
+  RETURN_IF_ERROR(TRITONBACKEND_InputBuffer(input, 0, &buffer, &size, &memory_type, &memory_id));
+  if (size != sizeof(int32_t)) return TRITONSERVER_ErrorNew(INVALID_ARG, "expected one INT32");
+  *data = (int32_t*)buffer;
+  return NULL;
+}
+
+static Error* accumulate(Request* request) {
+  int32_t* in;
+  int32_t* state_in;
+  RETURN_IF_ERROR(int32_input(request, "IN", &in));
+  RETURN_IF_ERROR(int32_input(request, "STATE_IN", &state_in));
+  int64_t shape[1] = {1};
+  State* state;
+  RETURN_IF_ERROR(TRITONBACKEND_StateNew(&state, request, "STATE_OUT", TYPE_INT32, shape, 1));
+  void* buffer;
+  int memory_type = 0;
+  int64_t memory_id = 0;
+  RETURN_IF_ERROR(TRITONBACKEND_StateBuffer(state, &buffer, sizeof(int32_t), &memory_type,
+                                            &memory_id));
+  int32_t* state_out = buffer;
+  int32_t same = state_out == state_in;
+  *state_out = *state_in + *in; /* in place when the buffers are one */
+  Response* response;
+  RETURN_IF_ERROR(TRITONBACKEND_ResponseNew(&response, request));
+  RETURN_IF_ERROR(add_output(response, "OUT", TYPE_INT32, shape, 1, state_out, sizeof(int32_t)));
+  RETURN_IF_ERROR(add_output(response, "SAME", TYPE_INT32, shape, 1, &same, sizeof(int32_t)));
+  return TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, NULL);
 }
 
 static Error* echo(Instance* instance, Request* request) {
@@ -440,6 +482,8 @@ Error* TRITONBACKEND_ModelInstanceExecute(Instance* instance, Request** requests
       err = decoupled(instance, requests[r]);
     } else if (strcmp(mode, "bls") == 0) {
       err = bls(instance, requests[r]);
+    } else if (strcmp(mode, "accumulate") == 0) {
+      err = accumulate(requests[r]);
     } else if (strcmp(mode, "error") == 0) {
       Response* response;
       err = TRITONBACKEND_ResponseNew(&response, requests[r]);
