@@ -33,7 +33,15 @@
 # Triton's C++ backends built from source, which the suites then load from their
 # backend directory), SUITE_TIMEOUT (seconds per suite, default 3600), EXAMPLES_DIR
 # (Triton's python client examples, which some suites run from qa/clients),
-# ORT_DYLIB_PATH (default: the onnxruntime library in <repo>/.venv).
+# ORT_DYLIB_PATH (default: the onnxruntime library in <repo>/.venv),
+# TRITON_PYTHON_BACKEND (a folder with Triton's python backend: libtriton_python.so, its
+# stub and triton_python_backend_utils.py, e.g. the nvidia-pytriton wheel's as
+# tests/python/triton_wheel.py unpacks it), with
+# TRITON_PYTHON_STUB_PATH (a bin folder whose python3 the stubs use: Python 3.11 with
+# numpy < 2) and TRITON_PYTHON_EXAMPLES (python_backend's examples folder, for the
+# python models some suites take from it).
+# When SERVER_CHECKOUT also holds src/test/models, the models Triton's QA image
+# (Dockerfile.QA) adds to L0_backend_identity and L0_decoupled are added the same way.
 # Counts come from the unittest summaries in each suite's client logs: a test
 # counts once per run, so a test.sh that runs a test under several configurations
 # counts each run.
@@ -152,8 +160,17 @@ if [ -n "${TRITON_BACKENDS:-}" ]; then
     cp "$lib" "$WORK/triton/backends/$name/"
   done
 fi
+stub_path=
+if [ -n "${TRITON_PYTHON_BACKEND:-}" ]; then
+  # A link, not a copy: the backend finds its libraries relative to its own folder.
+  rm -rf "$WORK/triton/backends/python" &&
+    ln -s "$(cd "$TRITON_PYTHON_BACKEND" && pwd)" "$WORK/triton/backends/python"
+  stub_path=${TRITON_PYTHON_STUB_PATH:-}
+fi
 cat > "$WORK/triton/bin/tritonserver" <<EOF
 #!/bin/bash
+# The python backend's stubs take the first python3 on PATH.
+[ -n "$stub_path" ] && export PATH="$stub_path:\$PATH"
 extra=(--exit-on-error=false --strict-readiness=false)
 # Triton's default backend directory, /opt/tritonserver/backends, moved like the rest.
 directory=(--backend-directory=$WORK/triton/backends)
@@ -206,6 +223,32 @@ offline_batch_custom() {
   mkdir -p "$WORK/triton/backends/onnxruntime"
 }
 
+# What Triton's Dockerfile.QA adds to a suite beside its test.sh: models from the server's
+# src/test/models with the backends built for them, and python_backend's examples.
+image_models() { # suite
+  local dir=$WORK/qa/$1 models=$SRC/src/test/models
+  [ -d "$models" ] || return 0
+  case $1 in
+    L0_backend_identity)
+      mkdir -p "$dir/models" && cp -r "$models/identity_fp32" "$dir/models/" &&
+        mkdir -p "$dir/models/identity_fp32/1" ;;
+    L0_decoupled)
+      cp -r "$models/repeat_int32" "$models/square_int32" "$dir/models/"
+      for m in repeat_int32 square_int32 identity_int32 simple_repeat fan_repeat sequence_repeat \
+        repeat_square nested_square; do
+        mkdir -p "$dir/models/$m/1"
+      done
+      cp -r "$dir/models" "$dir/python_models"
+      local examples=${TRITON_PYTHON_EXAMPLES:-}/decoupled
+      if [ -d "$examples" ]; then
+        for m in repeat square; do
+          cp "$examples/${m}_model.py" "$dir/python_models/${m}_int32/1/model.py"
+          cp "$examples/${m}_config.pbtxt" "$dir/python_models/${m}_int32/config.pbtxt"
+        done
+      fi ;;
+  esac
+}
+
 status=0
 printf '%-45s %6s %6s %6s\n' suite tests passed failed
 for s in "${SUITES[@]}"; do
@@ -220,6 +263,7 @@ for s in "${SUITES[@]}"; do
   # nop models, L0_batcher's and L0_batch_custom's instance groups) keeps them on the
   # CPU, as the generated models are kept above.
   command -v nvidia-smi > /dev/null || sed -i 's/kind: KIND_GPU/kind: KIND_CPU/g' "$WORK/qa/$name/test.sh"
+  image_models "$name"
   case $name in
     L0_batch_custom) offline_batch_custom ;;
     L0_http) add_examples L0_http simple simple_dyna_sequence simple_identity simple_sequence simple_string densenet_onnx ;;

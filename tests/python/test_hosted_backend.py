@@ -110,6 +110,16 @@ def test_inputs_outputs_and_request_metadata(hosted, module):
     assert (correlation, flags, parameter_count, add, timeout) == (0, 0, 2, 5, 7000)
     only_meta = client.infer("echo", [fp32(module, [1])], outputs=[module.InferRequestedOutput("META")])
     assert only_meta.as_numpy("OUT") is None
+    # Parameters the backend set on its response reach the client, each as its kind.
+    if module is httpclient:
+        parameters = result.get_response()["parameters"]
+    else:
+        raw = result.get_response(as_json=True)["parameters"]
+        parameters = {k: next(iter(v.values())) for k, v in raw.items()}
+        parameters["count"] = int(parameters["count"])
+    assert parameters == {"note": "x", "count": 2, "echoed": True, "ratio": 0.5}
+    assert "parameters" not in client.infer("echo", [fp32(module, [1])]).get_response(
+        **({} if module is httpclient else {"as_json": True}))
 
 
 def test_batches_reach_the_backend_and_statistics_come_back(hosted):

@@ -11,7 +11,7 @@ use nereid_proto::inference::ModelConfig;
 use crate::batch::Batch;
 use crate::error::Result;
 use crate::model::{InstanceKind, ModelSpec};
-use crate::request::OutputTensor;
+use crate::request::{OutputTensor, Parameters};
 use crate::response_stream::ResponseSender;
 use crate::sequence_flags::SequenceId;
 use crate::stats::ModelStats;
@@ -129,6 +129,13 @@ pub trait InstanceBackend: Send {
     /// (Triton's request rescheduling, `TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`): they
     /// got no answer yet and go back to their scheduler. Taken once per execution.
     fn take_rescheduled(&mut self) -> Vec<Rescheduled> {
+        Vec::new()
+    }
+
+    /// The parameters the backend set on each response of the batch just executed
+    /// (Triton's `TRITONBACKEND_ResponseSet*Parameter`), in batch order; shorter or
+    /// empty when it set none. Taken once per execution, like [`Self::take_rescheduled`].
+    fn take_response_parameters(&mut self) -> Vec<Parameters> {
         Vec::new()
     }
 }

@@ -18,10 +18,10 @@ use std::sync::Arc;
 use nereid_proto::inference::ModelRateLimiter;
 use parking_lot::{Condvar, Mutex};
 
-use crate::backend::{ComputeTiming, InstanceBackend, StateUsage};
+use crate::backend::{ComputeTiming, InstanceBackend, Rescheduled, StateUsage};
 use crate::batch::Batch;
 use crate::error::{Error, Result};
-use crate::request::OutputTensor;
+use crate::request::{OutputTensor, Parameters};
 use crate::response_stream::ResponseSender;
 use crate::sequence_flags::SequenceId;
 
@@ -327,6 +327,14 @@ impl InstanceBackend for LimitedInstance {
 
     fn state_usage(&self) -> Option<StateUsage> {
         self.inner.state_usage()
+    }
+
+    fn take_rescheduled(&mut self) -> Vec<Rescheduled> {
+        self.inner.take_rescheduled()
+    }
+
+    fn take_response_parameters(&mut self) -> Vec<Parameters> {
+        self.inner.take_response_parameters()
     }
 }
 

@@ -10,7 +10,7 @@ use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::mpsc::{channel, Receiver, Sender};
 
 use crate::error::Result;
-use crate::request::{InferResponse, OutputTensor};
+use crate::request::{InferResponse, OutputTensor, Parameters};
 use crate::stats::FirstResponse;
 
 /// One message of a decoupled answer stream.
@@ -74,7 +74,20 @@ impl ResponseSender {
     /// Sends one response (or error), ending the stream when `last`. Returns false when
     /// nothing can be delivered any more: the stream already ended or the caller left.
     pub fn send(&self, outputs: Result<Vec<OutputTensor>>, last: bool) -> bool {
-        let result = outputs.and_then(|o| (self.shape)(o));
+        self.send_with_parameters(outputs, Vec::new(), last)
+    }
+
+    /// [`Self::send`] with response parameters the backend set.
+    pub fn send_with_parameters(
+        &self,
+        outputs: Result<Vec<OutputTensor>>,
+        parameters: Parameters,
+        last: bool,
+    ) -> bool {
+        let result = outputs.and_then(|o| (self.shape)(o)).map(|mut response| {
+            response.parameters.extend(parameters);
+            response
+        });
         self.push(Some(result), last)
     }
 

@@ -498,7 +498,33 @@ struct ResponseJson<'a> {
     model_name: &'a str,
     #[serde(serialize_with = "as_json_string")]
     model_version: i64,
+    /// Response parameters a backend set, as a JSON object (Triton writes them after
+    /// the version, and only when there are some).
+    #[serde(
+        skip_serializing_if = "<[(String, ParamValue)]>::is_empty",
+        serialize_with = "as_json_object"
+    )]
+    parameters: &'a [(String, ParamValue)],
     outputs: Vec<OutputJsonOut<'a>>,
+}
+
+/// Parameters as a JSON object, each value as its JSON kind.
+fn as_json_object<S: serde::Serializer>(
+    parameters: &&[(String, ParamValue)],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(Some(parameters.len()))?;
+    for (name, value) in parameters.iter() {
+        match value {
+            ParamValue::Bool(b) => map.serialize_entry(name, b)?,
+            ParamValue::Int(i) => map.serialize_entry(name, i)?,
+            ParamValue::Uint(u) => map.serialize_entry(name, u)?,
+            ParamValue::Double(d) => map.serialize_entry(name, d)?,
+            ParamValue::String(text) => map.serialize_entry(name, text)?,
+        }
+    }
+    map.end()
 }
 
 /// The version as the JSON string KServe v2 wants, written without an interim `String`.
@@ -568,6 +594,7 @@ pub fn encode(
         id: &response.id,
         model_name: &response.model_name,
         model_version: response.model_version,
+        parameters: &response.parameters,
         outputs,
     };
     // Sized for the usual answer at once (serde_json's own start is 128 bytes, then

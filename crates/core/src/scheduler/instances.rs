@@ -15,7 +15,7 @@ use crate::backend::{ComputeTiming, InstanceBackend, Rescheduled, NOT_RESCHEDULA
 use crate::batch::Batch;
 use crate::error::{Error, Result};
 use crate::model::{ModelSpec, SchedulingSpec};
-use crate::request::{select_outputs, InferResponse, OutputTensor};
+use crate::request::{select_outputs, InferResponse, OutputTensor, Parameters};
 use crate::request::{trace_inputs, trace_outputs};
 use crate::response_stream::ResponseSender;
 use crate::sequence_flags::SequenceId;
@@ -201,14 +201,17 @@ impl Worker {
                 (hook.0)(outputs);
             }
         }
+        let mut parameters = self.instance.take_response_parameters();
+        parameters.resize_with(results.len(), Vec::new);
+        let results: Vec<_> = results.into_iter().zip(parameters).collect();
         let rescheduled = self.instance.take_rescheduled();
         let (payload, results) = settle_iterations(payload, results, rescheduled);
         drop(slot);
         // Before the answers go out, so a client that got one sees the state it left.
         self.publish_state_usage();
         self.count_execution(&payload, total_batch, timing);
-        for (job, result) in payload.into_iter().zip(results) {
-            self.answer(job, result, started, timing);
+        for (job, (result, parameters)) in payload.into_iter().zip(results) {
+            self.answer(job, result, parameters, started, timing);
         }
     }
 
@@ -283,6 +286,7 @@ impl Worker {
         &self,
         job: Job,
         result: Result<Vec<OutputTensor>>,
+        parameters: Parameters,
         started: Instant,
         timing: ComputeTiming,
     ) {
@@ -292,14 +296,19 @@ impl Worker {
         if let Some(trace) = &job.request.trace {
             trace_execution(trace, &job, Some(&result), started, timing);
         }
-        let response = result.and_then(|outputs| self.response(&job, outputs));
+        let response = result.and_then(|outputs| self.response(&job, outputs, parameters));
         let queue = started.duration_since(job.enqueued_at);
         job.answer(response, queue, timing);
     }
 
     /// Keeps the requested outputs, in the requested order (all, in model order, if none),
     /// each in the shape clients get (its `dims`, when the backend produced its `reshape`).
-    fn response(&self, job: &Job, outputs: Vec<OutputTensor>) -> Result<InferResponse> {
+    fn response(
+        &self,
+        job: &Job,
+        outputs: Vec<OutputTensor>,
+        parameters: Parameters,
+    ) -> Result<InferResponse> {
         let mut outputs = select_outputs(
             outputs,
             job.request.requested_outputs.as_deref(),
@@ -310,7 +319,7 @@ impl Worker {
             model_name: self.spec.name.clone(),
             model_version: self.spec.version,
             id: job.request.id.clone(),
-            parameters: Vec::new(),
+            parameters,
             outputs,
         })
     }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use nereid_core::presence::CallerPresence;
-use nereid_core::request::OutputTensor;
+use nereid_core::request::{OutputTensor, Parameters};
 use nereid_core::response_stream::ResponseSender;
 use nereid_core::{Error, Result};
 use parking_lot::{Condvar, Mutex};
@@ -31,6 +31,8 @@ pub struct Exchange {
     /// States kept in one buffer for input and output, whose value goes out with the
     /// first response whether or not the backend updates them.
     shared: Vec<Arc<SharedState>>,
+    /// The parameters the backend set on a collecting request's response.
+    parameters: Mutex<Parameters>,
     /// The index the next reported response statistics count under.
     response_index: AtomicU64,
 }
@@ -74,6 +76,7 @@ impl Exchange {
             origin,
             states: Mutex::new(Vec::new()),
             shared: Vec::new(),
+            parameters: Mutex::new(Vec::new()),
             response_index: AtomicU64::new(0),
         }
     }
@@ -172,6 +175,21 @@ impl Exchange {
     /// Delivers a response (`Some`) or a final flag alone (`None` with `last`). Returns
     /// false when the request already ended.
     pub fn deliver(&self, result: Option<Result<Vec<OutputTensor>>>, last: bool) -> bool {
+        self.deliver_with_parameters(result, Vec::new(), last)
+    }
+
+    /// A collecting request's response parameters, once it was answered.
+    pub fn take_parameters(&self) -> Parameters {
+        std::mem::take(&mut self.parameters.lock())
+    }
+
+    /// [`Self::deliver`] with the parameters the backend set on the response.
+    pub fn deliver_with_parameters(
+        &self,
+        result: Option<Result<Vec<OutputTensor>>>,
+        parameters: Parameters,
+        last: bool,
+    ) -> bool {
         if self.is_finished() {
             return false;
         }
@@ -190,7 +208,7 @@ impl Exchange {
                 };
                 match result {
                     Some(result) => {
-                        sender.send(result, last);
+                        sender.send_with_parameters(result, parameters, last);
                     }
                     None if last => {
                         sender.close();
@@ -204,7 +222,10 @@ impl Exchange {
             Sink::Collect { slot, done, .. } => {
                 let mut slot = slot.lock();
                 match (result, slot.is_some()) {
-                    (Some(result), false) => *slot = Some(result),
+                    (Some(result), false) => {
+                        *slot = Some(result);
+                        *self.parameters.lock() = parameters;
+                    }
                     (Some(_), true) => tracing::warn!(
                         "{} sent more than one response to a request of a non-decoupled model; the later ones are dropped",
                         self.origin

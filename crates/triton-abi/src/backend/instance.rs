@@ -12,7 +12,7 @@ use std::time::Instant;
 use nereid_core::backend::{ComputeTiming, InstanceBackend, InstanceConfig, Rescheduled};
 use nereid_core::batch::Batch;
 use nereid_core::model::{InstanceKind, ModelSpec};
-use nereid_core::request::{InferRequest, OutputTensor};
+use nereid_core::request::{InferRequest, OutputTensor, Parameters};
 use nereid_core::response_stream::ResponseSender;
 use nereid_core::sequence_flags::SequenceId;
 use nereid_core::{Error, Result};
@@ -46,6 +46,8 @@ pub struct HostedInstance {
     rescheduled: Vec<Rescheduled>,
     /// Buffers of the live sequences' single-buffer states.
     single_buffers: SingleBuffers,
+    /// The response parameters of the last (non-decoupled) execution, in batch order.
+    parameters: Vec<Parameters>,
 }
 
 // SAFETY: the instance object is used by its worker thread, and by backend threads
@@ -93,6 +95,7 @@ impl HostedInstance {
             origin,
             rescheduled: Vec::new(),
             single_buffers: SingleBuffers::default(),
+            parameters: Vec::new(),
         };
         if let Some(initialize) = backend.object().library.instance_initialize {
             // SAFETY: the library's entry point with an instance object that lives in
@@ -205,6 +208,7 @@ impl InstanceBackend for HostedInstance {
             .collect();
         self.run(batch, &exchanges);
         let results = exchanges.iter().map(|e| e.wait()).collect();
+        self.parameters = exchanges.iter().map(|e| e.take_parameters()).collect();
         self.timing(started, timing);
         self.note_rescheduled(&exchanges);
         self.keep_single_buffers(batch, &exchanges);
@@ -231,6 +235,10 @@ impl InstanceBackend for HostedInstance {
 
     fn release_sequences(&mut self, ids: &[SequenceId]) {
         self.single_buffers.release(ids);
+    }
+
+    fn take_response_parameters(&mut self) -> Vec<Parameters> {
+        std::mem::take(&mut self.parameters)
     }
 
     fn take_rescheduled(&mut self) -> Vec<Rescheduled> {

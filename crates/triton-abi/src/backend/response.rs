@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use nereid_core::model::ModelSpec;
-use nereid_core::request::OutputTensor;
+use nereid_core::request::{OutputTensor, ParamValue, Parameters};
 use parking_lot::Mutex;
 
 use super::exchange::Exchange;
@@ -119,6 +119,8 @@ pub struct TRITONBACKEND_Response {
     // Boxed so the pointers handed out stay put as outputs are added.
     #[allow(clippy::vec_box)]
     outputs: Vec<Box<TRITONBACKEND_Output>>,
+    /// `TRITONBACKEND_ResponseSet*Parameter`, in the order set.
+    parameters: Mutex<Parameters>,
     exchange: Arc<Exchange>,
 }
 
@@ -130,6 +132,7 @@ impl TRITONBACKEND_Response {
         exchange.acquire();
         let response = Box::new(Self {
             outputs: Vec::new(),
+            parameters: Mutex::new(Vec::new()),
             exchange: exchange.clone(),
         });
         put(out, Box::into_raw(response), "response")
@@ -372,22 +375,30 @@ pub unsafe extern "C" fn TRITONBACKEND_ResponseSend(
                 .map(|o| o.into_tensor())
                 .collect()),
         };
-        response
-            .exchange
-            .deliver(Some(result), send_flags & COMPLETE_FINAL != 0);
+        let parameters = std::mem::take(&mut *response.parameters.lock());
+        response.exchange.deliver_with_parameters(
+            Some(result),
+            parameters,
+            send_flags & COMPLETE_FINAL != 0,
+        );
         Ok(())
     })
 }
 
-/// `TRITONBACKEND_ResponseSetStringParameter`: accepted; response parameters are not
-/// carried to clients yet.
+/// `TRITONBACKEND_ResponseSetStringParameter`: a parameter the client gets with the
+/// response (the `parameters` of the HTTP JSON and of the gRPC response).
 #[no_mangle]
 pub unsafe extern "C" fn TRITONBACKEND_ResponseSetStringParameter(
     response: *mut TRITONBACKEND_Response,
     name: *const c_char,
-    _value: *const c_char,
+    value: *const c_char,
 ) -> ErrorPtr {
-    response_parameter(response, name)
+    // SAFETY: a NUL-terminated value or null (checked).
+    let value = match unsafe { ffi::text(value, "value") } {
+        Ok(value) => ParamValue::String(value.to_string()),
+        Err(e) => return e,
+    };
+    response_parameter(response, name, value)
 }
 
 /// `TRITONBACKEND_ResponseSetIntParameter`: as the string variant.
@@ -395,9 +406,9 @@ pub unsafe extern "C" fn TRITONBACKEND_ResponseSetStringParameter(
 pub unsafe extern "C" fn TRITONBACKEND_ResponseSetIntParameter(
     response: *mut TRITONBACKEND_Response,
     name: *const c_char,
-    _value: i64,
+    value: i64,
 ) -> ErrorPtr {
-    response_parameter(response, name)
+    response_parameter(response, name, ParamValue::Int(value))
 }
 
 /// `TRITONBACKEND_ResponseSetBoolParameter`: as the string variant.
@@ -405,9 +416,9 @@ pub unsafe extern "C" fn TRITONBACKEND_ResponseSetIntParameter(
 pub unsafe extern "C" fn TRITONBACKEND_ResponseSetBoolParameter(
     response: *mut TRITONBACKEND_Response,
     name: *const c_char,
-    _value: bool,
+    value: bool,
 ) -> ErrorPtr {
-    response_parameter(response, name)
+    response_parameter(response, name, ParamValue::Bool(value))
 }
 
 /// `TRITONBACKEND_ResponseSetDoubleParameter`: as the string variant.
@@ -415,15 +426,22 @@ pub unsafe extern "C" fn TRITONBACKEND_ResponseSetBoolParameter(
 pub unsafe extern "C" fn TRITONBACKEND_ResponseSetDoubleParameter(
     response: *mut TRITONBACKEND_Response,
     name: *const c_char,
-    _value: f64,
+    value: f64,
 ) -> ErrorPtr {
-    response_parameter(response, name)
+    response_parameter(response, name, ParamValue::Double(value))
 }
 
-fn response_parameter(response: *mut TRITONBACKEND_Response, name: *const c_char) -> ErrorPtr {
-    with_response(response, |_| {
+/// Adds parameter `name` to `response`.
+fn response_parameter(
+    response: *mut TRITONBACKEND_Response,
+    name: *const c_char,
+    value: ParamValue,
+) -> ErrorPtr {
+    with_response(response, |r| {
         // SAFETY: a NUL-terminated name or null (checked).
-        unsafe { ffi::text(name, "name") }.map(|_| ())
+        let name = unsafe { ffi::text(name, "name") }?;
+        r.parameters.lock().push((name.to_string(), value));
+        Ok(())
     })
 }
 

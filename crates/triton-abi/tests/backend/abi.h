@@ -32,7 +32,7 @@ typedef struct Allocator Allocator;
 
 enum { INTERNAL = 1, INVALID_ARG = 3, UNSUPPORTED = 5 };
 enum { TYPE_INT32 = 8, TYPE_INT64 = 9, TYPE_FP32 = 11 };
-enum { PARAM_INT = 1 };
+enum { PARAM_STRING = 0, PARAM_INT = 1 };
 enum { RESPONSE_FINAL = 1, RELEASE_ALL = 1, LOG_INFO = 0 };
 
 extern Error* TRITONSERVER_ErrorNew(int code, const char* msg);
@@ -97,6 +97,10 @@ extern Error* TRITONBACKEND_RequestFlags(Request*, uint32_t*);
 extern Error* TRITONBACKEND_InferenceRequestTimeoutMicroseconds(Request*, uint64_t*);
 extern Error* TRITONBACKEND_RequestParameterCount(Request*, uint32_t*);
 extern Error* TRITONBACKEND_RequestParameter(Request*, uint32_t, const char**, int*, const void**);
+extern Error* TRITONBACKEND_ResponseSetStringParameter(Response*, const char*, const char*);
+extern Error* TRITONBACKEND_ResponseSetIntParameter(Response*, const char*, int64_t);
+extern Error* TRITONBACKEND_ResponseSetBoolParameter(Response*, const char*, bool);
+extern Error* TRITONBACKEND_ResponseSetDoubleParameter(Response*, const char*, double);
 extern Error* TRITONBACKEND_RequestInput(Request*, const char*, Input**);
 extern Error* TRITONBACKEND_RequestInputCount(Request*, uint32_t*);
 extern Error* TRITONBACKEND_RequestInputByIndex(Request*, uint32_t, Input**);

@@ -5,6 +5,8 @@
  * The model's `parameters { key: "mode" }` picks what execute does:
  *   echo       OUT = IN for each requested output; META (INT64 [5]) = correlation id,
  *              flags, parameter count, the INT parameter "add" (0 if absent), timeout;
+ *              a STRING parameter "note" is answered with response parameters: "note"
+ *              (echoed), "count" (the parameter count), "echoed" (true), "ratio" (0.5);
  *              reports request and batch statistics; uses the memory manager.
  *   decoupled  IN[0] (INT32) responses OUT = 0..n-1 from another thread, after execute
  *              returned and the request was released, then the final flag alone; each
@@ -286,15 +288,23 @@ static Error* echo(Instance* instance, Request* request) {
   RETURN_IF_ERROR(TRITONBACKEND_InferenceRequestTimeoutMicroseconds(request, &timeout));
   RETURN_IF_ERROR(TRITONBACKEND_RequestParameterCount(request, &parameters));
   int64_t add = 0;
+  const char* note = NULL;
   for (uint32_t p = 0; p < parameters; p++) {
     const char* key;
     int type;
     const void* value;
     RETURN_IF_ERROR(TRITONBACKEND_RequestParameter(request, p, &key, &type, &value));
     if (strcmp(key, "add") == 0 && type == PARAM_INT) add = *(const int64_t*)value;
+    if (strcmp(key, "note") == 0 && type == PARAM_STRING) note = value;
   }
   Response* response;
   RETURN_IF_ERROR(TRITONBACKEND_ResponseNew(&response, request));
+  if (note != NULL) {
+    RETURN_IF_ERROR(TRITONBACKEND_ResponseSetStringParameter(response, "note", note));
+    RETURN_IF_ERROR(TRITONBACKEND_ResponseSetIntParameter(response, "count", parameters));
+    RETURN_IF_ERROR(TRITONBACKEND_ResponseSetBoolParameter(response, "echoed", true));
+    RETURN_IF_ERROR(TRITONBACKEND_ResponseSetDoubleParameter(response, "ratio", 0.5));
+  }
   Error* err = NULL;
   if (requested(request, "OUT"))
     err = add_output(response, "OUT", datatype, shape, dims, copy, byte_size);
