@@ -107,8 +107,10 @@ def write_model(root, name, model_py, config):
     (root / name / "config.pbtxt").write_text(config)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@pytest.fixture(scope="module", params=["off", "execution_count"], ids=["unlimited", "rate_limited"])
+def server(tmp_path_factory, request):
+    """The models, served without and with the rate limiter (whose instance wrapper must
+    hand rescheduled requests back as the backend's instance does)."""
     from conftest import Server, base_args
 
     directory, env = python_backend_directory(), stub_environment()
@@ -117,7 +119,8 @@ def server(tmp_path_factory):
     write_model(root, "once_more", ONCE_MORE_PY,
                 ONCE_MORE_CONFIG.replace("SEQUENCE", "sequence_batching { iterative_sequence: true }"))
     write_model(root, "not_iterative", ONCE_MORE_PY, ONCE_MORE_CONFIG.replace("SEQUENCE", ""))
-    srv = Server(str(root), base_args(str(root), ["--backend-directory", directory]), env=env)
+    srv = Server(str(root), base_args(str(root), ["--backend-directory", directory,
+                                                  f"--rate-limit={request.param}"]), env=env)
     try:
         srv.wait_started(timeout=120)
         yield srv
