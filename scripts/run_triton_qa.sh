@@ -18,14 +18,15 @@
 # /opt/tritonserver and /data/inferenceserver moved under WORK_DIR: its
 # `tritonserver` is a wrapper that starts NEREID_BIN with the same arguments, so the
 # suites use their fixed ports 8000-8002 (keep them free). Unless a suite sets them
-# itself, the wrapper adds --exit-on-error=false --strict-readiness=false: models
+# itself, the wrapper adds --allow-client-shm=true (Triton 2.51 serves client shared
+# memory unasked) and --exit-on-error=false --strict-readiness=false: models
 # for Triton's own C++ test backends (identity, sequence, dyna_sequence,
 # implicit_state) or other frameworks then fail alone, and the tests that use them
 # count as failures, instead of stopping the whole suite at start-up. Models come from Triton's own
 # qa/common/gen_qa_* generators; their ONNX files are rewritten to IR version 10 and
 # opset 21 at most, which the bundled ONNX Runtime reads (the generators write what
 # the installed `onnx` package defaults to), and on a machine without a GPU their
-# KIND_GPU instance groups become KIND_CPU. Suites run one after another; a suite
+# KIND_GPU instance groups become KIND_CPU and the suites get TRITON_SERVER_CPU_ONLY=1. Suites run one after another; a suite
 # may take tens of minutes (L0_sequence_batcher runs for hours in Triton's CI).
 #
 # Environment: PYTHON (default: <repo>/.venv/bin/python with tritonclient[all],
@@ -174,14 +175,17 @@ cat > "$WORK/triton/bin/tritonserver" <<EOF
 extra=(--exit-on-error=false --strict-readiness=false)
 # Triton's default backend directory, /opt/tritonserver/backends, moved like the rest.
 directory=(--backend-directory=$WORK/triton/backends)
+# Triton 2.51 serves client shared memory without being asked; Nereid needs the switch.
+shm=(--allow-client-shm=true)
 for a in "\$@"; do
   case "\$a" in
     --exit-on-error*|--strict-readiness*) extra=() ;;
     --backend-directory*) directory=() ;;
+    --allow-client-shm*) shm=() ;;
   esac
 done
 echo \$\$ >> "$WORK/servers.pids"
-exec "$NEREID" "\${extra[@]}" "\${directory[@]}" "\$@"
+exec "$NEREID" "\${extra[@]}" "\${directory[@]}" "\${shm[@]}" "\$@"
 EOF
 chmod +x "$WORK/triton/bin/tritonserver"
 
@@ -270,9 +274,12 @@ for s in "${SUITES[@]}"; do
     L0_grpc) add_examples L0_grpc simple simple_dyna_sequence simple_int8 simple_identity simple_sequence simple_string densenet_onnx ;;
     L0_shared_memory) add_examples L0_shared_memory simple ;;
   esac
+  # Triton's own switch for a machine without a GPU: suites skip their GPU passes.
+  cpu_only=0
+  command -v nvidia-smi > /dev/null || cpu_only=1
   (cd "$WORK/qa/$name" &&
     env PATH="$PYBIN:$PATH" PYTHONPATH="$WORK/qa/common" REPO_VERSION=nereid \
-      DATADIR="$MODELS" TRITON_DIR="$WORK/triton" BACKENDS=onnx "${extra[@]}" \
+      DATADIR="$MODELS" TRITON_DIR="$WORK/triton" BACKENDS=onnx TRITON_SERVER_CPU_ONLY=$cpu_only "${extra[@]}" \
       timeout "${SUITE_TIMEOUT:-3600}" bash ./test.sh nereid) > "$log" 2>&1
   # Some test.sh leave their server running when they stop early.
   [ -f "$WORK/servers.pids" ] && xargs kill 2> /dev/null < "$WORK/servers.pids"
