@@ -265,8 +265,15 @@ for s in "${SUITES[@]}"; do
   sed -i -e "s#/opt/tritonserver#$WORK/triton#g" -e "s#/data/inferenceserver#$WORK/data#g" "$WORK/qa/$name/test.sh"
   # Without a GPU, a test.sh that turns models to KIND_GPU itself (L0_sequence_batcher's
   # nop models, L0_batcher's and L0_batch_custom's instance groups) keeps them on the
-  # CPU, as the generated models are kept above.
-  command -v nvidia-smi > /dev/null || sed -i 's/kind: KIND_GPU/kind: KIND_CPU/g' "$WORK/qa/$name/test.sh"
+  # CPU, as the generated models are kept above. A `sed` that looks for KIND_GPU (to add
+  # a count beside it) stays: it finds nothing in those models, while its KIND_CPU twin
+  # already adds the count.
+  # A group a test.sh moves to the GPU without a count is one instance on Triton's
+  # one-GPU CI machines (two on the CPU): L0_sequence_batcher's ensembles rely on their
+  # single nop instance to keep a sequence's requests in order.
+  command -v nvidia-smi > /dev/null ||
+    sed -i -e 's#s/kind: KIND_CPU/kind: KIND_GPU/#s/kind: KIND_CPU/kind: KIND_CPU count: 1/#' \
+      -e '/s\/kind: KIND_GPU\//!s/kind: KIND_GPU/kind: KIND_CPU/g' "$WORK/qa/$name/test.sh"
   image_models "$name"
   case $name in
     L0_batch_custom) offline_batch_custom ;;

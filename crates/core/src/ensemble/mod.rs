@@ -5,6 +5,7 @@
 //! - [`check`]: validation against the composing models once they are loaded.
 //! - [`lineage`]: which decoupled step each tensor descends from (streaming ensembles).
 //! - [`run`]: one request's execution, step by step as inputs arrive.
+//! - [`order`]: a sequence's requests kept in order at every step.
 //!
 //! An ensemble looks its composing models up on every request (through [`StepModels`],
 //! the repository's table), so a reloaded composing model serves the next request. The
@@ -16,6 +17,7 @@ mod batch_dims;
 pub mod check;
 pub mod graph;
 pub mod lineage;
+mod order;
 pub mod run;
 
 use std::sync::{Arc, Weak};
@@ -28,6 +30,7 @@ use crate::request::{Answer, InferRequest};
 use crate::response_stream::ResponseStream;
 use crate::stats::StepTimes;
 use graph::Plan;
+use order::SequenceOrder;
 use run::Run;
 
 /// Where an ensemble finds its composing models: the ready version `version` of `name`
@@ -83,6 +86,9 @@ pub struct Ensemble {
     /// where a tensor crosses between batching and non-batching models ([`batch_dims`]).
     batching: bool,
     output_dims: Arc<[Vec<i64>]>,
+    /// Where each sequence's requests stand at each step (see [`order`]); `None` for a
+    /// decoupled ensemble.
+    order: Option<Arc<SequenceOrder>>,
 }
 
 impl Ensemble {
@@ -107,13 +113,14 @@ impl Ensemble {
             .collect();
         Ok(Self {
             name: Arc::from(config.name.as_str()),
-            plan: Arc::new(plan),
             models,
             decoupled,
             max_inflight: crate::config::ensembling(config)
                 .map_or(0, |e| e.max_inflight_requests as usize),
             batching: config.max_batch_size > 0,
             output_dims,
+            order: (!decoupled).then(|| Arc::new(SequenceOrder::new(plan.steps.len()))),
+            plan: Arc::new(plan),
         })
     }
 
@@ -135,6 +142,8 @@ impl Ensemble {
     }
 }
 
+#[cfg(test)]
+mod order_tests;
 #[cfg(test)]
 mod stream_tests;
 #[cfg(test)]

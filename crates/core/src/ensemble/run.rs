@@ -22,9 +22,11 @@ use bytes::Bytes;
 use futures::stream::{self, SelectAll, Stream, StreamExt};
 
 use super::graph::Plan;
+use super::order::Ticket;
 use super::{batch_dims, Ensemble, StepModels};
 use crate::error::{Error, Result};
 use crate::request::{InferRequest, InputTensor, OutputTensor, Parameters};
+use crate::sequence_flags::SequenceFlags;
 use crate::stats::StepTimes;
 use crate::trace::RequestTrace;
 use crate::DataType;
@@ -95,12 +97,22 @@ pub struct Run {
     times: Arc<StepTimes>,
     /// A step that failed or could not even be submitted.
     failed: Option<Error>,
+    /// The request's turn among its sequence's requests (see `order`), and the steps
+    /// ready but waiting for it.
+    ticket: Option<Ticket>,
+    gated: Vec<usize>,
 }
 
 impl Run {
     /// Takes the request's inputs and submits every step they make ready, before
     /// returning (so requests admitted one after another reach the steps in order).
     pub fn start(ensemble: &Ensemble, request: InferRequest, times: Arc<StepTimes>) -> Self {
+        let sequence = SequenceFlags::of(&request, "").ok();
+        let ticket = ensemble
+            .order
+            .as_ref()
+            .zip(sequence)
+            .map(|(order, flags)| order.ticket(flags.id));
         let mut run = Run {
             name: ensemble.name.clone(),
             models: ensemble.models.upgrade(),
@@ -122,8 +134,11 @@ impl Run {
             answered: false,
             times,
             failed: None,
+            ticket,
+            gated: Vec::new(),
             plan: ensemble.plan.clone(),
         };
+
         if run.models.is_none() {
             run.failed = Some(Error::unavailable("the model repository is shutting down"));
             return run;
@@ -219,6 +234,13 @@ impl Run {
     fn launch(&mut self, index: usize, iteration: u64) {
         if self.failed.is_some() {
             return;
+        }
+        // Only ensembles without decoupled steps hold tickets: their one iteration is 0.
+        if let Some(ticket) = &mut self.ticket {
+            if !ticket.take_turn(index) {
+                self.gated.push(index);
+                return;
+            }
         }
         if self.max_inflight > 0 && self.inflight[index] >= self.max_inflight {
             self.deferred[index].push_back(iteration);
@@ -333,7 +355,7 @@ impl Run {
             let ready = std::mem::take(&mut self.ready);
             self.answered |= !ready.is_empty();
             let count = ready.len();
-            let done = self.running.is_empty();
+            let done = self.running.is_empty() && self.gated.is_empty();
             for (i, outputs) in ready.into_iter().enumerate() {
                 respond(Some(Ok(outputs)), done && i + 1 == count);
             }
@@ -346,7 +368,22 @@ impl Run {
                 }
                 return;
             }
-            match self.running.next().await {
+            let event = match self.ticket.as_ref().filter(|_| !self.gated.is_empty()) {
+                Some(ticket) => {
+                    let wake = ticket.woken();
+                    tokio::select! {
+                        event = self.running.next(), if !self.running.is_empty() => event,
+                        () = wake.notified() => {
+                            for index in std::mem::take(&mut self.gated) {
+                                self.launch(index, 0);
+                            }
+                            continue;
+                        }
+                    }
+                }
+                None => self.running.next().await,
+            };
+            match event {
                 Some(StepEvent::Answer(index, iteration, answer, fresh, batch)) => match answer {
                     Ok(outputs) => self.produced((index, iteration, fresh, batch), outputs),
                     Err(e) => self.failed = Some(e),

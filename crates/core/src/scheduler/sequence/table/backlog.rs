@@ -68,20 +68,23 @@ impl Table {
         }
     }
 
-    /// An END left slot `index`: the slot is released unless the next sequence with the
-    /// same ID queued behind it (see `ending`). Returns the instances to wake.
-    pub(super) fn ended(&mut self, index: usize, id: &SequenceId) -> Vec<usize> {
-        let queue = &self.slots[index].queue;
-        let another_end = queue.iter().any(|p| p.flags.end);
-        let emptied = queue.is_empty();
-        if !another_end && self.ending.get(id) == Some(&index) {
-            self.ending.remove(id);
+    /// ENDs left their slots (slot, ID) in one round: each slot is released unless the
+    /// next sequence with the same ID queued behind it (see `ending`). Returns the
+    /// instances to wake.
+    pub(super) fn ended(&mut self, ended: &[(usize, &SequenceId)]) -> Vec<usize> {
+        for &(index, id) in ended {
+            let another_end = self.slots[index].queue.iter().any(|p| p.flags.end);
+            if !another_end && self.ending.get(id) == Some(&index) {
+                self.ending.remove(id);
+            }
         }
-        if emptied {
-            self.release(index)
-        } else {
-            Vec::new()
+        let mut wake = Vec::new();
+        for &(index, _) in ended {
+            if self.slots[index].queue.is_empty() {
+                wake.extend(self.release(index));
+            }
         }
+        wake
     }
 
     pub(super) fn backlog_requests(&self) -> usize {

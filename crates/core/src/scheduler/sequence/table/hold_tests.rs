@@ -92,10 +92,17 @@ fn a_sequence_restarted_behind_its_end_counts_as_backlog() {
     assert!(held(&mut t, 0, now), "1 of 2 backlogged");
     t.admit(pending(2, false, true, now), now)
         .expect("restart end");
-    assert_eq!(
-        ids(t.next_round(0, now).0),
-        vec![Some(1), Some(2), Some(3), Some(4)]
-    );
+    for _ in 0..3 {
+        assert_eq!(
+            ids(t.next_round(0, now).0),
+            vec![Some(1), Some(2), Some(3), Some(4)]
+        );
+    }
+    // The restart takes slot 0, the first freed once every END of the round has left:
+    // two batches of one, as Triton's statistics show ({4: 3, 1: 2}), not of two.
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(2)]);
+    assert_eq!(ids(t.next_round(0, now).0), vec![Some(2)]);
+    assert!(matches!(t.next_round(0, now).0, Round::Wait(None)));
 }
 
 #[test]

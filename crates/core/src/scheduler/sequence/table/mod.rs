@@ -89,7 +89,8 @@ pub struct Table {
     free: BTreeSet<(usize, usize)>,
     active: HashMap<SequenceId, Active>,
     /// Sequences whose END waits in a slot's queue, by slot. A new START of the same ID
-    /// queues behind it in that slot, so two sequences with one ID never run at once:
+    /// queues behind it in that slot (or, with no slot free, waits in the backlog until
+    /// the END has left), so two sequences with one ID never run at once:
     /// their state is keyed by ID (here and in a stateful backend), and a client may
     /// stream the next sequence before the previous one has run.
     ending: HashMap<SequenceId, usize>,
@@ -240,10 +241,20 @@ impl Table {
             None if !pending.flags.start => return Err(self.not_started(&id)),
             None => {
                 let per_instance = self.per_instance;
-                let slot = self.ending.get(&id).copied().or_else(|| {
-                    let (slot, instance) = self.free.pop_first()?;
-                    Some(instance * per_instance + slot)
-                });
+                // A restart joins the slot its predecessor drains while a slot is free;
+                // with none free it waits in the backlog, as Triton's does, and takes the
+                // first slot freed once the predecessor has left (see `release`).
+                let draining = self.ending.get(&id).copied();
+                let slot = match draining {
+                    Some(index) if !self.free.is_empty() || self.backend_state.is_some() => {
+                        Some(index)
+                    }
+                    Some(_) => None,
+                    None => self
+                        .free
+                        .pop_first()
+                        .map(|(slot, instance)| instance * per_instance + slot),
+                };
                 let place = match slot {
                     Some(index) => {
                         self.slots[index].owner = Some(id.clone());

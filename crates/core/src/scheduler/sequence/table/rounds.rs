@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::{Pending, Round, Table};
 use crate::model::SequenceStrategy;
+use crate::sequence_flags::SequenceId;
 
 impl Table {
     /// The next batch of `instance`, or how long to wait for one. Also returns the
@@ -103,17 +104,21 @@ impl Table {
             .into_iter()
             .filter(|&i| Some(shapes(&self.slots[i].queue[0])) == reference)
             .collect();
-        let mut wake = Vec::new();
         let mut popped = Vec::with_capacity(chosen.len());
         for &index in &chosen {
-            let Some(pending) = self.slots[index].queue.pop_front() else {
-                continue;
-            };
-            if pending.flags.end {
-                wake.extend(self.ended(index, &pending.flags.id));
+            if let Some(pending) = self.slots[index].queue.pop_front() {
+                popped.push((index, pending));
             }
-            popped.push((index, pending));
         }
+        // Every END of the round leaves before any slot is handed on: a backlogged
+        // restart of an ID ending in this round may take any freed slot of this instance,
+        // whose batches run one after another (Triton hands it the first slot freed).
+        let ended: Vec<(usize, &SequenceId)> = popped
+            .iter()
+            .filter(|(_, p)| p.flags.end)
+            .map(|(index, p)| (*index, &p.flags.id))
+            .collect();
+        let wake = self.ended(&ended);
         let entries = if pad {
             let mut by_slot: HashMap<usize, Pending> = popped.into_iter().collect();
             (first..=last).map(|i| by_slot.remove(&i)).collect()
