@@ -410,6 +410,27 @@ def measure(tool, server, model, protocol, concurrency, window_ms, csv_path):
     }
 
 
+def measure_steadily(tool, server, model, protocol, concurrency, window_ms, csv_path):
+    """`measure`, tried again with windows twice as long when the load finds none steady
+    (perf_analyzer and nereid-bench give up after six); the last error if both fail."""
+    error = None
+    for window in (window_ms, 2 * window_ms):
+        try:
+            return measure(tool, server, model, protocol, concurrency, window, csv_path)
+        except (RuntimeError, OSError) as e:
+            error = e
+    return error
+
+
+def answers(server):
+    """Whether `server` still says it is ready."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.http}/v2/health/ready", timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
 def wrk_seconds(window_ms):
     """wrk takes whole seconds: three windows (perf_analyzer's least), rounded up."""
     return max(1, math.ceil(3 * window_ms / 1000))
@@ -772,14 +793,18 @@ def main():
                             _, _, protocol, concurrency = CELLS[cell]
                             label = f"{cell}@{level}" if level else cell
                             path = os.path.join(args.out, f"{server.name}_{label}_{tool}_r{round_}.csv")
-                            try:
-                                row = measure(tool, server, model, protocol, concurrency, args.window_ms,
-                                              path)
-                            except (RuntimeError, OSError) as e:
+                            row = measure_steadily(tool, server, model, protocol, concurrency,
+                                                   args.window_ms, path)
+                            if isinstance(row, Exception):
+                                if answers(server):
+                                    # The load found no steady window on this busy machine:
+                                    # this cell of this round is left out, the server stays.
+                                    print(f"round {round_} {label} {server.name} skipped: {row}", flush=True)
+                                    continue
                                 # A server that stops answering is left out from here on; the
                                 # report keeps what it measured before.
-                                failed[server.name] = f"{label}: {e}"
-                                print(f"round {round_} {label} {server.name} FAILED: {e}", flush=True)
+                                failed[server.name] = f"{label}: {row}"
+                                print(f"round {round_} {label} {server.name} FAILED: {row}", flush=True)
                                 continue
                             row.update(round=round_, cell=label, tool=tool, server=server.name)
                             rows.append(row)
