@@ -156,24 +156,32 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def initialize(self, args):
-        params = json.loads(args["model_config"])["parameters"]
-        self.marker = params["MARKER"]["string_value"]
+        self.config = json.loads(args["model_config"])
+        self.marker = self.config["parameters"]["MARKER"]["string_value"]
 
     def execute(self, requests):
         # Runs until the caller leaves (or 20 s), asking the server the way backends do
-        # (TRITONBACKEND_RequestIsCancelled), then says what it saw in the marker file.
+        # (TRITONBACKEND_RequestIsCancelled, or TRITONBACKEND_ResponseFactoryIsCancelled
+        # through a decoupled model's response sender), then says what it saw in the
+        # marker file.
+        decoupled = pb_utils.using_decoupled_model_transaction_policy(self.config)
+        watched = requests[0].get_response_sender() if decoupled else requests[0]
         end = time.time() + 20
-        while time.time() < end and not requests[0].is_cancelled():
+        while time.time() < end and not watched.is_cancelled():
             time.sleep(0.05)
-        seen = requests[0].is_cancelled()
+        seen = watched.is_cancelled()
         with open(self.marker, "w") as f:
             f.write("cancelled" if seen else "never")
         error = pb_utils.TritonError("cancelled", pb_utils.TritonError.CANCELLED)
+        if decoupled:
+            watched.send(pb_utils.InferenceResponse(error=error),
+                         flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            return None
         return [pb_utils.InferenceResponse(error=error) for _ in requests]
 '''
 
 
-def write_watching_model(root, marker):
+def write_watching_model(root, marker, decoupled=False):
     model = root / "watching"
     (model / "1").mkdir(parents=True)
     (model / "config.pbtxt").write_text(f'''backend: "python"
@@ -181,19 +189,23 @@ max_batch_size: 0
 input [ {{ name: "IN" data_type: TYPE_FP32 dims: [ 1 ] }} ]
 output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] }} ]
 parameters {{ key: "MARKER" value {{ string_value: "{marker}" }} }}
+model_transaction_policy {{ decoupled: {"true" if decoupled else "false"} }}
 ''')
     (model / "1" / "model.py").write_text(WATCHING_PY)
 
 
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize("protocol", ["http", "grpc", "grpc_stream"])
 def test_a_running_request_sees_its_caller_leave(backends, tmp_path, start_server,  # noqa: F811
                                                  protocol):
     """A hosted backend's TRITONBACKEND_RequestIsCancelled turns true while the request runs
     once its HTTP client closed the connection or its gRPC call passed its deadline, so a
-    long-running model can stop early (Triton 2.51 answers false until the end)."""
+    long-running model can stop early (Triton 2.51 answers false until the end); and a
+    decoupled model's response sender says cancelled while it has sent nothing yet, once
+    the client cancelled its gRPC stream (python_backend's `test_decoupled_execute_cancel`:
+    before, Nereid noticed only when a response found nobody to write to)."""
     directory, env = backends
     marker = tmp_path / "marker"
-    write_watching_model(tmp_path / "models", marker)
+    write_watching_model(tmp_path / "models", marker, decoupled=protocol == "grpc_stream")
     srv = start_server(str(tmp_path / "models"), "--backend-directory", directory, env=env)
     started = time.monotonic()
     if protocol == "http":
@@ -204,6 +216,14 @@ def test_a_running_request_sees_its_caller_leave(backends, tmp_path, start_serve
                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
         time.sleep(0.5)
         s.close()
+    elif protocol == "grpc_stream":
+        client = grpcclient.InferenceServerClient(srv.grpc_url)
+        tensor = grpcclient.InferInput("IN", [1], "FP32")
+        tensor.set_data_from_numpy(np.ones([1], np.float32))
+        client.start_stream(callback=lambda result, error: None)
+        client.async_stream_infer("watching", [tensor])
+        time.sleep(0.5)
+        client.stop_stream(cancel_requests=True)
     else:
         client = grpcclient.InferenceServerClient(srv.grpc_url)
         tensor = grpcclient.InferInput("IN", [1], "FP32")

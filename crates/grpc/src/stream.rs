@@ -414,7 +414,17 @@ impl Forward {
     /// flag alone is written only when the request asked for it, as in Triton.
     async fn run(mut self, outgoing: Outgoing, budget: Arc<Semaphore>) {
         let mut first = true;
-        while let Some(answer) = self.answers.recv().await {
+        loop {
+            // A client that goes away while the model is still working (a cancelled or
+            // reset stream) drops the answers now, which the backend sees as its request
+            // cancelled, not only when the next answer finds nobody to write to.
+            let answer = tokio::select! {
+                answer = self.answers.recv() => answer,
+                () = outgoing.closed() => return,
+            };
+            let Some(answer) = answer else {
+                return;
+            };
             // Triton stamps the first callback only, a response or a final flag alone.
             if std::mem::take(&mut first) {
                 stamp(self.trace.as_ref(), "INFER_RESPONSE_COMPLETE");
