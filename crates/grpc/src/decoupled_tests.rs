@@ -25,7 +25,7 @@ model_transaction_policy { decoupled: true }
 
 /// `dec` answers each request `responses` times, then the final flag alone, from
 /// another thread after `late` (as a python model's response sender); `-1` fails.
-async fn start(late: Duration) -> Harness {
+pub(crate) async fn start(late: Duration) -> Harness {
     start_with(ControlMode::None, MODELS, &backend(late)).await
 }
 
@@ -55,7 +55,12 @@ fn boolean(value: bool) -> InferParameter {
 
 /// A request to `dec` sending `value` and asking for `responses` responses, and for
 /// the empty final response when `empty_final`.
-fn decoupled(id: &str, value: i32, responses: i64, empty_final: bool) -> ModelInferRequest {
+pub(crate) fn decoupled(
+    id: &str,
+    value: i32,
+    responses: i64,
+    empty_final: bool,
+) -> ModelInferRequest {
     let mut parameters = std::collections::HashMap::new();
     parameters.insert("responses".to_string(), int64(responses));
     if empty_final {
@@ -79,7 +84,7 @@ fn decoupled(id: &str, value: i32, responses: i64, empty_final: bool) -> ModelIn
     }
 }
 
-fn plain(id: &str) -> ModelInferRequest {
+pub(crate) fn plain(id: &str) -> ModelInferRequest {
     ModelInferRequest {
         model_name: "ident".into(),
         id: id.into(),

@@ -425,6 +425,8 @@ mod decoupled_tests;
 #[cfg(test)]
 mod forward_tests;
 #[cfg(test)]
+mod grpc_error_tests;
+#[cfg(test)]
 mod http2_tests;
 #[cfg(test)]
 mod tests;

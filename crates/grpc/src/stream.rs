@@ -5,7 +5,12 @@
 //! models, so a cache hit never overtakes an earlier miss; a decoupled model's answers
 //! are written as they come. Every response says with `triton_final_response` whether it
 //! is its request's last. A failed request is answered in-stream with `error_message`
-//! and the stream stays open.
+//! and the stream stays open, unless the client opened the stream with the header
+//! `triton_grpc_error: true`: then the first request that fails after it was issued (its
+//! model's error, a timeout, a cancellation) ends the stream with that error's gRPC
+//! status, and the requests still in flight are cancelled, as in Triton's
+//! `ModelStreamInferHandler`. A request refused before it was issued (an unknown model,
+//! inputs that do not match the model) is still answered in-stream, as there.
 //!
 //! Backpressure has two stages. Requests are read from the connection as soon as they
 //! arrive, into a read-ahead queue bounded in bytes ([`READ_AHEAD_BYTES`]): the HTTP/2
@@ -30,6 +35,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::FutureExt;
 use nereid_core::request::Parameters;
 use nereid_core::trace::{stamp, RequestTrace};
 use nereid_core::Server;
@@ -53,10 +59,10 @@ pub const DECOUPLED_OUTGOING_BYTES: usize = 16 << 20;
 
 /// One message for the client, with the share of [`DECOUPLED_OUTGOING_BYTES`] it holds
 /// until it is taken for sending.
-type OutgoingMessage = (
-    Result<ModelStreamInferResponse, Status>,
-    Option<OwnedSemaphorePermit>,
-);
+type OutgoingMessage = (Written, Option<OwnedSemaphorePermit>);
+
+/// What is written for one answer: a stream message, or the status the stream ends with.
+type Written = Result<ModelStreamInferResponse, Status>;
 
 type Outgoing = mpsc::Sender<OutgoingMessage>;
 
@@ -94,6 +100,9 @@ pub struct StreamMetadata {
     pub forwarded: nereid_core::Result<Parameters>,
     /// The W3C trace-context entries (`traceparent`, `tracestate`) present.
     pub trace_context: Vec<(&'static str, String)>,
+    /// Whether a request failing after it was issued ends the stream with its status
+    /// (the `triton_grpc_error: true` header) rather than an in-stream `error_message`.
+    pub ends_on_error: bool,
 }
 
 impl StreamMetadata {
@@ -106,9 +115,12 @@ impl StreamMetadata {
             .into_iter()
             .filter_map(|name| Some((name, crate::trace::metadata_text(metadata, name)?)))
             .collect();
+        let ends_on_error =
+            crate::trace::metadata_text(metadata, "triton_grpc_error").as_deref() == Some("true");
         Self {
             forwarded,
             trace_context,
+            ends_on_error,
         }
     }
 }
@@ -117,7 +129,7 @@ impl StreamMetadata {
 /// and its trace, if sampled.
 type Answer = (
     mpsc::OwnedPermit<OutgoingMessage>,
-    AbortOnDrop<ModelStreamInferResponse>,
+    AbortOnDrop<Written>,
     Option<RequestTrace>,
 );
 
@@ -246,8 +258,8 @@ async fn admit_in_order(
 }
 
 /// Sends each answer once it and every answer before it are ready. When the client goes
-/// away, the requests still waiting are dropped (their tasks aborted), so the ones not
-/// yet executing are cancelled.
+/// away, or an answer ends the stream with its status, the requests still waiting are
+/// dropped (their tasks aborted), so the ones not yet executing are cancelled.
 async fn write_in_order(mut in_order: mpsc::UnboundedReceiver<Answer>, client: Outgoing) {
     while let Some((slot, answer, trace)) = in_order.recv().await {
         let answer = tokio::select! {
@@ -255,11 +267,15 @@ async fn write_in_order(mut in_order: mpsc::UnboundedReceiver<Answer>, client: O
             () = client.closed() => return,
         };
         match answer {
-            Ok(message) => {
+            Ok(Ok(message)) => {
                 // tonic writes the message after this hand-over, as for `ModelInfer`.
                 stamp(trace.as_ref(), "GRPC_SEND_START");
                 slot.send((Ok(message), None));
                 stamp(trace.as_ref(), "GRPC_SEND_END");
+            }
+            Ok(Err(status)) => {
+                slot.send((Err(status), None));
+                return;
             }
             // The answering task panicked: the stream cannot keep its order promise.
             Err(e) => {
@@ -278,7 +294,7 @@ async fn write_in_order(mut in_order: mpsc::UnboundedReceiver<Answer>, client: O
 enum Admission {
     /// One answer, written in stream order, and the request's trace.
     Ordered(
-        Pin<Box<dyn Future<Output = ModelStreamInferResponse> + Send>>,
+        Pin<Box<dyn Future<Output = Written> + Send>>,
         Option<RequestTrace>,
     ),
     /// A decoupled model's answers, forwarded as they come.
@@ -329,6 +345,7 @@ fn submit(
                 echo: echo.clone(),
                 targets,
                 empty_final,
+                ends_on_error: metadata.ends_on_error,
                 trace,
             }))
         });
@@ -337,22 +354,35 @@ fn submit(
             Err(e) => Admission::Now(refused(e, echo.id)),
         };
     }
-    let (answer, targets, trace) = match decoded {
+    let (mut answer, targets, trace) = match decoded {
         Ok((request, targets)) => {
             let trace = request.trace.clone();
             (server.submit(request), targets, trace)
         }
         Err(e) => return refused_in_order(e, echo.id),
     };
+    // Where errors end the stream, one that the submission settles at once (validation,
+    // a full queue) is a refusal before issue, which Triton still answers in-stream.
+    let settled = if metadata.ends_on_error {
+        (&mut answer).now_or_never()
+    } else {
+        None
+    };
+    let ends_on_error = metadata.ends_on_error && settled.is_none();
     let completed = trace.clone();
     let answering = Box::pin(async move {
-        let result = answer.await;
+        let result = match settled {
+            Some(result) => result,
+            None => answer.await,
+        };
         stamp(completed.as_ref(), "INFER_RESPONSE_COMPLETE");
         let result = result.and_then(|response| convert::encode_response(response, &targets));
-        let mut written = message(result, echo);
-        if written.error_message.is_empty() {
-            if let Some(response) = written.infer_response.as_mut() {
-                convert::mark_final(response, true);
+        let mut written = answered(result, echo, ends_on_error);
+        if let Ok(message) = &mut written {
+            if message.error_message.is_empty() {
+                if let Some(response) = message.infer_response.as_mut() {
+                    convert::mark_final(response, true);
+                }
             }
         }
         written
@@ -383,7 +413,7 @@ fn sample(
 
 /// [`refused`], written in stream order.
 fn refused_in_order(error: nereid_core::Error, id: String) -> Admission {
-    Admission::Ordered(Box::pin(std::future::ready(refused(error, id))), None)
+    Admission::Ordered(Box::pin(std::future::ready(Ok(refused(error, id)))), None)
 }
 
 /// The stream message for a request refused before it was issued: the error and the
@@ -405,6 +435,8 @@ struct Forward {
     targets: convert::OutputTargets,
     /// Whether a final flag sent alone becomes an empty response.
     empty_final: bool,
+    /// Whether a failed answer ends the stream with its status.
+    ends_on_error: bool,
     /// The request's trace, if sampled; dropped (and so written) once the stream ends.
     trace: Option<RequestTrace>,
 }
@@ -430,10 +462,18 @@ impl Forward {
                 stamp(self.trace.as_ref(), "INFER_RESPONSE_COMPLETE");
             }
             let mut written = match answer.result {
-                Some(result) => message(
+                Some(result) => match answered(
                     result.and_then(|r| convert::encode_response(r, &self.targets)),
                     self.echo.clone(),
-                ),
+                    self.ends_on_error,
+                ) {
+                    Ok(message) => message,
+                    Err(status) => {
+                        // The stream ends here; dropping the answers cancels the request.
+                        let _ = outgoing.send((Err(status), None)).await;
+                        return;
+                    }
+                },
                 None if answer.last && self.empty_final => ModelStreamInferResponse {
                     error_message: String::new(),
                     infer_response: Some(self.echo.clone()),
@@ -460,6 +500,19 @@ impl Forward {
                 return; // done, or the client is gone (dropping the answers cancels)
             }
         }
+    }
+}
+
+/// What is written for one request's result: its stream message, or, where errors end
+/// the stream (`ends_on_error`), a failure's status.
+fn answered(
+    result: nereid_core::Result<ModelInferResponse>,
+    echo: ModelInferResponse,
+    ends_on_error: bool,
+) -> Written {
+    match result {
+        Err(e) if ends_on_error => Err(crate::status::to_status(e)),
+        result => Ok(message(result, echo)),
     }
 }
 
