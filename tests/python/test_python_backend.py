@@ -338,10 +338,10 @@ def test_errors_in_execute_reach_the_client(pyserver, module):
     assert raised.value.message().endswith("failing_py/1/model.py(12): execute\n")
 
 
-@pytest.mark.xfail(strict=True, reason="Nereid does not load a model folder without config.pbtxt whose version "
-                   "holds model.py (\"unexpected platform type '' for auto_py\"); Triton sets backend python "
-                   "from the model.py it finds (core model_config_utils.cc AutoCompleteBackendFields)")
 def test_auto_complete_config_fills_the_configuration(pyserver):
+    """A model folder without config.pbtxt whose version holds model.py is the python
+    backend's (Triton's core AutoCompleteBackendFields), and its auto_complete_config
+    writes the rest."""
     client = pyserver.http_client()
     config = client.get_model_config("auto_py")
     assert config["backend"] == "python"

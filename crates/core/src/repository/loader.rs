@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::agents::run_load_agents;
+use super::backend_fields;
 use super::flags::RepositoryFlags;
 use super::registry::BackendRegistry;
 use super::scan::{config_path, list_versions, read_config};
@@ -227,8 +228,8 @@ fn prepare(
     Ok((backend, config, file_name))
 }
 
-/// Picks the backend from `backend`, `platform`, or the model file present (filling the
-/// config fields in, as Triton's auto-completion does).
+/// Picks the backend from `backend`, `platform`, the model file present or the model's
+/// name (filling the config fields in, as Triton's auto-completion does).
 fn resolve_backend(
     backends: &BackendRegistry,
     config: &mut ModelConfig,
@@ -253,6 +254,7 @@ fn resolve_backend(
             config.backend = b.name().to_string();
         }
     }
+    backend_fields::complete(config, name, newest_version_dir)?;
     if config.backend.is_empty() {
         return Err(Error::invalid_arg(format!(
             "unexpected platform type '{}' for {name}",

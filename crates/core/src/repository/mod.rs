@@ -9,10 +9,12 @@
 //! each operation on it is a file of its own above it — `index`, `load`, `unload`,
 //! `poll`, `batch` (start-up and poll loads in parallel), `ensembles`, `namespace`,
 //! `registered` — importing the manager and the plain helpers below it (`ids`,
-//! `registrations`, `record`, `scan`, `loader`, `storage`, `overrides`, `remote`), never
+//! `registrations`, `record`, `scan`, `loader`, `backend_fields`, `storage`, `overrides`,
+//! `remote`), never
 //! one another.
 
 mod agents;
+mod backend_fields;
 mod batch;
 mod ensembles;
 mod flags;
