@@ -10,7 +10,17 @@
 #   NEREID_BIN    the server binary
 #
 # Environment: PYTHON (default <repo>/.venv/bin/python, with tritonclient[all]), PORT
-# (HTTP, default 18000; gRPC and metrics take the next two). Exit status: failures.
+# (HTTP, default 18000; gRPC and metrics take the next two), and for bls_client
+# TRITON_PYTHON_BACKEND / TRITON_PYTHON_STUB_PATH as for scripts/run_triton_qa.sh. Exit
+# status: failures.
+#
+# bls_client cannot run unchanged against any server today, Triton included: it imports
+# `tritonhttpclient` and `tritonclientutils`, the pre-2.x module names tritonclient no
+# longer ships, and its repository's `addsub_tf` is a TensorFlow SavedModel. It runs here
+# with two one-line modules of those names that re-export tritonclient.http and
+# tritonclient.utils (what the old names were), and with `addsub_tf` replaced by an ONNX
+# model of the same inputs, outputs and arithmetic; the `bls` backend, `bls_fp32` and
+# `addsub_python` are Triton's, unchanged.
 set -u
 
 usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2; exit 2; }
@@ -27,20 +37,62 @@ if [ -z "${ORT_DYLIB_PATH:-}" ]; then
   done
 fi
 
+# The bls example's repository and backends, as the header describes; prints the
+# folder holding models/, backends/ and shims/ (nothing when the python backend is not
+# given).
+bls_setup() {
+  [ -n "${TRITON_PYTHON_BACKEND:-}" ] || return 0
+  local dir
+  dir=$(mktemp -d)
+  cp -r "$EXAMPLES/model_repos/bls_models" "$dir/models"
+  # The version folder the example's instructions make (git keeps no empty folder).
+  mkdir -p "$dir/models/bls_fp32/1"
+  rm -rf "$dir/models/addsub_tf/1" && mkdir -p "$dir/models/addsub_tf/1"
+  sed -i 's/platform: "tensorflow_savedmodel"/platform: "onnxruntime_onnx"/' "$dir/models/addsub_tf/config.pbtxt"
+  "$PYTHON" - "$dir/models/addsub_tf/1/model.onnx" <<'EOF' || return 1
+import sys
+from onnx import TensorProto, helper, save
+io = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [16])
+graph = helper.make_graph(
+    [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+     helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"])],
+    "addsub_tf", [io("INPUT0"), io("INPUT1")], [io("OUTPUT0"), io("OUTPUT1")])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+model.ir_version = 8
+save(model, sys.argv[1])
+EOF
+  mkdir -p "$dir/backends" "$dir/shims"
+  for backend in "$BACKENDS"/*/; do ln -s "$backend" "$dir/backends/$(basename "$backend")"; done
+  ln -s "$(cd "$TRITON_PYTHON_BACKEND" && pwd)" "$dir/backends/python"
+  echo "from tritonclient.http import *  # noqa: F401,F403" > "$dir/shims/tritonhttpclient.py"
+  echo "from tritonclient.utils import *  # noqa: F401,F403" > "$dir/shims/tritonclientutils.py"
+  echo "$dir"
+}
+
 failed=0
+bls=$(bls_setup) || exit 2
+examples=(minimal recommended)
+[ -n "$bls" ] && examples+=(bls)
 # example: client -> model repository
-for example in minimal recommended; do
+for example in "${examples[@]}"; do
   log=$(mktemp)
-  "$NEREID" --model-repository "$EXAMPLES/model_repos/${example}_models" \
-    --backend-directory "$BACKENDS" --http-port "$PORT" --grpc-port $((PORT + 1)) \
+  repo=$EXAMPLES/model_repos/${example}_models backends=$BACKENDS client_path=
+  if [ "$example" = bls ]; then
+    repo=$bls/models backends=$bls/backends client_path=$bls/shims
+  fi
+  # The python backend's stubs take the first python3 on PATH.
+  PATH="${TRITON_PYTHON_STUB_PATH:+$TRITON_PYTHON_STUB_PATH:}$PATH" \
+    "$NEREID" --model-repository "$repo" \
+    --backend-directory "$backends" --http-port "$PORT" --grpc-port $((PORT + 1)) \
     --metrics-port $((PORT + 2)) >"$log" 2>&1 &
   server=$!
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 300); do
     "$PYTHON" -c "import urllib.request as u; u.urlopen('http://localhost:$PORT/v2/health/ready', timeout=1)" \
       2>/dev/null && break
     sleep 0.1
   done
-  if timeout 120 "$PYTHON" "$EXAMPLES/clients/${example}_client" -u "localhost:$PORT" >>"$log" 2>&1; then
+  if PYTHONPATH="$client_path" timeout 120 "$PYTHON" "$EXAMPLES/clients/${example}_client" \
+    -u "localhost:$PORT" >>"$log" 2>&1; then
     printf '%-22s PASS\n' "${example}_client"
   else
     printf '%-22s FAIL (server and client output: %s)\n' "${example}_client" "$log"

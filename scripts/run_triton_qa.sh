@@ -12,7 +12,9 @@
 #   SUITE            suites to run (default: the ones listed in README.md's
 #                    "Triton QA suites" table); a suite name may carry extra
 #                    environment for its test.sh after a colon, e.g.
-#                    L0_infer:TEST_SYSTEM_SHARED_MEMORY=1
+#                    L0_infer:TEST_SYSTEM_SHARED_MEMORY=1; a subtest of a suite
+#                    that runs others (L0_backend_python/lifecycle) runs alone,
+#                    with the environment its parent's test.sh gives it
 #
 # Each test.sh runs as Triton's CI runs it, with BACKENDS=onnx and its paths under
 # /opt/tritonserver and /data/inferenceserver moved under WORK_DIR: its
@@ -22,7 +24,9 @@
 # memory unasked) and --exit-on-error=false --strict-readiness=false: models
 # for Triton's own C++ test backends (identity, sequence, dyna_sequence,
 # implicit_state) or other frameworks then fail alone, and the tests that use them
-# count as failures, instead of stopping the whole suite at start-up. Models come from Triton's own
+# count as failures, instead of stopping the whole suite at start-up (python_backend's
+# subtests, whose models all load, keep Triton's defaults: lifecycle waits for a server
+# whose model fails to initialize to exit). Models come from Triton's own
 # qa/common/gen_qa_* generators; their ONNX files are rewritten to IR version 10 and
 # opset 21 at most, which the bundled ONNX Runtime reads (the generators write what
 # the installed `onnx` package defaults to), and on a machine without a GPU their
@@ -43,9 +47,9 @@
 # python models some suites take from it).
 # When SERVER_CHECKOUT also holds src/test/models, the models Triton's QA image
 # (Dockerfile.QA) adds to L0_backend_identity and L0_decoupled are added the same way.
-# Counts come from the unittest summaries in each suite's client logs: a test
-# counts once per run, so a test.sh that runs a test under several configurations
-# counts each run.
+# Counts come from the unittest (or pytest) summaries in each suite's client logs: a
+# test counts once per run, so a test.sh that runs a test under several configurations
+# counts each run; pytest's skipped tests are not counted.
 
 set -u
 
@@ -87,7 +91,7 @@ command -v nvidia-smi > /dev/null ||
 
 for s in "${SUITES[@]}"; do
   name=${s%%:*}
-  [ -d "$WORK/qa/$name" ] || cp -r "$SRC/qa/$name" "$WORK/qa/" || exit 1
+  [ -d "$WORK/qa/$name" ] || cp -r "$SRC/qa/${name%%/*}" "$WORK/qa/" || exit 1
 done
 
 generate() { # repository generator-args...
@@ -173,6 +177,7 @@ cat > "$WORK/triton/bin/tritonserver" <<EOF
 # The python backend's stubs take the first python3 on PATH.
 [ -n "$stub_path" ] && export PATH="$stub_path:\$PATH"
 extra=(--exit-on-error=false --strict-readiness=false)
+[ "\${QA_TRITON_DEFAULTS:-0}" = 1 ] && extra=()
 # Triton's default backend directory, /opt/tritonserver/backends, moved like the rest.
 directory=(--backend-directory=$WORK/triton/backends)
 # Triton 2.51 serves client shared memory without being asked; Nereid needs the switch.
@@ -204,6 +209,12 @@ def count(paths):
         for n, outcome in re.findall(r"^Ran (\d+) tests? in [^\n]*\n+(OK|FAILED[^\n]*)", text, re.M):
             ran += int(n)
             failed += sum(int(k) for k in re.findall(r"(?:failures|errors)=(\d+)", outcome))
+        # pytest's last line: "==== 1 failed, 7 passed, 2 skipped in 3.10s ====".
+        for summary in re.findall(r"^=+ (\d+ [a-z]+.*) in [\d.]+s(?: \([^)]*\))? =+$", text, re.M):
+            counts = {kind: int(n) for n, kind in re.findall(r"(\d+) ([a-z]+)", summary)}
+            bad = counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
+            ran += counts.get("passed", 0) + bad
+            failed += bad
     return ran, failed
 ran, failed = count(glob.glob(sys.argv[1] + "/**/*.log", recursive=True)
                    + glob.glob(sys.argv[1] + "/**/client.log_*", recursive=True))
@@ -253,15 +264,35 @@ image_models() { # suite
   esac
 }
 
+# What python_backend's umbrella test (L0_backend_python/test.sh) gives each subtest it
+# runs, offline: its paths, CPU-only switches and, since pip and GitHub are out of reach,
+# no `pip3 install` steps (the venv has what the CPU subtests import; torch is not there)
+# and python_backend's examples from TRITON_PYTHON_EXAMPLES instead of a clone. The
+# shared-memory leak probe stays off (TEST_JETSON=1): it needs `triton_shm_monitor`, a
+# module built inside Triton's image. Prints the environment, one VAR=value a line.
+python_subtest() { # parent-dir subtest-dir
+  local examples=${TRITON_PYTHON_EXAMPLES:-}
+  sed -i -E -e 's/^(\s*)pip3? install .*/\1true # offline: &/' "$2/test.sh"
+  if [ -n "$examples" ]; then
+    sed -i -E "s#^\s*git clone .*/python_backend( .*)?\$#mkdir -p python_backend \&\& cp -r $examples python_backend/#" "$2/test.sh"
+  fi
+  printf '%s\n' "MODELDIR=$1" "SERVER=$WORK/triton/bin/tritonserver" "BACKEND_DIR=$WORK/triton/backends" \
+    TEST_WINDOWS=0 TEST_JETSON=1 PYTHON_ENV_VERSION=11 QA_TRITON_DEFAULTS=1
+}
+
 status=0
 printf '%-45s %6s %6s %6s\n' suite tests passed failed
 for s in "${SUITES[@]}"; do
   name=${s%%:*}
   extra=()
   [ "$name" != "$s" ] && IFS=' ' read -r -a extra <<< "${s#*:}"
-  log=$WORK/${s//[:= ]/_}.log
-  # A suite listed twice (other environment) runs in a fresh copy.
-  rm -rf "$WORK/qa/$name" && cp -r "$SRC/qa/$name" "$WORK/qa/"
+  log=$WORK/${s//[:= \/]/_}.log
+  # A suite listed twice (other environment) runs in a fresh copy; a subtest in a fresh
+  # copy of its own folder, beside its parent's files (which it uses) and its siblings'
+  # logs.
+  parent=${name%%/*}
+  [ "$parent" = "$name" ] || [ -d "$WORK/qa/$parent" ] || cp -r "$SRC/qa/$parent" "$WORK/qa/"
+  rm -rf "$WORK/qa/$name" && cp -r "$SRC/qa/$name" "$WORK/qa/$name"
   sed -i -e "s#/opt/tritonserver#$WORK/triton#g" -e "s#/data/inferenceserver#$WORK/data#g" "$WORK/qa/$name/test.sh"
   # Without a GPU, a test.sh that turns models to KIND_GPU itself (L0_sequence_batcher's
   # nop models, L0_batcher's and L0_batch_custom's instance groups) keeps them on the
@@ -275,6 +306,13 @@ for s in "${SUITES[@]}"; do
     sed -i -e 's#s/kind: KIND_CPU/kind: KIND_GPU/#s/kind: KIND_CPU/kind: KIND_CPU count: 1/#' \
       -e '/s\/kind: KIND_GPU\//!s/kind: KIND_GPU/kind: KIND_CPU/g' "$WORK/qa/$name/test.sh"
   image_models "$name"
+  # A subtest runs as its parent runs it: `bash -ex test.sh`.
+  nested=() shell=(bash)
+  case $name in
+    L0_backend_python/*)
+      mapfile -t nested < <(python_subtest "$WORK/qa/$parent" "$WORK/qa/$name")
+      shell=(bash -ex) ;;
+  esac
   case $name in
     L0_batch_custom) offline_batch_custom ;;
     L0_http) add_examples L0_http simple simple_dyna_sequence simple_identity simple_sequence simple_string densenet_onnx ;;
@@ -286,8 +324,8 @@ for s in "${SUITES[@]}"; do
   command -v nvidia-smi > /dev/null || cpu_only=1
   (cd "$WORK/qa/$name" &&
     env PATH="$PYBIN:$PATH" PYTHONPATH="$WORK/qa/common" REPO_VERSION=nereid \
-      DATADIR="$MODELS" TRITON_DIR="$WORK/triton" BACKENDS=onnx TRITON_SERVER_CPU_ONLY=$cpu_only "${extra[@]}" \
-      timeout "${SUITE_TIMEOUT:-3600}" bash ./test.sh nereid) > "$log" 2>&1
+      DATADIR="$MODELS" TRITON_DIR="$WORK/triton" BACKENDS=onnx TRITON_SERVER_CPU_ONLY=$cpu_only \
+      "${nested[@]}" "${extra[@]}" timeout "${SUITE_TIMEOUT:-3600}" "${shell[@]}" ./test.sh nereid) > "$log" 2>&1
   # Some test.sh leave their server running when they stop early.
   [ -f "$WORK/servers.pids" ] && xargs kill 2> /dev/null < "$WORK/servers.pids"
   rm -f "$WORK/servers.pids"
