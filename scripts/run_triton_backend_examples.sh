@@ -14,13 +14,11 @@
 # TRITON_PYTHON_BACKEND / TRITON_PYTHON_STUB_PATH as for scripts/run_triton_qa.sh. Exit
 # status: failures.
 #
-# bls_client cannot run unchanged against any server today, Triton included: it imports
-# `tritonhttpclient` and `tritonclientutils`, the pre-2.x module names tritonclient no
-# longer ships, and its repository's `addsub_tf` is a TensorFlow SavedModel. It runs here
-# with two one-line modules of those names that re-export tritonclient.http and
-# tritonclient.utils (what the old names were), and with `addsub_tf` replaced by an ONNX
-# model of the same inputs, outputs and arithmetic; the `bls` backend, `bls_fp32` and
-# `addsub_python` are Triton's, unchanged.
+# bls_client's repository holds `addsub_tf`, a TensorFlow SavedModel, which neither
+# Nereid nor a CPU build of Triton without the TensorFlow backend can serve: it is
+# replaced by an ONNX model of the same inputs, outputs and arithmetic. The client, the
+# `bls` backend, `bls_fp32` and `addsub_python` are Triton's, unchanged (the client's
+# `tritonhttpclient` import is tritonclient's deprecated alias, still shipped).
 set -u
 
 usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2; exit 2; }
@@ -38,8 +36,7 @@ if [ -z "${ORT_DYLIB_PATH:-}" ]; then
 fi
 
 # The bls example's repository and backends, as the header describes; prints the
-# folder holding models/, backends/ and shims/ (nothing when the python backend is not
-# given).
+# folder holding models/ and backends/ (nothing when the python backend is not given).
 bls_setup() {
   [ -n "${TRITON_PYTHON_BACKEND:-}" ] || return 0
   local dir
@@ -61,11 +58,9 @@ model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 model.ir_version = 8
 save(model, sys.argv[1])
 EOF
-  mkdir -p "$dir/backends" "$dir/shims"
+  mkdir -p "$dir/backends"
   for backend in "$BACKENDS"/*/; do ln -s "$backend" "$dir/backends/$(basename "$backend")"; done
   ln -s "$(cd "$TRITON_PYTHON_BACKEND" && pwd)" "$dir/backends/python"
-  echo "from tritonclient.http import *  # noqa: F401,F403" > "$dir/shims/tritonhttpclient.py"
-  echo "from tritonclient.utils import *  # noqa: F401,F403" > "$dir/shims/tritonclientutils.py"
   echo "$dir"
 }
 
@@ -76,9 +71,9 @@ examples=(minimal recommended)
 # example: client -> model repository
 for example in "${examples[@]}"; do
   log=$(mktemp)
-  repo=$EXAMPLES/model_repos/${example}_models backends=$BACKENDS client_path=
+  repo=$EXAMPLES/model_repos/${example}_models backends=$BACKENDS
   if [ "$example" = bls ]; then
-    repo=$bls/models backends=$bls/backends client_path=$bls/shims
+    repo=$bls/models backends=$bls/backends
   fi
   # The python backend's stubs take the first python3 on PATH.
   PATH="${TRITON_PYTHON_STUB_PATH:+$TRITON_PYTHON_STUB_PATH:}$PATH" \
@@ -91,8 +86,7 @@ for example in "${examples[@]}"; do
       2>/dev/null && break
     sleep 0.1
   done
-  if PYTHONPATH="$client_path" timeout 120 "$PYTHON" "$EXAMPLES/clients/${example}_client" \
-    -u "localhost:$PORT" >>"$log" 2>&1; then
+  if timeout 120 "$PYTHON" "$EXAMPLES/clients/${example}_client" -u "localhost:$PORT" >>"$log" 2>&1; then
     printf '%-22s PASS\n' "${example}_client"
   else
     printf '%-22s FAIL (server and client output: %s)\n' "${example}_client" "$log"
