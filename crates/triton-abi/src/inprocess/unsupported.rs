@@ -1,7 +1,7 @@
 //! The parts of `tritonserver.h` Nereid does not implement in-process: inference tracing
-//! and histogram metrics (counters and gauges are in [`crate::metrics`]). Each function exists so that programs link, checks nothing it
-//! cannot use, and answers `TRITONSERVER_ERROR_UNSUPPORTED` naming itself, as a Triton
-//! build without tracing or metrics answers.
+//! (custom metrics are in [`crate::metrics`]). Each function exists so that programs link,
+//! checks nothing it cannot use, and answers `TRITONSERVER_ERROR_UNSUPPORTED` naming
+//! itself, as a Triton build without tracing answers.
 
 use std::ffi::{c_char, c_void};
 
@@ -45,22 +45,6 @@ unsupported_fns! {
     TRITONSERVER_InferenceTraceSetContext(trace: *mut c_void, context: *const c_char);
     /// `TRITONSERVER_InferenceTraceContext`: unsupported.
     TRITONSERVER_InferenceTraceContext(trace: *mut c_void, context: *mut *const c_char);
-}
-
-unsupported_fns! {
-    "histogram metrics not supported":
-    /// `TRITONSERVER_GetMetricFamilyKind`: unsupported.
-    TRITONSERVER_GetMetricFamilyKind(family: *mut c_void, kind: *mut u32);
-    /// `TRITONSERVER_MetricArgsNew`: unsupported.
-    TRITONSERVER_MetricArgsNew(args: *mut *mut c_void);
-    /// `TRITONSERVER_MetricArgsSetHistogram`: unsupported.
-    TRITONSERVER_MetricArgsSetHistogram(args: *mut c_void, buckets: *const f64, count: u64);
-    /// `TRITONSERVER_MetricArgsDelete`: unsupported.
-    TRITONSERVER_MetricArgsDelete(args: *mut c_void);
-    /// `TRITONSERVER_MetricNewWithArgs`: unsupported.
-    TRITONSERVER_MetricNewWithArgs(metric: *mut *mut c_void, family: *mut c_void, labels: *const *const c_void, count: u64, args: *const c_void);
-    /// `TRITONSERVER_MetricObserve`: unsupported.
-    TRITONSERVER_MetricObserve(metric: *mut c_void, value: f64);
 }
 
 /// `TRITONSERVER_InferenceTraceLevelString`: the level's name.

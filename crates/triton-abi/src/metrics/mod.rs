@@ -1,7 +1,17 @@
-//! `TRITONSERVER_MetricFamily` and `TRITONSERVER_Metric`: custom counters and gauges a
-//! plugin or backend registers, with string labels (Triton's local cache plugin publishes
-//! its `nv_cache_*` gauges this way, Triton's identity backend its per-model counters).
-//! Live metrics are kept in one registry that the metrics endpoint renders.
+//! `TRITONSERVER_MetricFamily` and `TRITONSERVER_Metric`: custom counters, gauges and
+//! histograms a plugin or backend registers, with string labels (Triton's local cache
+//! plugin publishes its `nv_cache_*` gauges this way, Triton's identity backend its
+//! per-model counters, python models their `pb_utils.MetricFamily` metrics). Live metrics
+//! are kept in one registry that the metrics endpoint renders.
+
+mod args;
+mod histogram;
+
+pub use args::{
+    TRITONSERVER_MetricArgs, TRITONSERVER_MetricArgsDelete, TRITONSERVER_MetricArgsNew,
+    TRITONSERVER_MetricArgsSetHistogram,
+};
+use histogram::Histogram;
 
 use std::collections::BTreeMap;
 use std::ffi::c_char;
@@ -31,8 +41,16 @@ struct FamilyEntry {
     name: String,
     description: String,
     /// Per metric: its labels as Prometheus writes them (`{a="1",b="2"}`, or empty) and
-    /// its value.
-    metrics: BTreeMap<u64, (String, Arc<AtomicU64>)>,
+    /// its series.
+    metrics: BTreeMap<u64, (String, Arc<Series>)>,
+}
+
+/// What one series holds.
+enum Series {
+    /// A counter's or gauge's value, as `f64` bits.
+    Value(AtomicU64),
+    /// A histogram's buckets.
+    Histogram(Mutex<Histogram>),
 }
 
 /// Every live family by id; ids only grow, so rendering order is creation order.
@@ -52,12 +70,34 @@ pub struct TRITONSERVER_MetricFamily {
     kind: u32,
 }
 
-/// The object behind a `TRITONSERVER_Metric*`: its value as `f64` bits.
+/// The object behind a `TRITONSERVER_Metric*`: its series, shared with any other metric
+/// of the family with the same labels.
 pub struct TRITONSERVER_Metric {
     family: u64,
     id: u64,
     kind: u32,
-    value: Arc<AtomicU64>,
+    series: Arc<Series>,
+}
+
+impl TRITONSERVER_Metric {
+    /// The counter's or gauge's value, or `what`'s refusal for a histogram.
+    fn value(&self, what: &str) -> Result<&AtomicU64, ErrorPtr> {
+        match &*self.series {
+            Series::Value(value) => Ok(value),
+            Series::Histogram(_) => Err(unsupported(format!(
+                "TRITONSERVER_METRIC_KIND_HISTOGRAM does not support {what}"
+            ))),
+        }
+    }
+}
+
+/// Triton's name of a metric kind, for its messages.
+fn kind_name(kind: u32) -> &'static str {
+    match kind {
+        kind::COUNTER => "TRITONSERVER_METRIC_KIND_COUNTER",
+        kind::GAUGE => "TRITONSERVER_METRIC_KIND_GAUGE",
+        _ => "TRITONSERVER_METRIC_KIND_HISTOGRAM",
+    }
 }
 
 /// Appends every live custom metric in Prometheus text format (for `/metrics`).
@@ -67,27 +107,31 @@ pub fn render(out: &mut String) {
         if family.metrics.is_empty() {
             continue;
         }
-        let kind = if family.kind == kind::COUNTER {
-            "counter"
-        } else {
-            "gauge"
+        let kind = match family.kind {
+            kind::COUNTER => "counter",
+            kind::GAUGE => "gauge",
+            _ => "histogram",
         };
         let _ = writeln!(out, "# HELP {} {}", family.name, family.description);
         let _ = writeln!(out, "# TYPE {} {kind}", family.name);
         // Two handles with the same labels are one series (they share a value).
         let mut written = std::collections::HashSet::new();
-        for (labels, value) in family.metrics.values() {
+        for (labels, series) in family.metrics.values() {
             if !written.insert(labels.as_str()) {
                 continue;
             }
-            let value = f64::from_bits(value.load(Ordering::Relaxed));
-            let _ = writeln!(out, "{}{labels} {value}", family.name);
+            match &**series {
+                Series::Value(value) => {
+                    let value = f64::from_bits(value.load(Ordering::Relaxed));
+                    let _ = writeln!(out, "{}{labels} {value}", family.name);
+                }
+                Series::Histogram(histogram) => histogram.lock().render(&family.name, labels, out),
+            }
         }
     }
 }
 
-/// `TRITONSERVER_MetricFamilyNew`: a counter or gauge family named `name`. Histograms
-/// are not supported.
+/// `TRITONSERVER_MetricFamilyNew`: a counter, gauge or histogram family named `name`.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_MetricFamilyNew(
     family: *mut *mut TRITONSERVER_MetricFamily,
@@ -103,12 +147,8 @@ pub unsafe extern "C" fn TRITONSERVER_MetricFamilyNew(
                 ffi::text(description, "description")?,
             )
         };
-        match kind {
-            kind::COUNTER | kind::GAUGE => {}
-            kind::HISTOGRAM => {
-                return Err(unsupported("histogram metrics are not supported by Nereid"))
-            }
-            other => return Err(invalid_arg(format!("Unknown metric kind: {other}"))),
+        if !matches!(kind, kind::COUNTER | kind::GAUGE | kind::HISTOGRAM) {
+            return Err(invalid_arg(format!("Unknown metric kind: {kind}")));
         }
         if family.is_null() {
             return Err(invalid_arg("family must not be null"));
@@ -199,8 +239,24 @@ unsafe fn label_text(
     Ok(text)
 }
 
-/// `TRITONSERVER_MetricNew`: a metric of `family` with string `labels`, starting at 0; a
-/// second metric with the same labels shares the first one's value, as in Triton.
+/// `TRITONSERVER_GetMetricFamilyKind`: the family's kind.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_GetMetricFamilyKind(
+    family: *mut TRITONSERVER_MetricFamily,
+    kind: *mut u32,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: a family from `TRITONSERVER_MetricFamilyNew`, or null (checked); the
+        // out-parameter is checked by `write`.
+        unsafe {
+            let family = ffi::reference(family, "family")?;
+            ffi::write(kind, family.kind, "kind")
+        }
+    })
+}
+
+/// `TRITONSERVER_MetricNew`: [`TRITONSERVER_MetricNewWithArgs`] without arguments (a
+/// counter or gauge).
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_MetricNew(
     metric: *mut *mut TRITONSERVER_Metric,
@@ -208,11 +264,59 @@ pub unsafe extern "C" fn TRITONSERVER_MetricNew(
     labels: *const *const TRITONSERVER_Parameter,
     label_count: u64,
 ) -> ErrorPtr {
+    // SAFETY: the caller's pointers, passed on under the same contract.
+    unsafe { TRITONSERVER_MetricNewWithArgs(metric, family, labels, label_count, std::ptr::null()) }
+}
+
+/// The series a new metric of a `kind` family starts, from its `args` (none for a counter
+/// or gauge, a histogram's bounds for a histogram), refused as Triton refuses them.
+fn new_series(kind: u32, args: Option<&TRITONSERVER_MetricArgs>) -> Result<Series, ErrorPtr> {
+    match (kind, args) {
+        (kind::HISTOGRAM, None) => Err(invalid_arg("Bucket boundaries not found in Metric args.")),
+        (kind::HISTOGRAM, Some(args)) => {
+            let bounds = args
+                .histogram
+                .clone()
+                .ok_or_else(|| invalid_arg("Metric args not set to histogram kind."))?;
+            let histogram = Histogram::new(bounds).map_err(invalid_arg)?;
+            Ok(Series::Histogram(Mutex::new(histogram)))
+        }
+        (_, None) => Ok(Series::Value(AtomicU64::new(0f64.to_bits()))),
+        (kind, Some(_)) => {
+            let which = if kind == kind::COUNTER {
+                "counter"
+            } else {
+                "gauge"
+            };
+            Err(invalid_arg(format!(
+                "Unexpected args found in {which} Metric constructor."
+            )))
+        }
+    }
+}
+
+/// `TRITONSERVER_MetricNewWithArgs`: a metric of `family` with string `labels`, starting
+/// at 0 (a histogram with the bounds in `args`); a second metric with the same labels
+/// shares the first one's series, as in Triton.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_MetricNewWithArgs(
+    metric: *mut *mut TRITONSERVER_Metric,
+    family: *mut TRITONSERVER_MetricFamily,
+    labels: *const *const TRITONSERVER_Parameter,
+    label_count: u64,
+    args: *const TRITONSERVER_MetricArgs,
+) -> ErrorPtr {
     ffi::status(|| {
         // SAFETY: a family from `TRITONSERVER_MetricFamilyNew`, or null (checked).
         let family = unsafe { ffi::reference(family, "family") }?;
         if metric.is_null() {
             return Err(invalid_arg("metric must not be null"));
+        }
+        // SAFETY: arguments from `TRITONSERVER_MetricArgsNew`, or null (none).
+        let args = unsafe { args.as_ref() };
+        // Checked whether or not a series with these labels exists, as Triton does.
+        if family.kind == kind::HISTOGRAM || args.is_some() {
+            new_series(family.kind, args)?;
         }
         // SAFETY: as the header requires, `label_count` parameters (checked for null).
         let labels = unsafe { label_text(labels, label_count) }?;
@@ -223,18 +327,21 @@ pub unsafe extern "C" fn TRITONSERVER_MetricNew(
             .families
             .get_mut(&family.id)
             .ok_or_else(|| invalid_arg("family was deleted"))?;
-        let value = entry
+        let existing = entry
             .metrics
             .values()
             .find(|(existing, _)| *existing == labels)
-            .map(|(_, value)| Arc::clone(value))
-            .unwrap_or_else(|| Arc::new(AtomicU64::new(0f64.to_bits())));
-        entry.metrics.insert(id, (labels, Arc::clone(&value)));
+            .map(|(_, series)| Arc::clone(series));
+        let series = match existing {
+            Some(series) => series,
+            None => Arc::new(new_series(family.kind, args)?),
+        };
+        entry.metrics.insert(id, (labels, Arc::clone(&series)));
         let created = Box::into_raw(Box::new(TRITONSERVER_Metric {
             family: family.id,
             id,
             kind: family.kind,
-            value,
+            series,
         }));
         // SAFETY: non-null out-parameter (checked above).
         unsafe { ffi::write(metric, created, "metric") }
@@ -267,7 +374,7 @@ pub unsafe extern "C" fn TRITONSERVER_MetricValue(
         // out-parameter is checked by `write`.
         unsafe {
             let metric = ffi::reference(metric, "metric")?;
-            let current = f64::from_bits(metric.value.load(Ordering::Relaxed));
+            let current = f64::from_bits(metric.value("Value")?.load(Ordering::Relaxed));
             ffi::write(value, current, "value")
         }
     })
@@ -282,14 +389,13 @@ pub unsafe extern "C" fn TRITONSERVER_MetricIncrement(
     ffi::status(|| {
         // SAFETY: a metric from `TRITONSERVER_MetricNew`, or null (checked).
         let metric = unsafe { ffi::reference(metric, "metric") }?;
+        let series = metric.value("Increment")?;
         if metric.kind == kind::COUNTER && value < 0.0 {
             return Err(invalid_arg("TRITONSERVER_METRIC_KIND_COUNTER can only be incremented monotonically by non-negative values."));
         }
-        let _ = metric
-            .value
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-                Some((f64::from_bits(bits) + value).to_bits())
-            });
+        let _ = series.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+            Some((f64::from_bits(bits) + value).to_bits())
+        });
         Ok(())
     })
 }
@@ -303,13 +409,36 @@ pub unsafe extern "C" fn TRITONSERVER_MetricSet(
     ffi::status(|| {
         // SAFETY: a metric from `TRITONSERVER_MetricNew`, or null (checked).
         let metric = unsafe { ffi::reference(metric, "metric") }?;
+        let series = metric.value("Set")?;
         if metric.kind == kind::COUNTER {
             return Err(unsupported(
                 "TRITONSERVER_METRIC_KIND_COUNTER does not support Set",
             ));
         }
-        metric.value.store(value.to_bits(), Ordering::Relaxed);
+        series.store(value.to_bits(), Ordering::Relaxed);
         Ok(())
+    })
+}
+
+/// `TRITONSERVER_MetricObserve`: counts `value` into a histogram (only histograms observe).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_MetricObserve(
+    metric: *mut TRITONSERVER_Metric,
+    value: f64,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: a metric from `TRITONSERVER_MetricNew`, or null (checked).
+        let metric = unsafe { ffi::reference(metric, "metric") }?;
+        match &*metric.series {
+            Series::Histogram(histogram) => {
+                histogram.lock().observe(value);
+                Ok(())
+            }
+            Series::Value(_) => Err(unsupported(format!(
+                "{} does not support Observe",
+                kind_name(metric.kind)
+            ))),
+        }
     })
 }
 
@@ -414,6 +543,129 @@ mod tests {
                 assert!(TRITONSERVER_MetricDelete(metric).is_null());
             }
             assert!(TRITONSERVER_MetricFamilyDelete(family).is_null());
+        }
+    }
+
+    #[test]
+    fn histograms_observe_into_their_buckets_and_refuse_the_rest() {
+        use crate::error::{TRITONSERVER_ErrorCode, TRITONSERVER_Error_Code as Code};
+        let (mut family, mut args, mut metric, mut plain) =
+            (null_mut(), null_mut(), null_mut(), null_mut());
+        let code = |error: ErrorPtr| {
+            assert!(!error.is_null(), "refused");
+            // SAFETY: a live error from the call just made, deleted once read.
+            unsafe {
+                let code = TRITONSERVER_ErrorCode(error);
+                TRITONSERVER_ErrorDelete(error);
+                code
+            }
+        };
+        // SAFETY: objects created, used and deleted here, in order.
+        unsafe {
+            assert!(TRITONSERVER_MetricFamilyNew(
+                &mut family,
+                kind::HISTOGRAM,
+                c"nereid_test_histogram".as_ptr(),
+                c"Latency".as_ptr(),
+            )
+            .is_null());
+            let mut seen = 9;
+            assert!(TRITONSERVER_GetMetricFamilyKind(family, &mut seen).is_null());
+            assert_eq!(seen, kind::HISTOGRAM);
+            // No bounds, bounds out of order: refused as invalid arguments.
+            assert_eq!(
+                code(TRITONSERVER_MetricNew(
+                    &mut metric,
+                    family,
+                    std::ptr::null(),
+                    0
+                )),
+                Code::InvalidArg
+            );
+            assert!(TRITONSERVER_MetricArgsNew(&mut args).is_null());
+            assert_eq!(
+                code(TRITONSERVER_MetricNewWithArgs(
+                    &mut metric,
+                    family,
+                    std::ptr::null(),
+                    0,
+                    args
+                )),
+                Code::InvalidArg,
+                "arguments without bounds"
+            );
+            let unsorted = [2.5, 0.1];
+            assert!(TRITONSERVER_MetricArgsSetHistogram(args, unsorted.as_ptr(), 2).is_null());
+            assert_eq!(
+                code(TRITONSERVER_MetricNewWithArgs(
+                    &mut metric,
+                    family,
+                    std::ptr::null(),
+                    0,
+                    args
+                )),
+                Code::InvalidArg
+            );
+            let bounds = [0.1, 1.0];
+            assert!(TRITONSERVER_MetricArgsSetHistogram(args, bounds.as_ptr(), 2).is_null());
+            assert!(
+                TRITONSERVER_MetricNewWithArgs(&mut metric, family, std::ptr::null(), 0, args)
+                    .is_null()
+            );
+            for value in [0.05, 0.5, 7.0] {
+                assert!(TRITONSERVER_MetricObserve(metric, value).is_null());
+            }
+            let mut value = 0.0;
+            assert_eq!(
+                code(TRITONSERVER_MetricValue(metric, &mut value)),
+                Code::Unsupported
+            );
+            assert_eq!(
+                code(TRITONSERVER_MetricIncrement(metric, 1.0)),
+                Code::Unsupported
+            );
+            assert_eq!(code(TRITONSERVER_MetricSet(metric, 1.0)), Code::Unsupported);
+            let mut text = String::new();
+            render(&mut text);
+            assert!(
+                text.contains(
+                    "# TYPE nereid_test_histogram histogram\nnereid_test_histogram_count 3\n\
+                     nereid_test_histogram_sum 7.55\nnereid_test_histogram_bucket{le=\"0.1\"} 1\n\
+                     nereid_test_histogram_bucket{le=\"1\"} 2\n\
+                     nereid_test_histogram_bucket{le=\"+Inf\"} 3\n"
+                ),
+                "{text}"
+            );
+            // A gauge takes no arguments and does not observe.
+            let mut gauges = null_mut();
+            assert!(TRITONSERVER_MetricFamilyNew(
+                &mut gauges,
+                kind::GAUGE,
+                c"nereid_test_not_histogram".as_ptr(),
+                c"Gauge".as_ptr(),
+            )
+            .is_null());
+            assert_eq!(
+                code(TRITONSERVER_MetricNewWithArgs(
+                    &mut plain,
+                    gauges,
+                    std::ptr::null(),
+                    0,
+                    args
+                )),
+                Code::InvalidArg
+            );
+            assert!(TRITONSERVER_MetricNew(&mut plain, gauges, std::ptr::null(), 0).is_null());
+            assert_eq!(
+                code(TRITONSERVER_MetricObserve(plain, 1.0)),
+                Code::Unsupported
+            );
+            assert!(TRITONSERVER_MetricArgsDelete(args).is_null());
+            assert!(TRITONSERVER_MetricArgsDelete(null_mut()).is_null());
+            for (metric, family) in [(metric, family), (plain, gauges)] {
+                assert!(TRITONSERVER_MetricDelete(metric).is_null());
+                assert!(TRITONSERVER_MetricFamilyDelete(family).is_null());
+            }
         }
     }
 }

@@ -1,0 +1,80 @@
+"""Custom metrics a python model registers through Triton's python backend
+(`pb_utils.MetricFamily`, i.e. `TRITONSERVER_MetricFamilyNew` / `MetricNewWithArgs` /
+`MetricObserve` ...), through the binary: counters, gauges and histograms appear in
+`/metrics` as Triton writes them, and what a kind does not support is refused to the
+model, as in python_backend's own `custom_metrics` QA.
+"""
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from test_rate_limiter import backends  # noqa: F401  (the python backend fixture)
+
+pytestmark = pytest.mark.timeout(300)
+
+MODEL_PY = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        # The families live as long as their metrics (the backend checks).
+        self.family = family = pb_utils.MetricFamily(name="test_latency_ms", description="Latency",
+                                                     kind=pb_utils.MetricFamily.HISTOGRAM)
+        self.latency = family.Metric(labels={"model": "observing"}, buckets=[1.0, 5.0])
+        self.counters = counters = pb_utils.MetricFamily(name="test_requests", description="Requests",
+                                                         kind=pb_utils.MetricFamily.COUNTER)
+        self.requests = counters.Metric(labels={"model": "observing"})
+        self.refusals = []
+        for attempt in (lambda: family.Metric(labels={"b": "1"}),
+                        lambda: family.Metric(labels={"b": "2"}, buckets=[5.0, 1.0]),
+                        lambda: self.latency.set(1.0),
+                        lambda: self.requests.observe(1.0)):
+            try:
+                attempt()
+                self.refusals.append("accepted")
+            except pb_utils.TritonModelException:
+                self.refusals.append("refused")
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            value = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            self.latency.observe(float(value[0]))
+            self.requests.increment(1)
+            refused = np.array([r == "refused" for r in self.refusals], dtype=bool)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", refused)]))
+        return responses
+'''
+
+
+def test_histograms_counters_and_their_refusals(backends, tmp_path, start_server):  # noqa: F811
+    directory, env = backends
+    model = tmp_path / "observing"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text('''backend: "python"
+max_batch_size: 0
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_BOOL dims: [ 4 ] } ]
+''')
+    (model / "1" / "model.py").write_text(MODEL_PY)
+    srv = start_server(str(tmp_path), "--backend-directory", directory, env=env)
+    client = srv.http_client()
+    for value in (0.5, 3.0, 9.0):
+        tensor = httpclient.InferInput("IN", [1], "FP32")
+        tensor.set_data_from_numpy(np.array([value], np.float32))
+        refused = client.infer("observing", [tensor]).as_numpy("OUT")
+    # No buckets, unsorted buckets, set on a histogram, observe on a counter.
+    assert refused.tolist() == [True, True, True, True]
+    text = srv.metrics()
+    expected = """# TYPE test_latency_ms histogram
+test_latency_ms_count{model="observing"} 3
+test_latency_ms_sum{model="observing"} 12.5
+test_latency_ms_bucket{model="observing",le="1"} 1
+test_latency_ms_bucket{model="observing",le="5"} 2
+test_latency_ms_bucket{model="observing",le="+Inf"} 3
+"""
+    assert expected in text, text
+    assert 'test_requests{model="observing"} 3\n' in text, text
