@@ -239,20 +239,35 @@ unsafe fn label_text(
     Ok(text)
 }
 
+/// Writes the kind `kind_of` reads from `object` (a family or a metric, named `what`)
+/// through the out-parameter `kind`.
+///
+/// # Safety
+/// `object` is null or a live object of its type; `kind` is null or writable.
+unsafe fn write_kind<T>(
+    object: *const T,
+    what: &str,
+    kind_of: fn(&T) -> u32,
+    kind: *mut u32,
+) -> ErrorPtr {
+    ffi::status(|| {
+        // SAFETY: as the caller guarantees; null is checked by `reference` and `write`.
+        unsafe {
+            let object = ffi::reference(object, what)?;
+            ffi::write(kind, kind_of(object), "kind")
+        }
+    })
+}
+
 /// `TRITONSERVER_GetMetricFamilyKind`: the family's kind.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_GetMetricFamilyKind(
     family: *mut TRITONSERVER_MetricFamily,
     kind: *mut u32,
 ) -> ErrorPtr {
-    ffi::status(|| {
-        // SAFETY: a family from `TRITONSERVER_MetricFamilyNew`, or null (checked); the
-        // out-parameter is checked by `write`.
-        unsafe {
-            let family = ffi::reference(family, "family")?;
-            ffi::write(kind, family.kind, "kind")
-        }
-    })
+    // SAFETY: a family from `TRITONSERVER_MetricFamilyNew` or null, and the caller's
+    // out-parameter.
+    unsafe { write_kind(family, "family", |family| family.kind, kind) }
 }
 
 /// `TRITONSERVER_MetricNew`: [`TRITONSERVER_MetricNewWithArgs`] without arguments (a
@@ -448,14 +463,9 @@ pub unsafe extern "C" fn TRITONSERVER_GetMetricKind(
     metric: *mut TRITONSERVER_Metric,
     kind: *mut u32,
 ) -> ErrorPtr {
-    ffi::status(|| {
-        // SAFETY: a metric from `TRITONSERVER_MetricNew`, or null (checked); the
-        // out-parameter is checked by `write`.
-        unsafe {
-            let metric = ffi::reference(metric, "metric")?;
-            ffi::write(kind, metric.kind, "kind")
-        }
-    })
+    // SAFETY: a metric from `TRITONSERVER_MetricNew` or null, and the caller's
+    // out-parameter.
+    unsafe { write_kind(metric, "metric", |metric| metric.kind, kind) }
 }
 
 #[cfg(test)]
