@@ -64,14 +64,14 @@ pub fn accepted(headers: &HeaderMap) -> Option<Encoding> {
     let accept = headers
         .get(axum::http::header::ACCEPT_ENCODING)?
         .to_str()
-        .ok()?
-        .to_ascii_lowercase();
+        .ok()?;
+    // Compared without copying: the header is read on every inference request.
     let offers = |token: &str| {
         accept.split(',').any(|part| {
             let mut it = part.split(';');
             let name = it.next().unwrap_or("").trim();
-            let refused = it.any(|p| p.trim().replace(' ', "") == "q=0");
-            name == token && !refused
+            let refused = it.any(|p| p.trim().replace(' ', "").eq_ignore_ascii_case("q=0"));
+            name.eq_ignore_ascii_case(token) && !refused
         })
     };
     if offers("gzip") {

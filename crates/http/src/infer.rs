@@ -4,8 +4,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::Response;
 use bytes::Bytes;
 use nereid_core::model::ModelSpec;
 use nereid_core::raw_input::raw_input;
@@ -606,31 +606,34 @@ pub fn encode(
             "failed to serialize the response: {e}"
         )));
     }
-    let mut headers = HeaderMap::new();
-    if binary_parts.is_empty() {
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+    // The headers go straight into the response's own map: a map of their own, merged
+    // in by `into_response`, would be allocated twice per request.
+    let json_length = body.len();
+    let content_type = if binary_parts.is_empty() {
+        "application/json"
     } else {
-        headers.insert(HEADER_LENGTH, HeaderValue::from(body.len()));
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/octet-stream"),
-        );
         body.reserve(binary_parts.iter().map(|b| b.len()).sum());
-        for part in binary_parts {
+        for part in &binary_parts {
             body.extend_from_slice(part);
         }
-    }
+        "application/octet-stream"
+    };
     if let Some(encoding) = accept {
         body = compression::encode(encoding, &body);
+    }
+    let mut response = Response::new(axum::body::Body::from(body));
+    let headers = response.headers_mut();
+    if !binary_parts.is_empty() {
+        headers.insert(HEADER_LENGTH, HeaderValue::from(json_length));
+    }
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Some(encoding) = accept {
         headers.insert(
             header::CONTENT_ENCODING,
             HeaderValue::from_static(encoding.token()),
         );
     }
-    Ok((StatusCode::OK, headers, body).into_response())
+    Ok(response)
 }
 
 #[cfg(test)]
