@@ -24,9 +24,10 @@
 # memory unasked) and --exit-on-error=false --strict-readiness=false: models
 # for Triton's own C++ test backends (identity, sequence, dyna_sequence,
 # implicit_state) or other frameworks then fail alone, and the tests that use them
-# count as failures, instead of stopping the whole suite at start-up (python_backend's
-# subtests, whose models all load, keep Triton's defaults: lifecycle waits for a server
-# whose model fails to initialize to exit). Models come from Triton's own
+# count as failures, instead of stopping the whole suite at start-up; a suite given
+# QA_TRITON_DEFAULTS=1 after its colon keeps Triton's defaults
+# (L0_backend_python/lifecycle:QA_TRITON_DEFAULTS=1 waits for a server whose model fails
+# to initialize to exit). Models come from Triton's own
 # qa/common/gen_qa_* generators; their ONNX files are rewritten to IR version 10 and
 # opset 21 at most, which the bundled ONNX Runtime reads (the generators write what
 # the installed `onnx` package defaults to), and on a machine without a GPU their
@@ -277,7 +278,7 @@ python_subtest() { # parent-dir subtest-dir
     sed -i -E "s#^\s*git clone .*/python_backend( .*)?\$#mkdir -p python_backend \&\& cp -r $examples python_backend/#" "$2/test.sh"
   fi
   printf '%s\n' "MODELDIR=$1" "SERVER=$WORK/triton/bin/tritonserver" "BACKEND_DIR=$WORK/triton/backends" \
-    TEST_WINDOWS=0 TEST_JETSON=1 PYTHON_ENV_VERSION=11 QA_TRITON_DEFAULTS=1
+    TEST_WINDOWS=0 TEST_JETSON=1 PYTHON_ENV_VERSION=11
 }
 
 status=0

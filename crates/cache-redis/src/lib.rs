@@ -137,7 +137,7 @@ impl RedisStore {
     }
 
     /// The outputs stored under `key`; `None` on a miss or when Redis cannot be reached.
-    pub async fn lookup(&self, key: &CacheKey) -> Option<CachedOutputs> {
+    pub async fn lookup(&self, key: &CacheKey<'_>) -> Option<CachedOutputs> {
         let mut connection = self.connection()?;
         let mut command = redis::cmd("HMGET");
         command.arg(Self::key_name(key)).arg("k").arg("v");
@@ -164,7 +164,7 @@ impl RedisStore {
     }
 
     /// Stores `outputs` under `key`; errors are logged, never returned to the request.
-    pub async fn insert(&self, key: &CacheKey, outputs: &CachedOutputs) -> Result<()> {
+    pub async fn insert(&self, key: &CacheKey<'_>, outputs: &CachedOutputs) -> Result<()> {
         let Some(mut connection) = self.connection() else {
             return Err(Error::unavailable("redis cache is not connected"));
         };

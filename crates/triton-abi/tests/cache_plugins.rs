@@ -7,7 +7,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use nereid_core::cache::key::{CacheKey, KeyInput};
+use nereid_core::cache::key::{CacheKey, KeyData, KeyInput};
 use nereid_core::cache::{CacheConfig, CacheStore, CachedOutputs, Outcome, ResponseCache};
 use nereid_core::request::OutputTensor;
 use nereid_core::{DataType, ErrorKind};
@@ -54,15 +54,15 @@ fn config(name: &str, settings: &[(&str, &str)]) -> CacheConfig {
     }
 }
 
-fn key(value: u8) -> CacheKey {
+fn key(value: u8) -> CacheKey<'static> {
     CacheKey::new(
-        "model".to_string(),
+        "model".into(),
         1,
         vec![KeyInput {
-            name: "INPUT0".to_string(),
+            name: "INPUT0".into(),
             datatype: DataType::Uint8,
-            shape: vec![4],
-            data: Bytes::from(vec![value; 4]),
+            shape: vec![4].into(),
+            data: KeyData::Shared(Bytes::from(vec![value; 4])),
         }],
     )
 }
@@ -77,7 +77,7 @@ fn outputs(value: u8) -> CachedOutputs {
 }
 
 /// Asks the cache for `key`, computing `value` on a miss.
-async fn ask(cache: &ResponseCache, key: CacheKey, value: u8) -> (u8, Outcome) {
+async fn ask(cache: &ResponseCache, key: CacheKey<'_>, value: u8) -> (u8, Outcome) {
     let (result, outcome) = cache
         .get_or_compute(key, || async move { Ok(outputs(value)) })
         .await;

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::key::{CacheKey, KeyInput};
+use super::key::{CacheKey, KeyData, KeyInput};
 use crate::request::OutputTensor;
 use crate::DataType;
 
@@ -84,7 +84,7 @@ pub fn encode_key(key: &CacheKey) -> Vec<u8> {
 }
 
 /// Decodes a key; `None` when the bytes are not one.
-pub fn decode_key(bytes: &[u8]) -> Option<CacheKey> {
+pub fn decode_key(bytes: &[u8]) -> Option<CacheKey<'static>> {
     let (&version, rest) = bytes.split_first()?;
     if version != VERSION {
         return None;
@@ -97,13 +97,14 @@ pub fn decode_key(bytes: &[u8]) -> Option<CacheKey> {
     for _ in 0..count {
         let (name, datatype, shape, data) = r.tensor()?;
         inputs.push(KeyInput {
-            name,
+            name: name.into(),
             datatype,
-            shape,
-            data,
+            shape: shape.into(),
+            data: KeyData::Stored(data),
         });
     }
-    r.done().then(|| CacheKey::new(model, version, inputs))
+    r.done()
+        .then(|| CacheKey::new(model.into(), version, inputs))
 }
 
 /// Encodes a response's outputs.
@@ -142,15 +143,15 @@ pub fn decode_outputs(bytes: &[u8]) -> Option<Vec<OutputTensor>> {
 mod tests {
     use super::*;
 
-    fn key() -> CacheKey {
+    fn key() -> CacheKey<'static> {
         CacheKey::new(
             "m".into(),
             3,
             vec![KeyInput {
                 name: "IN".into(),
                 datatype: DataType::Fp32,
-                shape: vec![1, 2],
-                data: Bytes::from_static(&[0, 0, 128, 63, 0, 0, 0, 64]),
+                shape: vec![1, 2].into(),
+                data: KeyData::Shared(Bytes::from_static(&[0, 0, 128, 63, 0, 0, 0, 64])),
             }],
         )
     }

@@ -18,7 +18,7 @@ type Waiters = Vec<oneshot::Sender<CachedOutputs>>;
 #[derive(Default)]
 pub struct Flights {
     // Buckets by the key's hash; the full key is compared inside a bucket.
-    running: Mutex<HashMap<u64, Vec<(CacheKey, Waiters)>>>,
+    running: Mutex<HashMap<u64, Vec<(CacheKey<'static>, Waiters)>>>,
 }
 
 /// What [`Flights::join`] makes of a request.
@@ -30,8 +30,8 @@ pub enum Role {
 }
 
 impl Flights {
-    /// Joins the flight for `key`, or starts one.
-    pub fn join(self: &Arc<Self>, key: &CacheKey) -> Role {
+    /// Joins the flight for `key` (a stored key: the flight keeps it), or starts one.
+    pub fn join(self: &Arc<Self>, key: &CacheKey<'static>) -> Role {
         let mut running = self.running.lock();
         let bucket = running.entry(key.hash64()).or_default();
         if let Some((_, waiters)) = bucket.iter_mut().find(|(k, _)| k == key) {
@@ -67,7 +67,7 @@ impl Flights {
 /// waiters to compute on their own.
 pub struct Leader {
     flights: Arc<Flights>,
-    key: CacheKey,
+    key: CacheKey<'static>,
 }
 
 impl Leader {

@@ -46,6 +46,14 @@ pub struct ResponseCache {
     flights: Arc<Flights>,
 }
 
+/// What a lookup found.
+pub enum Lookup {
+    /// The stored outputs, and how long finding them took.
+    Hit(CachedOutputs, Duration),
+    /// Nothing stored (or the store could not be reached); how long looking took.
+    Miss(Duration),
+}
+
 /// How a request was answered, for the model's statistics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -88,23 +96,28 @@ impl ResponseCache {
         self.store.describe()
     }
 
-    /// The outputs for `key`: from the cache, from an identical request being computed
-    /// right now, or from `compute` (then stored if it succeeded).
-    pub async fn get_or_compute<F, Fut>(
+    /// Looks `key` up in the store.
+    pub async fn lookup(&self, key: &CacheKey<'_>) -> Lookup {
+        let started = Instant::now();
+        match self.store.lookup(key).await {
+            Some(outputs) => Lookup::Hit(outputs, started.elapsed()),
+            None => Lookup::Miss(started.elapsed()),
+        }
+    }
+
+    /// The outputs for `key` after its lookup (taking `lookup`) missed: from an identical
+    /// request being computed right now, or from `compute` (then stored if it succeeded).
+    /// The key is a stored one ([`CacheKey::to_stored`]): the flight and the store keep it.
+    pub async fn compute<F, Fut>(
         &self,
-        key: CacheKey,
+        key: CacheKey<'static>,
+        lookup: Duration,
         compute: F,
     ) -> (Result<CachedOutputs>, Outcome)
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<CachedOutputs>>,
     {
-        let started = Instant::now();
-        if let Some(outputs) = self.store.lookup(&key).await {
-            let lookup = started.elapsed();
-            return (Ok(outputs), Outcome::Hit { lookup });
-        }
-        let lookup = started.elapsed();
         let leader = match self.flights.join(&key) {
             Role::Leader(leader) => Some(leader),
             Role::Follower(waiting) => match waiting.await {
@@ -131,6 +144,23 @@ impl ResponseCache {
                 tracing::debug!(error = %e, "response not cached");
                 (result, Outcome::Uncached)
             }
+        }
+    }
+
+    /// [`Self::lookup`], then [`Self::compute`] on a miss: for a caller whose key does not
+    /// borrow what `compute` consumes.
+    pub async fn get_or_compute<F, Fut>(
+        &self,
+        key: CacheKey<'_>,
+        compute: F,
+    ) -> (Result<CachedOutputs>, Outcome)
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<CachedOutputs>>,
+    {
+        match self.lookup(&key).await {
+            Lookup::Hit(outputs, lookup) => (Ok(outputs), Outcome::Hit { lookup }),
+            Lookup::Miss(lookup) => self.compute(key.to_stored(), lookup, compute).await,
         }
     }
 }

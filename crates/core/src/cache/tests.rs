@@ -13,13 +13,13 @@ fn cache(size: usize) -> ResponseCache {
     ResponseCache::new(Arc::new(local::LocalCache::new(size).expect("local cache")))
 }
 
-fn key(value: i32) -> CacheKey {
+fn key(value: i32) -> CacheKey<'static> {
     let request = testing::request(
         "m",
         "r",
         vec![testing::int32_input("IN", &[1, 1], &[value])],
     );
-    CacheKey::of("m", 1, &request)
+    CacheKey::of("m", 1, &request).to_stored()
 }
 
 fn outputs(value: i32) -> CachedOutputs {

@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::traced::trace_queued;
 use super::{Admitted, LoadedModel};
 use crate::cache::key::CacheKey;
-use crate::cache::{Outcome, ResponseCache};
+use crate::cache::{Lookup, Outcome, ResponseCache};
 use crate::error::Result;
 use crate::request::{select_outputs, trace_outputs, InferRequest, InferResponse};
 
@@ -26,19 +26,31 @@ impl LoadedModel {
         mut admitted: Admitted,
     ) -> Result<InferResponse> {
         let wanted = request.requested_outputs.take();
-        let id = request.id.clone();
         let received_at = admitted.received_at;
         let trace = request.trace.clone();
         if let Some(trace) = &trace {
             trace_queued(trace, &request, Instant::now());
             admitted.queue_traced = true;
         }
+        // The lookup's key borrows the request; only a miss, which the flight and the store
+        // keep, owns a copy.
         let key = CacheKey::of(&self.spec.name, self.spec.version, &request);
-        let compute = || async move {
-            let response = self.start(request, admitted).await?;
-            Ok(Arc::new(response.outputs))
+        let (id, outputs, outcome) = match cache.lookup(&key).await {
+            Lookup::Hit(outputs, lookup) => {
+                let id = std::mem::take(&mut request.id);
+                (id, Ok(outputs), Outcome::Hit { lookup })
+            }
+            Lookup::Miss(lookup) => {
+                let key = key.to_stored();
+                let id = request.id.clone();
+                let compute = || async move {
+                    let response = self.start(request, admitted).await?;
+                    Ok(Arc::new(response.outputs))
+                };
+                let (outputs, outcome) = cache.compute(key, lookup, compute).await;
+                (id, outputs, outcome)
+            }
         };
-        let (outputs, outcome) = cache.get_or_compute(key, compute).await;
         match outcome {
             Outcome::Hit { lookup } => self.stats.cache_hit(received_at.elapsed(), lookup),
             Outcome::Miss { lookup_and_insert } => self.stats.cache_miss(lookup_and_insert),

@@ -25,10 +25,10 @@ const ENTRY_OVERHEAD: usize = 128;
 pub const MIN_SIZE: usize = 1024;
 
 /// Computes the bucket of a key; replaceable in tests to force collisions.
-pub type KeyHasher = fn(&CacheKey) -> u64;
+pub type KeyHasher = fn(&CacheKey<'_>) -> u64;
 
 struct Entry {
-    key: CacheKey,
+    key: CacheKey<'static>,
     outputs: CachedOutputs,
     bucket: u64,
     last_used: u64,
@@ -94,7 +94,7 @@ const KEYS: &[&str] = &["size"];
 impl LocalCache {
     /// A cache of `size` bytes.
     pub fn new(size: usize) -> Result<Self> {
-        Self::with_hasher(size, CacheKey::hash64)
+        Self::with_hasher(size, |key| key.hash64())
     }
 
     /// [`Self::from_config`] as a shared store, the shape the wiring crate's store

@@ -3,19 +3,19 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::*;
-use crate::cache::key::KeyInput;
+use crate::cache::key::{KeyData, KeyInput};
 use crate::request::OutputTensor;
 use crate::DataType;
 
-fn key(model: &str, data: &[u8], shape: Vec<i64>, datatype: DataType) -> CacheKey {
+fn key(model: &str, data: &[u8], shape: Vec<i64>, datatype: DataType) -> CacheKey<'static> {
     CacheKey::new(
-        model.to_string(),
+        model.to_string().into(),
         1,
         vec![KeyInput {
             name: "IN".into(),
             datatype,
-            shape,
-            data: Bytes::copy_from_slice(data),
+            shape: shape.into(),
+            data: KeyData::Shared(Bytes::copy_from_slice(data)),
         }],
     )
 }
@@ -52,7 +52,7 @@ fn colliding_keys_never_share_an_answer() {
 
 #[test]
 fn least_recently_used_is_evicted_and_budget_holds() {
-    let cache = cache(4096, CacheKey::hash64);
+    let cache = cache(4096, |key| key.hash64());
     let keys: Vec<CacheKey> = (0..4u8)
         .map(|i| key("m", &[i], vec![1], DataType::Uint8))
         .collect();
@@ -72,7 +72,7 @@ fn least_recently_used_is_evicted_and_budget_holds() {
 
 #[test]
 fn too_large_entries_and_too_small_caches_are_refused() {
-    let cache = cache(2048, CacheKey::hash64);
+    let cache = cache(2048, |key| key.hash64());
     let k = key("m", &[0], vec![1], DataType::Uint8);
     let e = cache.insert(&k, outputs(0, 4096)).expect_err("too large");
     assert!(
@@ -86,7 +86,7 @@ fn too_large_entries_and_too_small_caches_are_refused() {
 
 #[test]
 fn stored_keys_do_not_alias_the_request_buffers() {
-    let cache = cache(1 << 16, CacheKey::hash64);
+    let cache = cache(1 << 16, |key| key.hash64());
     let body = Bytes::from(vec![7u8; 1000]);
     let k = CacheKey::new(
         "m".into(),
@@ -94,8 +94,8 @@ fn stored_keys_do_not_alias_the_request_buffers() {
         vec![KeyInput {
             name: "IN".into(),
             datatype: DataType::Uint8,
-            shape: vec![4],
-            data: body.slice(10..14),
+            shape: vec![4].into(),
+            data: KeyData::Shared(body.slice(10..14)),
         }],
     );
     cache.insert(&k, outputs(3, 4)).expect("insert");
