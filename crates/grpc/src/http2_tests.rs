@@ -250,3 +250,44 @@ async fn an_idle_connection_gets_a_goaway_before_it_is_closed() {
         "the GOAWAY is the last frame"
     );
 }
+
+#[tokio::test]
+async fn a_call_past_its_grpc_timeout_ends_with_deadline_exceeded() {
+    // A raw call, so that only the server's timer can end it (tonic's client enforces the
+    // header too): gRPC's DEADLINE_EXCEEDED, not tonic's CANCELLED "Timeout expired".
+    use prost::Message;
+    let backend = TestBackend::identity().with_delay(Duration::from_secs(5));
+    let served = serve(GrpcOptions::default(), backend).await;
+    let (_pings, _end, send) = h2_connect(served.addr).await;
+    let mut send = send.ready().await.expect("ready");
+    let request = tonic::codegen::http::Request::post("/inference.GRPCInferenceService/ModelInfer")
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("grpc-timeout", "200m")
+        .body(())
+        .expect("request");
+    let (response, mut body) = send.send_request(request, false).expect("sent");
+    let message = infer_request().encode_to_vec();
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&message);
+    body.send_data(frame.into(), true).expect("message sent");
+    let started = Instant::now();
+    let response = response.await.expect("answered");
+    // A trailers-only answer: the status is in the headers, its message percent-encoded.
+    let status = response.headers().get("grpc-status").cloned();
+    assert_eq!(
+        status.as_ref().map(|v| v.as_bytes()),
+        Some(&b"4"[..]),
+        "{response:?}"
+    );
+    let message = response.headers().get("grpc-message").cloned();
+    assert_eq!(
+        message.as_ref().map(|v| v.as_bytes()),
+        Some(&b"Deadline%20Exceeded"[..])
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "ended at the deadline"
+    );
+}

@@ -17,12 +17,14 @@
 //!   connection age) on the connection's frames.
 //! - [`compression`]: the response compression level of the inference calls.
 //! - [`restrict`]: `--grpc-restricted-protocol`, refusing calls to restricted groups.
+//! - [`deadline`]: a call's `grpc-timeout`, ended with DEADLINE_EXCEEDED as gRPC does.
 //! - [`status`]: core error → gRPC status.
 
 pub mod admin;
 pub mod compression;
 pub mod contents;
 pub mod convert;
+pub mod deadline;
 pub mod forward;
 pub mod frames;
 pub mod limits;
@@ -174,7 +176,9 @@ pub async fn serve_with(
         builder = builder.max_connection_age(age);
     }
     // Keep-alive PINGs are the connection policy's (see `watch`), not hyper's.
+    // Inside tonic's own `grpc-timeout` timer, which it must beat (see `deadline`).
     builder
+        .layer(deadline::DeadlineLayer)
         .layer(limits::TrackCallsLayer {
             unary_body_timeout: options.limits.body_timeout,
         })
