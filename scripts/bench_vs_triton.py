@@ -26,7 +26,10 @@ fixed 200 with the exact body Nereid answers, the practical floor of an HTTP/1.1
 this kernel (parse, route, write). Its table gives nginx, Nereid and Triton in user+sys=total
 µs per request with Nereid/nginx and Triton/nginx ratios: the figures
 ../shared/triton/floor.sh prints as user_us, sys_us, total_us (which it runs on its own
-servers, with dynamic batching on Nereid's add_sub_cache).
+servers, with dynamic batching on Nereid's add_sub_cache). A fourth, `hyper`, is the floor
+of Nereid's own HTTP stack: the hyper_floor example (tokio and hyper configured as nereid
+runs them) answering the same fixed 200, so the table shows what the libraries cost beside
+nginx and what Nereid's request path adds beside them.
 
 With --trace-levels, each cell runs once per trace level on the same two servers, the
 level set over the trace extension before the load (`off`, `timestamps`, `tensors` =
@@ -75,11 +78,15 @@ TRITON = os.path.join(ROOT, "..", "shared", "triton")
 NEREID = os.path.join(ROOT, "target", "release", "nereid")
 BENCH = os.path.join(ROOT, "target", "release", "nereid-bench")
 ORT_INPROCESS = os.path.join(ROOT, "target", "release", "examples", "ort_inprocess")
+HYPER_FLOOR = os.path.join(ROOT, "target", "release", "examples", "hyper_floor")
 WHEEL = os.environ.get("TRITON_CACHE") or os.path.join(tempfile.gettempdir(), "nereid-triton-wheel")
 PY_BACKENDS = os.path.join(WHEEL, "unpacked", "pytriton", "tritonserver", "backends")
 STUB_VENV = os.path.join(WHEEL, "stub-venv", "bin")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NGINX_PORT = 28300
+HYPER_PORT = 28400
+# Servers that answer a fixed body: they stand in only where that body is the answer.
+FLOORS = ("nginx", "hyper")
 # What wrk posts: add_sub's inputs (the same names and shapes in Nereid's and Triton's
 # repositories) as KServe v2 JSON, floor.sh's body.
 WRK_BODY = ('{"inputs":[{"name":"INPUT0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]},'
@@ -308,6 +315,22 @@ def ensure_nginx_and_wrk():
     subprocess.run(["apt-get", "install", "-y", "-q", "nginx-light", "wrk"], check=True, capture_output=True)
 
 
+def answering(process, port, answer, stop, failure):
+    """Waits until the fixed-answer server `process` answers `answer` on `port`; stops it
+    and ends the run with `failure` if it exits or is still silent after 10 s."""
+    deadline = time.time() + 10
+    while True:
+        try:
+            if infer_answer(port) == answer:
+                return
+        except OSError:
+            pass
+        if time.time() > deadline or process.poll() is not None:
+            stop()
+            raise SystemExit(failure)
+        time.sleep(0.1)
+
+
 def start_nginx(port, out, answer, log):
     """nginx as floor.sh runs it: one worker, no access log, a fixed 200 with `answer` for
     any path. Its CPU is the master's and the worker's (a child), like a server's stubs."""
@@ -341,18 +364,24 @@ http {{
             process.kill()
             process.wait()
 
-    deadline = time.time() + 10
-    while True:
-        try:
-            if infer_answer(port) == answer:
-                break
-        except OSError:
-            pass
-        if time.time() > deadline or process.poll() is not None:
-            stop()
-            raise SystemExit(f"nginx on port {port} did not answer; see {prefix}/error.log")
-        time.sleep(0.1)
+    answering(process, port, answer, stop, f"nginx on port {port} did not answer; see {prefix}/error.log")
     return Server("nginx", process.pid, port, None, stop)
+
+
+def start_hyper_floor(port, out, answer, log):
+    """The hyper_floor example answering `answer` to every request: Nereid's HTTP stack
+    (tokio, hyper's HTTP/1.1, one I/O worker per two cores) with nothing behind it."""
+    body = os.path.join(out, "hyper_floor_answer.json")
+    with open(body, "w") as f:
+        f.write(answer)
+    process = subprocess.Popen([HYPER_FLOOR, str(port), body], stdout=log, stderr=log)
+
+    def stop():
+        process.terminate()
+        process.wait()
+
+    answering(process, port, answer, stop, f"hyper_floor on port {port} did not answer")
+    return Server("hyper", process.pid, port, None, stop)
 
 
 def load_command(tool, server, model, protocol, concurrency, window_ms, csv_path):
@@ -667,19 +696,21 @@ def summarize(rows, cells, tools, reference):
 
 
 def summarize_floor(rows, cells):
-    """The HTTP floor under wrk: nginx, Nereid and Triton in CPU per request (medians over
-    the rounds) and each server's total over nginx's."""
-    lines = ["| cell (wrk) | nginx µs CPU/req user+sys=total | Nereid µs CPU/req user+sys=total "
-             "| Triton µs CPU/req user+sys=total | Nereid/nginx | Triton/nginx | nginx/Nereid/Triton req/s |",
-             "|---|---|---|---|---|---|---|"]
+    """The HTTP floor under wrk: nginx, hyper_floor, Nereid and Triton in CPU per request
+    (medians over the rounds) and each server's total over nginx's."""
+    names = ("nginx", "hyper", "nereid", "triton")
+    lines = ["| cell (wrk) | nginx µs CPU/req user+sys=total | hyper_floor µs CPU/req user+sys=total "
+             "| Nereid µs CPU/req user+sys=total | Triton µs CPU/req user+sys=total "
+             "| hyper_floor/nginx | Nereid/nginx | Triton/nginx | nginx/hyper_floor/Nereid/Triton req/s |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for cell in cells:
-        fig = medians(rows, cell, "wrk", ("nginx", "nereid", "triton"))
+        fig = medians(rows, cell, "wrk", names)
         if "nginx" not in fig:
             continue
         floor = fig["nginx"]["cpu_us_per_request"]
-        texts = [cpu_text(fig[s]) if s in fig else "–" for s in ("nginx", "nereid", "triton")]
-        ratios = [f"{fig[s]['cpu_us_per_request'] / floor:.2f}" if s in fig else "–" for s in ("nereid", "triton")]
-        rates = "/".join(f"{fig[s]['infer_per_s']:,.0f}" if s in fig else "–" for s in ("nginx", "nereid", "triton"))
+        texts = [cpu_text(fig[s]) if s in fig else "–" for s in names]
+        ratios = [f"{fig[s]['cpu_us_per_request'] / floor:.2f}" if s in fig else "–" for s in names[1:]]
+        rates = "/".join(f"{fig[s]['infer_per_s']:,.0f}" if s in fig else "–" for s in names)
         lines.append(f"| {cell} | {' | '.join(texts)} | {' | '.join(ratios)} | {rates} |")
     return "\n".join(lines)
 
@@ -694,9 +725,10 @@ def cell_tools(cell, tools):
 
 
 def takes_part(server, cell, tool):
-    """nginx answers every request with the cache hit's body and keeps no statistics, so it
-    stands in only for the HTTP cache hit, and only under wrk (which counts the requests)."""
-    return server != "nginx" or (tool == "wrk" and cell.startswith("cache_http"))
+    """nginx and hyper_floor answer every request with the cache hit's body and keep no
+    statistics, so they stand in only for the HTTP cache hit, and only under wrk (which
+    counts the requests)."""
+    return server not in FLOORS or (tool == "wrk" and cell.startswith("cache_http"))
 
 
 def start_servers(args, names, plan, with_python, log, extra):
@@ -710,12 +742,17 @@ def start_servers(args, names, plan, with_python, log, extra):
             servers["triton"] = start_triton(28000, extra("triton"))
         if args.base:
             servers["base"] = start_nereid(19000, with_python, log, args.base, "base", extra("base"))
-        if "nginx" in names and any("wrk" in plan[cell] and takes_part("nginx", cell, "wrk") for cell in plan):
-            # The body nginx returns is the one Nereid answers (Triton's where Nereid is not run).
+        floors = [f for f in FLOORS if f in names]
+        if floors and any("wrk" in plan[cell] and takes_part("nginx", cell, "wrk") for cell in plan):
+            # The body a floor returns is the one Nereid answers (Triton's where Nereid is not run).
             source = servers.get("nereid") or servers.get("base") or servers.get("triton")
             if not source:
-                raise SystemExit("nginx answers with a server's body: run it beside nereid or triton")
-            servers["nginx"] = start_nginx(NGINX_PORT, args.out, infer_answer(source.http), log)
+                raise SystemExit("nginx and hyper_floor answer with a server's body: run them beside nereid or triton")
+            answer = infer_answer(source.http)
+            if "nginx" in floors:
+                servers["nginx"] = start_nginx(NGINX_PORT, args.out, answer, log)
+            if "hyper" in floors:
+                servers["hyper"] = start_hyper_floor(HYPER_PORT, args.out, answer, log)
     except BaseException:
         for server in servers.values():
             server.stop()
@@ -732,8 +769,9 @@ def main():
     parser.add_argument("--cells", default=",".join(DEFAULT_CELLS), help=f"of {', '.join(CELLS)}")
     parser.add_argument("--tools", help="of perf_analyzer, nereid-bench, wrk (HTTP cells only); default: "
                         "perf_analyzer,nereid-bench, plus wrk on the cache_http cells")
-    parser.add_argument("--servers", default="nereid,triton,nginx",
-                        help="nereid alone for quick iterations; nginx serves only cache_http cells under wrk")
+    parser.add_argument("--servers", default="nereid,triton,nginx,hyper",
+                        help="nereid alone for quick iterations; nginx and hyper (hyper_floor) serve only "
+                        "cache_http cells under wrk")
     parser.add_argument("--base", help="another nereid binary to put beside this build (before/after)")
     parser.add_argument("--nereid", default=NEREID, help="the nereid binary (a copy, while target/ rebuilds)")
     parser.add_argument("--bench", default=BENCH, help="the nereid-bench binary")
@@ -779,7 +817,7 @@ def main():
             order = list(servers.values()) if round_ % 2 == 0 else list(servers.values())[::-1]
             for level in levels or [None]:
                 for server in servers.values():
-                    if level and server.name not in failed and server.name != "nginx":
+                    if level and server.name not in failed and server.name not in FLOORS:
                         try:
                             set_trace_level(server, level)
                         except OSError as e:

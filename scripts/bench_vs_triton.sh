@@ -3,7 +3,8 @@
 # nereid-bench loads (and wrk on the HTTP cache hit): server CPU per request from /proc, user
 # and system apart, throughput and p50/p99 for both, rounds alternating between the servers;
 # nginx answering a fixed 200 of the same body under the same wrk load as the HTTP floor
-# (what ../shared/triton/floor.sh measures; nginx-light and wrk are apt-installed if missing);
+# (what ../shared/triton/floor.sh measures; nginx-light and wrk are apt-installed if missing),
+# and beside it tokio+hyper doing the same (the hyper_floor example: Nereid's stack's floor);
 # then ONNX Runtime in-process against the served mlp_large in CPU per inference. About 15
 # minutes on the 2-core machine with the defaults; the options of scripts/bench_vs_triton.py
 # narrow it, e.g.
@@ -17,4 +18,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh >/dev/null
 cargo build --release --locked -p nereid-server -p nereid-bench -p nereid-backend-onnx --example ort_inprocess
+cargo build --release --locked -p nereid-http --example hyper_floor
 exec .venv/bin/python scripts/bench_vs_triton.py "$@"
