@@ -15,6 +15,7 @@ use axum::http::{Method, Request, Response, StatusCode};
 use axum::response::IntoResponse;
 use nereid_core::restricted::ApiGroup;
 
+use crate::body::{read_body, BodyError};
 use crate::call::{self, Framing};
 use crate::error::{error_body, ApiError};
 use crate::{admin, trace, AppState};
@@ -59,7 +60,7 @@ impl InferRoute {
         let Some((model, version)) = infer_path(parts.uri.path()) else {
             return error_body(StatusCode::NOT_FOUND, "Not Found");
         };
-        let body = match axum::body::to_bytes(body, self.body_limit).await {
+        let body = match read_body(body, self.body_limit).await {
             Ok(body) => body,
             Err(e) => return buffering_failed(e),
         };
@@ -95,19 +96,17 @@ impl InferRoute {
 
 /// The answer axum's body extractor gives when the body cannot be read, in Triton's JSON
 /// error shape (the table's responses get it from `error::json_rejections`).
-fn buffering_failed(e: axum::Error) -> Response<Body> {
-    let too_large = std::iter::successors(std::error::Error::source(&e), |s| s.source())
-        .any(|s| s.is::<http_body_util::LengthLimitError>());
-    if too_large {
-        return error_body(
+fn buffering_failed(e: BodyError) -> Response<Body> {
+    match e {
+        BodyError::TooLarge => error_body(
             StatusCode::PAYLOAD_TOO_LARGE,
             "Failed to buffer the request body: length limit exceeded",
-        );
+        ),
+        BodyError::Failed(e) => error_body(
+            StatusCode::BAD_REQUEST,
+            &format!("Failed to buffer the request body: {e}"),
+        ),
     }
-    error_body(
-        StatusCode::BAD_REQUEST,
-        &format!("Failed to buffer the request body: {e}"),
-    )
 }
 
 /// `(model, version)` of `/v2/models/{model}[/versions/{version}]/infer`; `None` for any

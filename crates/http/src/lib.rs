@@ -4,6 +4,7 @@
 //! from the same handlers on ports of their own.
 
 mod admin;
+mod body;
 mod call;
 mod compression;
 #[cfg(test)]
