@@ -57,11 +57,11 @@ if ! ldconfig -p | grep -q "libpython$pyver.so.1.0"; then
     echo "test: libpython$pyver is not available; the python backend tests will skip" >&2
 fi
 
-echo "test: cargo test (release)" >&2
-cargo test --release --locked --workspace
+echo "test: cargo test (suite profile: release without LTO)" >&2
+cargo test --profile suite --locked --workspace
 # The python tests relink Triton's own cache plugin against the libtritonserver.so beside
-# the nereid binary; `cargo test` built it (with the binary's features) into deps/.
-cp target/release/deps/libtritonserver.so target/release/libtritonserver.so
+# the nereid binary; `cargo test` built it (with the workspace's features) into deps/.
+cp target/suite/deps/libtritonserver.so target/release/libtritonserver.so
 
 echo "test: tritonclient conformance suite" >&2
 NEREID_BIN="$PWD/target/release/nereid" .venv/bin/python -m pytest -q tests/python

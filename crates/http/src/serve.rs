@@ -85,10 +85,14 @@ struct ConnectionService {
     body_timeout: Option<Duration>,
 }
 
-type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+/// A response as the connection sends it: the body is wrapped, not boxed again, so that
+/// marking the request in flight costs no allocation.
+type SentResponse = Response<InFlightBody<Body>>;
+
+type ResponseFuture = Pin<Box<dyn Future<Output = Result<SentResponse, Infallible>> + Send>>;
 
 impl hyper::service::Service<Request<Incoming>> for ConnectionService {
-    type Response = Response<Body>;
+    type Response = SentResponse;
     type Error = Infallible;
     type Future = ResponseFuture;
 
@@ -104,9 +108,9 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
         };
         let finish = move |response: Response<Body>| {
             if timer.as_ref().is_some_and(|t| t.timed_out()) {
-                return body_timed_out();
+                return body_timed_out().map(|body| InFlightBody::new(body, None));
             }
-            response.map(|body| Body::new(InFlightBody::new(body, Some(in_flight))))
+            response.map(|body| InFlightBody::new(body, Some(in_flight)))
         };
         match &self.infer {
             Some(infer) if InferRoute::answers(&request) => {
