@@ -257,9 +257,11 @@ impl Server {
         })
     }
 
-    /// Runs one inference request.
-    pub async fn infer(&self, request: InferRequest) -> Result<InferResponse> {
-        self.submit(request).await
+    /// Runs one inference request. The answer is [`Self::submit`]'s boxed future itself:
+    /// an `async` wrapper around it would hold the request twice more in every caller's
+    /// future (moved into the wrapper, then out of it), which the hot path pays in copies.
+    pub fn infer(&self, request: InferRequest) -> Answer {
+        self.submit(request)
     }
 
     /// Admits one inference request now and returns the future of its answer: requests

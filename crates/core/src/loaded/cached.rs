@@ -47,7 +47,10 @@ impl LoadedModel {
                     let response = self.start(request, admitted).await?;
                     Ok(Arc::new(response.outputs))
                 };
-                let (outputs, outcome) = cache.compute(key, lookup, compute).await;
+                // Boxed: the miss path's future (the flight, the scheduler's answer) is
+                // most of this one's size, and a hit should not carry it: the hit's future
+                // is built and moved whole for every request.
+                let (outputs, outcome) = Box::pin(cache.compute(key, lookup, compute)).await;
                 (id, outputs, outcome)
             }
         };
