@@ -29,7 +29,10 @@ this kernel (parse, route, write). Its table gives nginx, Nereid and Triton in u
 servers, with dynamic batching on Nereid's add_sub_cache). A fourth, `hyper`, is the floor
 of Nereid's own HTTP stack: the hyper_floor example (tokio and hyper configured as nereid
 runs them) answering the same fixed 200, so the table shows what the libraries cost beside
-nginx and what Nereid's request path adds beside them.
+nginx and what Nereid's request path adds beside them. A fifth, `tonic`, is the same for
+gRPC: the grpc_floor example (tokio, hyper's HTTP/2 and tonic as nereid runs them) answering
+ModelInfer with the serialized answer Nereid gave, on the cache_grpc cells under nereid-bench
+(ModelStatistics counts its calls); its table gives tonic, Nereid and Triton side by side.
 
 With --trace-levels, each cell runs once per trace level on the same two servers, the
 level set over the trace extension before the load (`off`, `timestamps`, `tensors` =
@@ -79,14 +82,16 @@ NEREID = os.path.join(ROOT, "target", "release", "nereid")
 BENCH = os.path.join(ROOT, "target", "release", "nereid-bench")
 ORT_INPROCESS = os.path.join(ROOT, "target", "release", "examples", "ort_inprocess")
 HYPER_FLOOR = os.path.join(ROOT, "target", "release", "examples", "hyper_floor")
+GRPC_FLOOR = os.path.join(ROOT, "target", "release", "examples", "grpc_floor")
 WHEEL = os.environ.get("TRITON_CACHE") or os.path.join(tempfile.gettempdir(), "nereid-triton-wheel")
 PY_BACKENDS = os.path.join(WHEEL, "unpacked", "pytriton", "tritonserver", "backends")
 STUB_VENV = os.path.join(WHEEL, "stub-venv", "bin")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NGINX_PORT = 28300
 HYPER_PORT = 28400
+TONIC_PORT = 28500
 # Servers that answer a fixed body: they stand in only where that body is the answer.
-FLOORS = ("nginx", "hyper")
+FLOORS = ("nginx", "hyper", "tonic")
 # What wrk posts: add_sub's inputs (the same names and shapes in Nereid's and Triton's
 # repositories) as KServe v2 JSON, floor.sh's body.
 WRK_BODY = ('{"inputs":[{"name":"INPUT0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]},'
@@ -154,7 +159,10 @@ class Server:
         return rss_kib / 1024, threads
 
     def counts(self, model):
-        """(successful requests, inferences) the server counted for `model`."""
+        """(successful requests, inferences) the server counted for `model`: over HTTP, or
+        over gRPC for a server without an HTTP port (the gRPC floor)."""
+        if self.http is None:
+            return grpc_counts(self.grpc, model)
         url = f"http://127.0.0.1:{self.http}/v2/models/{model}/stats"
         with urllib.request.urlopen(url, timeout=10) as answer:
             stats = json.load(answer)["model_stats"]
@@ -163,6 +171,17 @@ class Server:
 
     def stop(self):
         self._stop()
+
+
+def grpc_counts(port, model):
+    """(successful requests, inferences) from gRPC ModelStatistics on `port`."""
+    import tritonclient.grpc as grpcclient
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
+    try:
+        stats = client.get_inference_statistics(model).model_stats
+    finally:
+        client.close()
+    return sum(s.inference_stats.success.count for s in stats), sum(s.inference_count for s in stats)
 
 
 def wait_ready(port, seconds=60):
@@ -407,6 +426,53 @@ def cpu_figures(ticks0, ticks1, requests):
             "user_us_per_request": per_request(user_s), "sys_us_per_request": per_request(sys_s)}
 
 
+def grpc_answers(port, out, model="add_sub_cache"):
+    """The serialized ModelMetadata, ModelConfig and ModelInfer (of WRK_BODY's inputs) answers
+    of the server on gRPC `port`, as files in OUT: what the gRPC floor answers."""
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
+    try:
+        inputs = []
+        for name, values in (("INPUT0", [1, 2, 3, 4]), ("INPUT1", [1, 1, 1, 1])):
+            tensor = grpcclient.InferInput(name, [1, 4], "FP32")
+            tensor.set_data_from_numpy(np.array([values], dtype=np.float32))
+            inputs.append(tensor)
+        messages = {"metadata": client.get_model_metadata(model), "config": client.get_model_config(model),
+                    "infer": client.infer(model, inputs).get_response()}
+    finally:
+        client.close()
+    paths = []
+    for what, message in messages.items():
+        path = os.path.join(out, f"grpc_floor_{what}.bin")
+        with open(path, "wb") as f:
+            f.write(message.SerializeToString())
+        paths.append(path)
+    return paths
+
+
+def start_grpc_floor(port, out, source, log):
+    """The grpc_floor example answering with `source`'s serialized answers: Nereid's gRPC
+    stack (tokio, hyper's HTTP/2, tonic, one I/O worker per two cores) with nothing behind it."""
+    process = subprocess.Popen([GRPC_FLOOR, str(port), *grpc_answers(source.grpc, out)], stdout=log, stderr=log)
+
+    def stop():
+        process.terminate()
+        process.wait()
+
+    deadline = time.time() + 10
+    while True:
+        try:
+            grpc_counts(port, "add_sub_cache")
+            break
+        except Exception:  # tritonclient raises its own error types while the port is closed
+            if time.time() > deadline or process.poll() is not None:
+                stop()
+                raise SystemExit(f"grpc_floor on port {port} did not answer")
+            time.sleep(0.1)
+    return Server("tonic", process.pid, None, port, stop)
+
+
 def measure(tool, server, model, protocol, concurrency, window_ms, csv_path):
     """One load run against one server: its CPU per request and the load's own figures."""
     if tool == "wrk":
@@ -452,7 +518,13 @@ def measure_steadily(tool, server, model, protocol, concurrency, window_ms, csv_
 
 
 def answers(server):
-    """Whether `server` still says it is ready."""
+    """Whether `server` still says it is ready (the gRPC floor: still counts its calls)."""
+    if server.http is None:
+        try:
+            grpc_counts(server.grpc, "add_sub_cache")
+            return True
+        except Exception:  # tritonclient's errors, whatever the failure
+            return False
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{server.http}/v2/health/ready", timeout=5) as r:
             return r.status == 200
@@ -715,6 +787,29 @@ def summarize_floor(rows, cells):
     return "\n".join(lines)
 
 
+def summarize_grpc_floor(rows, cells):
+    """The gRPC floor under nereid-bench: grpc_floor (tonic), Nereid and Triton in CPU per
+    request (medians over the rounds), each over the floor, and Nereid and the floor over Triton."""
+    names = ("tonic", "nereid", "triton")
+    lines = ["| cell (nereid-bench) | grpc_floor µs CPU/req user+sys=total | Nereid µs CPU/req user+sys=total "
+             "| Triton µs CPU/req user+sys=total | Nereid/grpc_floor | grpc_floor/Triton | Nereid/Triton "
+             "| grpc_floor/Nereid/Triton infer/s |", "|---|---|---|---|---|---|---|---|"]
+    for cell in cells:
+        fig = medians(rows, cell, "nereid-bench", names)
+        if "tonic" not in fig:
+            continue
+        total = {s: fig[s]["cpu_us_per_request"] for s in fig}
+
+        def ratio(a, b):
+            return f"{total[a] / total[b]:.2f}" if a in total and b in total else "–"
+
+        texts = [cpu_text(fig[s]) if s in fig else "–" for s in names]
+        rates = "/".join(f"{fig[s]['infer_per_s']:,.0f}" if s in fig else "–" for s in names)
+        lines.append(f"| {cell} | {' | '.join(texts)} | {ratio('nereid', 'tonic')} | {ratio('tonic', 'triton')} "
+                     f"| {ratio('nereid', 'triton')} | {rates} |")
+    return "\n".join(lines)
+
+
 def cell_tools(cell, tools):
     """The loads `cell` runs: `tools` as given, or by default perf_analyzer and nereid-bench
     everywhere plus wrk on the cache_http cells, where the nginx floor has a meaning; wrk
@@ -727,7 +822,11 @@ def cell_tools(cell, tools):
 def takes_part(server, cell, tool):
     """nginx and hyper_floor answer every request with the cache hit's body and keep no
     statistics, so they stand in only for the HTTP cache hit, and only under wrk (which
-    counts the requests)."""
+    counts the requests); grpc_floor only for the gRPC cache hit, under nereid-bench (it
+    answers the metadata, config and statistics calls nereid-bench makes, not
+    perf_analyzer's)."""
+    if server == "tonic":
+        return tool == "nereid-bench" and cell.startswith("cache_grpc")
     return server not in FLOORS or (tool == "wrk" and cell.startswith("cache_http"))
 
 
@@ -742,7 +841,7 @@ def start_servers(args, names, plan, with_python, log, extra):
             servers["triton"] = start_triton(28000, extra("triton"))
         if args.base:
             servers["base"] = start_nereid(19000, with_python, log, args.base, "base", extra("base"))
-        floors = [f for f in FLOORS if f in names]
+        floors = [f for f in ("nginx", "hyper") if f in names]
         if floors and any("wrk" in plan[cell] and takes_part("nginx", cell, "wrk") for cell in plan):
             # The body a floor returns is the one Nereid answers (Triton's where Nereid is not run).
             source = servers.get("nereid") or servers.get("base") or servers.get("triton")
@@ -753,6 +852,11 @@ def start_servers(args, names, plan, with_python, log, extra):
                 servers["nginx"] = start_nginx(NGINX_PORT, args.out, answer, log)
             if "hyper" in floors:
                 servers["hyper"] = start_hyper_floor(HYPER_PORT, args.out, answer, log)
+        if "tonic" in names and any(takes_part("tonic", cell, tool) for cell in plan for tool in plan[cell]):
+            source = servers.get("nereid") or servers.get("base") or servers.get("triton")
+            if not source:
+                raise SystemExit("grpc_floor answers with a server's answers: run it beside nereid or triton")
+            servers["tonic"] = start_grpc_floor(TONIC_PORT, args.out, source, log)
     except BaseException:
         for server in servers.values():
             server.stop()
@@ -769,9 +873,9 @@ def main():
     parser.add_argument("--cells", default=",".join(DEFAULT_CELLS), help=f"of {', '.join(CELLS)}")
     parser.add_argument("--tools", help="of perf_analyzer, nereid-bench, wrk (HTTP cells only); default: "
                         "perf_analyzer,nereid-bench, plus wrk on the cache_http cells")
-    parser.add_argument("--servers", default="nereid,triton,nginx,hyper",
+    parser.add_argument("--servers", default="nereid,triton,nginx,hyper,tonic",
                         help="nereid alone for quick iterations; nginx and hyper (hyper_floor) serve only "
-                        "cache_http cells under wrk")
+                        "cache_http cells under wrk, tonic (grpc_floor) only cache_grpc cells under nereid-bench")
     parser.add_argument("--base", help="another nereid binary to put beside this build (before/after)")
     parser.add_argument("--nereid", default=NEREID, help="the nereid binary (a copy, while target/ rebuilds)")
     parser.add_argument("--bench", default=BENCH, help="the nereid-bench binary")
@@ -872,6 +976,8 @@ def main():
             report += ["", summarize(rows, cells, all_tools, reference)]
     if "nginx" in servers:
         report += ["", summarize_floor(rows, cells)]
+    if "tonic" in servers:
+        report += ["", summarize_grpc_floor(rows, cells)]
     batches = [int(b) for b in args.ort_batches.split(",") if b]
     if batches:
         subprocess.run([os.path.join(ROOT, ".venv", "bin", "python"), os.path.join(ROOT, "scripts", "make_bench_models.py"),

@@ -5,6 +5,7 @@
 # nginx answering a fixed 200 of the same body under the same wrk load as the HTTP floor
 # (what ../shared/triton/floor.sh measures; nginx-light and wrk are apt-installed if missing),
 # and beside it tokio+hyper doing the same (the hyper_floor example: Nereid's stack's floor);
+# on the gRPC cache hit, tokio+hyper+tonic answering fixed bytes (the grpc_floor example);
 # then ONNX Runtime in-process against the served mlp_large in CPU per inference. About 15
 # minutes on the 2-core machine with the defaults; the options of scripts/bench_vs_triton.py
 # narrow it, e.g.
@@ -19,4 +20,5 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh >/dev/null
 cargo build --release --locked -p nereid-server -p nereid-bench -p nereid-backend-onnx --example ort_inprocess
 cargo build --release --locked -p nereid-http --example hyper_floor
+cargo build --release --locked -p nereid-grpc --example grpc_floor
 exec .venv/bin/python scripts/bench_vs_triton.py "$@"
