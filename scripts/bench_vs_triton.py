@@ -29,7 +29,11 @@ this kernel (parse, route, write). Its table gives nginx, Nereid and Triton in u
 servers, with dynamic batching on Nereid's add_sub_cache). A fourth, `hyper`, is the floor
 of Nereid's own HTTP stack: the hyper_floor example (tokio and hyper configured as nereid
 runs them) answering the same fixed 200, so the table shows what the libraries cost beside
-nginx and what Nereid's request path adds beside them. A fifth, `tonic`, is the same for
+nginx and what Nereid's request path adds beside them. `handoff` is hyper_floor with
+--handoff: each request first crosses to a worker thread and back (a crossbeam channel out,
+a tokio oneshot back, as a served model's request goes to its instance thread), the floor of
+a model request; with `--tools wrk --cells model_http_c4` the floors stand beside add_sub
+running (their body is add_sub_cache's answer, six bytes longer than add_sub's). A fifth, `tonic`, is the same for
 gRPC: the grpc_floor example (tokio, hyper's HTTP/2 and tonic as nereid runs them) answering
 ModelInfer with the serialized answer Nereid gave, on the cache_grpc cells under nereid-bench
 (ModelStatistics counts its calls); its table gives tonic, Nereid and Triton side by side.
@@ -41,7 +45,8 @@ servers then start in the --trace-mode given: `triton` writes JSON trace files e
 100 traces, `opentelemetry` exports to a local OTLP receiver that only counts bytes.
 
 Then mlp_large (compute-bound) served by Nereid at concurrency 1 in requests of a fixed
-batch size, against ONNX Runtime in-process on one thread, in CPU per inference.
+batch size, against ONNX Runtime in-process on one thread, in CPU per inference; and
+add_sub run in-process the same way (the compute floor of the add_sub cells).
 
 With --allocs, after the CPU rounds (so the shim slows no CPU-measured server): a separate
 Nereid, and Triton where it is in --servers, each under scripts/alloc_count.c as LD_PRELOAD
@@ -89,9 +94,10 @@ STUB_VENV = os.path.join(WHEEL, "stub-venv", "bin")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NGINX_PORT = 28300
 HYPER_PORT = 28400
+HANDOFF_PORT = 28450
 TONIC_PORT = 28500
 # Servers that answer a fixed body: they stand in only where that body is the answer.
-FLOORS = ("nginx", "hyper", "tonic")
+FLOORS = ("nginx", "hyper", "handoff", "tonic")
 # What wrk posts: add_sub's inputs (the same names and shapes in Nereid's and Triton's
 # repositories) as KServe v2 JSON, floor.sh's body.
 WRK_BODY = ('{"inputs":[{"name":"INPUT0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]},'
@@ -387,20 +393,22 @@ http {{
     return Server("nginx", process.pid, port, None, stop)
 
 
-def start_hyper_floor(port, out, answer, log):
-    """The hyper_floor example answering `answer` to every request: Nereid's HTTP stack
+def start_hyper_floor(port, out, answer, log, handoff=False):
+    """The hyper_floor example answering `answer` to every request (after a round trip to a
+    worker thread with `handoff`, as server `handoff`): Nereid's HTTP stack
     (tokio, hyper's HTTP/1.1, one I/O worker per two cores) with nothing behind it."""
     body = os.path.join(out, "hyper_floor_answer.json")
     with open(body, "w") as f:
         f.write(answer)
-    process = subprocess.Popen([HYPER_FLOOR, str(port), body], stdout=log, stderr=log)
+    process = subprocess.Popen([HYPER_FLOOR, str(port), body, *(["--handoff"] if handoff else [])],
+                               stdout=log, stderr=log)
 
     def stop():
         process.terminate()
         process.wait()
 
     answering(process, port, answer, stop, f"hyper_floor on port {port} did not answer")
-    return Server("hyper", process.pid, port, None, stop)
+    return Server("handoff" if handoff else "hyper", process.pid, port, None, stop)
 
 
 def load_command(tool, server, model, protocol, concurrency, window_ms, csv_path):
@@ -613,8 +621,13 @@ def measure_wrk(server, model, concurrency, window_ms, out):
 def ort_baseline(out, batches, seconds):
     """ONNX Runtime in-process on mlp_large: CPU µs per inference at each batch size."""
     model = os.path.join(out, "models", "mlp_large", "1", "model.onnx")
-    text = subprocess.run([ORT_INPROCESS, model, "INPUT", "256", ",".join(map(str, batches)), "1", str(seconds)],
-                          check=True, capture_output=True, text=True).stdout
+    return ort_inprocess(model, "INPUT", 256, batches, seconds)
+
+
+def ort_inprocess(model, inputs, features, batches, seconds):
+    """ort_inprocess's CPU µs per inference of `model` at each batch size, on one thread."""
+    text = subprocess.run([ORT_INPROCESS, model, inputs, str(features), ",".join(map(str, batches)), "1",
+                           str(seconds)], check=True, capture_output=True, text=True).stdout
     return {int(r["batch"]): float(r["cpu_us_per_inference"]) for r in csv.DictReader(text.splitlines())}
 
 
@@ -768,13 +781,13 @@ def summarize(rows, cells, tools, reference):
 
 
 def summarize_floor(rows, cells):
-    """The HTTP floor under wrk: nginx, hyper_floor, Nereid and Triton in CPU per request
-    (medians over the rounds) and each server's total over nginx's."""
-    names = ("nginx", "hyper", "nereid", "triton")
-    lines = ["| cell (wrk) | nginx µs CPU/req user+sys=total | hyper_floor µs CPU/req user+sys=total "
-             "| Nereid µs CPU/req user+sys=total | Triton µs CPU/req user+sys=total "
-             "| hyper_floor/nginx | Nereid/nginx | Triton/nginx | nginx/hyper_floor/Nereid/Triton req/s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    """The HTTP floor under wrk: nginx, hyper_floor (plain and with the hand-off), Nereid and
+    Triton in CPU per request (medians over the rounds) and each server's total over nginx's."""
+    names = ("nginx", "hyper", "handoff", "nereid", "triton")
+    lines = ["| cell (wrk) | nginx µs CPU/req user+sys=total | hyper_floor | hyper_floor --handoff "
+             "| Nereid | Triton | hyper_floor/nginx | handoff/nginx | Nereid/nginx | Triton/nginx "
+             "| nginx/hyper_floor/handoff/Nereid/Triton req/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for cell in cells:
         fig = medians(rows, cell, "wrk", names)
         if "nginx" not in fig:
@@ -821,13 +834,13 @@ def cell_tools(cell, tools):
 
 def takes_part(server, cell, tool):
     """nginx and hyper_floor answer every request with the cache hit's body and keep no
-    statistics, so they stand in only for the HTTP cache hit, and only under wrk (which
-    counts the requests); grpc_floor only for the gRPC cache hit, under nereid-bench (it
+    statistics, so they stand in only for add_sub over HTTP (the cache hit or the model),
+    and only under wrk (which counts the requests); grpc_floor only for the gRPC cache hit, under nereid-bench (it
     answers the metadata, config and statistics calls nereid-bench makes, not
     perf_analyzer's)."""
     if server == "tonic":
         return tool == "nereid-bench" and cell.startswith("cache_grpc")
-    return server not in FLOORS or (tool == "wrk" and cell.startswith("cache_http"))
+    return server not in FLOORS or (tool == "wrk" and cell.startswith(("cache_http", "model_http")))
 
 
 def start_servers(args, names, plan, with_python, log, extra):
@@ -841,7 +854,7 @@ def start_servers(args, names, plan, with_python, log, extra):
             servers["triton"] = start_triton(28000, extra("triton"))
         if args.base:
             servers["base"] = start_nereid(19000, with_python, log, args.base, "base", extra("base"))
-        floors = [f for f in ("nginx", "hyper") if f in names]
+        floors = [f for f in ("nginx", "hyper", "handoff") if f in names]
         if floors and any("wrk" in plan[cell] and takes_part("nginx", cell, "wrk") for cell in plan):
             # The body a floor returns is the one Nereid answers (Triton's where Nereid is not run).
             source = servers.get("nereid") or servers.get("base") or servers.get("triton")
@@ -852,6 +865,8 @@ def start_servers(args, names, plan, with_python, log, extra):
                 servers["nginx"] = start_nginx(NGINX_PORT, args.out, answer, log)
             if "hyper" in floors:
                 servers["hyper"] = start_hyper_floor(HYPER_PORT, args.out, answer, log)
+            if "handoff" in floors:
+                servers["handoff"] = start_hyper_floor(HANDOFF_PORT, args.out, answer, log, handoff=True)
         if "tonic" in names and any(takes_part("tonic", cell, tool) for cell in plan for tool in plan[cell]):
             source = servers.get("nereid") or servers.get("base") or servers.get("triton")
             if not source:
@@ -873,9 +888,9 @@ def main():
     parser.add_argument("--cells", default=",".join(DEFAULT_CELLS), help=f"of {', '.join(CELLS)}")
     parser.add_argument("--tools", help="of perf_analyzer, nereid-bench, wrk (HTTP cells only); default: "
                         "perf_analyzer,nereid-bench, plus wrk on the cache_http cells")
-    parser.add_argument("--servers", default="nereid,triton,nginx,hyper,tonic",
-                        help="nereid alone for quick iterations; nginx and hyper (hyper_floor) serve only "
-                        "cache_http cells under wrk, tonic (grpc_floor) only cache_grpc cells under nereid-bench")
+    parser.add_argument("--servers", default="nereid,triton,nginx,hyper,handoff,tonic",
+                        help="nereid alone for quick iterations; nginx, hyper and handoff (hyper_floor) "
+                        "serve only add_sub's HTTP cells under wrk, tonic (grpc_floor) only cache_grpc cells under nereid-bench")
     parser.add_argument("--base", help="another nereid binary to put beside this build (before/after)")
     parser.add_argument("--nereid", default=NEREID, help="the nereid binary (a copy, while target/ rebuilds)")
     parser.add_argument("--bench", default=BENCH, help="the nereid-bench binary")
@@ -989,6 +1004,10 @@ def main():
                    "| Nereid served µs CPU/inference | ratio |", "|---|---|---|---|"]
         for b in batches:
             report.append(f"| {b} | {inprocess[b]:.1f} | {served[b]:.1f} | {served[b] / inprocess[b]:.2f} |")
+        add_sub = ort_inprocess(os.path.join(ROOT, "examples", "models", "add_sub", "1", "model.onnx"),
+                                "INPUT0,INPUT1", 4, [1], 3)[1]
+        report += ["", f"add_sub run by ONNX Runtime in-process (one thread, batch 1): {add_sub:.1f} µs CPU per "
+                   "run, the compute floor of the add_sub cells"]
     if args.allocs:
         alloc_rows = allocations(args.out, names, log, failed)
         with open(os.path.join(args.out, "allocs.json"), "w") as f:

@@ -5,7 +5,8 @@
 # nginx answering a fixed 200 of the same body under the same wrk load as the HTTP floor
 # (what ../shared/triton/floor.sh measures; nginx-light and wrk are apt-installed if missing),
 # and beside it tokio+hyper doing the same (the hyper_floor example: Nereid's stack's floor);
-# on the gRPC cache hit, tokio+hyper+tonic answering fixed bytes (the grpc_floor example);
+# the same with a round trip to a worker thread per request (hyper_floor --handoff: a model
+# request's floor); on the gRPC cache hit, tokio+hyper+tonic answering fixed bytes (grpc_floor);
 # then ONNX Runtime in-process against the served mlp_large in CPU per inference. About 15
 # minutes on the 2-core machine with the defaults; the options of scripts/bench_vs_triton.py
 # narrow it, e.g.

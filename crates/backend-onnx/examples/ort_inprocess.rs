@@ -2,8 +2,9 @@
 //! directly, with the same session options as the server's instances, at fixed batch
 //! sizes, on as many threads (one session each) as the served model has instances.
 //!
-//! `ort_inprocess MODEL.onnx INPUT_NAME FEATURES BATCHES(comma) THREADS SECONDS`
-//! prints one CSV line per batch size:
+//! `ort_inprocess MODEL.onnx INPUT_NAMES(comma) FEATURES BATCHES(comma) THREADS SECONDS`
+//! (every named input gets the same `[batch, FEATURES]` FP32 data: one for mlp_large, two for
+//! add_sub, whose run is the floor of a served add_sub request) prints one CSV line per batch size:
 //! `batch,inferences_per_sec,runs_per_sec,cpu_us_per_inference`, the last from the
 //! running threads' own CPU time (ONNX Runtime runs on the calling thread with one
 //! intra-op thread), the figure the served model's server CPU per inference compares with.
@@ -11,16 +12,17 @@
 use std::time::{Duration, Instant};
 
 use ort::session::builder::GraphOptimizationLevel;
-use ort::session::Session;
+use ort::session::{Session, SessionInputValue};
 use ort::value::Tensor;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, model, input, features, batches, threads, seconds] = args.as_slice() else {
+    let [_, model, inputs, features, batches, threads, seconds] = args.as_slice() else {
         return Err(
-            "usage: ort_inprocess MODEL.onnx INPUT_NAME FEATURES BATCHES THREADS SECONDS".into(),
+            "usage: ort_inprocess MODEL.onnx INPUT_NAMES FEATURES BATCHES THREADS SECONDS".into(),
         );
     };
+    let inputs: Vec<&str> = inputs.split(',').collect();
     let features: usize = features.parse()?;
     let threads: usize = threads.parse()?;
     let window = Duration::from_secs_f64(seconds.parse()?);
@@ -49,11 +51,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         // Warm up, then count runs in the window; each run builds its input
                         // tensor, as the server does for every batch.
                         let run = |session: &mut Session| -> Result<(), String> {
-                            let value = Tensor::from_array(([batch, features], data.clone()))
-                                .map_err(|e| e.to_string())?;
-                            let outputs = session
-                                .run(ort::inputs![input.as_str() => value])
-                                .map_err(|e| e.to_string())?;
+                            let mut values = Vec::with_capacity(inputs.len());
+                            for name in &inputs {
+                                let value = Tensor::from_array(([batch, features], data.clone()))
+                                    .map_err(|e| e.to_string())?;
+                                values.push((name.to_string(), SessionInputValue::from(value)));
+                            }
+                            let outputs = session.run(values).map_err(|e| e.to_string())?;
                             let (_, out) = outputs[0]
                                 .try_extract_tensor::<f32>()
                                 .map_err(|e| e.to_string())?;
