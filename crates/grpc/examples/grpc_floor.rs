@@ -40,11 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         infer: Bytes::from(std::fs::read(infer)?),
         calls: AtomicU64::new(0),
     });
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads((cores / 2).max(1))
-        .enable_all()
-        .build()?;
+    let runtime = nereid_net::io_runtime(nereid_net::default_io_threads())?;
     runtime.block_on(async move {
         tonic::transport::Server::builder()
             .tcp_nodelay(true)

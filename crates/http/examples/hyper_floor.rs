@@ -30,11 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("--handoff") => Some(start_worker()),
         Some(_) => return Err(usage.into()),
     };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads((cores / 2).max(1))
-        .enable_all()
-        .build()?;
+    let runtime = nereid_net::io_runtime(nereid_net::default_io_threads())?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
         loop {

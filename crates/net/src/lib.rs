@@ -18,6 +18,7 @@
 mod accept;
 mod body;
 mod guarded;
+mod runtime;
 mod stall;
 
 use std::time::Duration;
@@ -25,6 +26,7 @@ use std::time::Duration;
 pub use accept::Acceptor;
 pub use body::{BodyTimedOut, BodyTimer, InFlightBody, TimedBody};
 pub use guarded::{Activity, Guarded, InFlight};
+pub use runtime::{default_io_threads, io_runtime};
 
 /// Default cap on open connections per port (`--max-connections`): above the 10,000
 /// concurrent sequences of BENCHMARKS.md §7 (one connection each, plus a control one).

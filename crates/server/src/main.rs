@@ -60,12 +60,7 @@ fn main() {
         tracing::warn!("{note}");
     }
     listen::raise_fd_limit();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.io_threads())
-        .enable_all()
-        .thread_name("nereid-io")
-        .build()
-    {
+    let runtime = match nereid_net::io_runtime(config.io_threads()) {
         Ok(r) => r,
         Err(e) => {
             logging::report(&format!("error: cannot start the async runtime: {e}"));

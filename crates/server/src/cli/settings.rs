@@ -39,7 +39,7 @@ impl Config {
         .max();
         match asked {
             Some(n) => usize::try_from(n).unwrap_or(1).clamp(1, cores),
-            None => (cores / 2).max(1),
+            None => nereid_net::default_io_threads(),
         }
     }
 
