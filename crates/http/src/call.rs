@@ -4,17 +4,22 @@
 //! may be compressed and whether headers are forwarded, so those are the call's
 //! parameters and the codec stays in one place.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 
 use axum::extract::Extension;
 use axum::http::{header, HeaderMap};
 use axum::response::Response;
 use bytes::Bytes;
 use nereid_core::header_forward::HeaderForward;
+use nereid_core::request::Answer;
+use nereid_core::trace::RequestTrace;
 use nereid_core::{Error, Result, Server};
 
-use crate::compression;
-use crate::infer::{self, Layout};
+use crate::compression::{self, Encoding};
+use crate::infer::{self, Layout, OutputFormat};
 use crate::trace::{self, Arrival};
 
 /// How an endpoint frames an infer body: where the length of its JSON part is announced.
@@ -47,10 +52,11 @@ pub(crate) struct InferCall<'a> {
     pub header_forward: Option<&'a HeaderForward>,
 }
 
-/// Decodes the body, runs the inference and encodes the answer, with Triton's order of
-/// checks: the decoupled refusal before the body is read, the framing, the body, then the
-/// forwarded headers. Errors are the core's; each endpoint chooses their status.
-pub(crate) async fn infer(call: InferCall<'_>, body: Bytes) -> Result<Response> {
+/// Decodes the body and submits the inference, with Triton's order of checks: the
+/// decoupled refusal before the body is read, the framing, the body, then the forwarded
+/// headers. Returns the inference under way, which encodes the answer when it comes.
+/// Errors are the core's; each endpoint chooses their status.
+pub(crate) fn infer(call: InferCall<'_>, body: Bytes) -> Result<Running> {
     let InferCall {
         server,
         model,
@@ -86,16 +92,54 @@ pub(crate) async fn infer(call: InferCall<'_>, body: Bytes) -> Result<Response> 
         request.parameters.extend(forwarded);
     }
     request.trace = trace.clone();
-    let response = server.infer(request).await?;
     let accepted = match framing {
         Framing::Kserve => compression::accepted(headers),
         Framing::ContentType(_) => None,
     };
-    trace::stamp(trace.as_ref(), "INFER_RESPONSE_COMPLETE");
-    Ok(trace::send(
-        trace,
-        infer::encode(&response, &format, accepted)?,
-    ))
+    Ok(Running {
+        answer: server.infer(request),
+        reply: Some(Reply {
+            format,
+            accepted,
+            trace,
+        }),
+    })
+}
+
+/// An inference under way: the core's answer, then its encoding for the client. Written
+/// by hand so that a request's future holds only this (not the decoder's state and the
+/// call's arguments, as an `async fn` would, twice over), small enough for the
+/// allocator's small bins.
+pub(crate) struct Running {
+    answer: Answer,
+    /// How to encode the answer; taken when it comes.
+    reply: Option<Reply>,
+}
+
+/// What encoding an answer needs from its request.
+struct Reply {
+    format: OutputFormat,
+    accepted: Option<Encoding>,
+    trace: Option<RequestTrace>,
+}
+
+impl Future for Running {
+    type Output = Result<Response>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let answer = ready!(this.answer.as_mut().poll(cx));
+        let Some(reply) = this.reply.take() else {
+            return Poll::Ready(Err(Error::internal(
+                "an answered inference was polled again",
+            )));
+        };
+        Poll::Ready(answer.and_then(|response| {
+            trace::stamp(reply.trace.as_ref(), "INFER_RESPONSE_COMPLETE");
+            let encoded = infer::encode(&response, &reply.format, reply.accepted)?;
+            Ok(trace::send(reply.trace, encoded))
+        }))
+    }
 }
 
 /// The body layout from a `Content-Type` of `<prefix><length>` (Triton's

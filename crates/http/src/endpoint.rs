@@ -77,7 +77,7 @@ impl Inference {
             framing: Framing::ContentType(self.content_type),
             header_forward: None,
         };
-        call::infer(call, body).await
+        call::infer(call, body)?.await
     }
 }
 

@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::compression::{self, Encoding};
 use crate::json_data::{check_json_text, parse_data, JsonData};
+use crate::request_scan;
 
 /// A fixed-width input's JSON `data` must hold exactly as many elements as its `shape`
 /// says, refused in Triton's words for too many and too few (BYTES is checked by size in
@@ -46,39 +47,57 @@ fn check_data_count(datatype: DataType, shape: &[i64], data_bytes: usize) -> Res
 /// Header giving the length of the JSON part of a body with binary tensors.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
 
+/// An infer request's JSON, as serde reads it or [`crate::request_scan`] found it.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RequestJson<'a> {
+pub(crate) struct RequestJson<'a> {
     #[serde(default)]
-    id: Option<String>,
+    pub id: Option<String>,
     #[serde(default)]
-    parameters: Option<Map<String, Value>>,
+    pub parameters: Option<Map<String, Value>>,
     #[serde(borrow)]
-    inputs: Vec<InputJson<'a>>,
+    pub inputs: Vec<InputJson<'a>>,
     #[serde(default)]
-    outputs: Option<Vec<OutputJson>>,
+    pub outputs: Option<Vec<OutputJson>>,
 }
 
+/// One input of a [`RequestJson`].
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct InputJson<'a> {
-    name: String,
-    shape: Vec<i64>,
+pub(crate) struct InputJson<'a> {
+    pub name: String,
+    pub shape: Vec<i64>,
     // Borrowed from the body when it has no escapes (always, for a valid datatype).
     #[serde(borrow)]
-    datatype: Cow<'a, str>,
+    pub datatype: Cow<'a, str>,
     #[serde(default)]
-    parameters: Option<Map<String, Value>>,
+    pub parameters: Option<Map<String, Value>>,
     #[serde(borrow, default)]
-    data: Option<&'a RawValue>,
+    pub data: Option<InputData<'a>>,
 }
 
+/// An input's JSON `data`: its text, read once the datatype is known (serde meets `data`
+/// before it has checked the input), or its elements as the request scan already read them.
+pub(crate) enum InputData<'a> {
+    /// The JSON value, unread.
+    Text(&'a RawValue),
+    /// The elements' little-endian bytes.
+    Read(Vec<u8>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for InputData<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        <&'a RawValue>::deserialize(d).map(InputData::Text)
+    }
+}
+
+/// One requested output of a [`RequestJson`].
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct OutputJson {
-    name: String,
+pub(crate) struct OutputJson {
+    pub name: String,
     #[serde(default)]
-    parameters: Option<Map<String, Value>>,
+    pub parameters: Option<Map<String, Value>>,
 }
 
 /// How each output is to be returned.
@@ -187,8 +206,12 @@ pub fn decode(
     }
     let text = std::str::from_utf8(&json)
         .map_err(|e| Error::invalid_arg(format!("failed to parse the request JSON buffer: {e}")))?;
-    let parsed: RequestJson<'_> = serde_json::from_str(text)
-        .map_err(|e| Error::invalid_arg(format!("failed to parse the request JSON buffer: {e}")))?;
+    let parsed = match request_scan::scan(text) {
+        Some(parsed) => parsed,
+        None => serde_json::from_str(text).map_err(|e| {
+            Error::invalid_arg(format!("failed to parse the request JSON buffer: {e}"))
+        })?,
+    };
     let mut format = OutputFormat::default();
     let parameters = request_parameters(parsed.parameters, &mut format)?;
     let inputs = decode_inputs(model_name, parsed.inputs, binary, regions, max_input_size)?;
@@ -370,11 +393,14 @@ fn decode_inputs(
                 "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. {detail}"
             )));
         }
-        let data = if let Some(raw) = input.data {
+        let data = if let Some(data) = input.data {
             check_json_input_size(&input.name, datatype, &input.shape, max_input_size)?;
-            let bytes = parse_data(datatype, raw.get()).map_err(|e| {
-                e.into_error(datatype, &format!("'data' of input '{}'", input.name))
-            })?;
+            let bytes = match data {
+                InputData::Read(bytes) => bytes,
+                InputData::Text(raw) => parse_data(datatype, raw.get()).map_err(|e| {
+                    e.into_error(datatype, &format!("'data' of input '{}'", input.name))
+                })?,
+            };
             check_data_count(datatype, &input.shape, bytes.len())?;
             Bytes::from(bytes)
         } else if let Some(size) = binary_size {

@@ -6,6 +6,8 @@
 //! this path does not answer exactly as the table would (a percent-encoded name, a
 //! restricted inference group, any other route) goes on to the table.
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
@@ -21,7 +23,6 @@ use crate::error::{error_body, ApiError};
 use crate::{admin, trace, AppState};
 
 /// The infer route's state, shared by every connection.
-#[derive(Clone)]
 pub(crate) struct InferRoute {
     state: AppState,
     body_limit: usize,
@@ -48,36 +49,46 @@ impl InferRoute {
         request.method() == Method::POST && infer_path(request.uri().path()).is_some()
     }
 
-    /// Answers an infer call (one [`Self::answers`] took).
-    pub(crate) async fn answer(self, request: Request<Body>) -> Response<Body> {
-        let arrival = self
+    /// Answers an infer call (one [`Self::answers`] took). The future holds the request's
+    /// head, its body while it is read, then the inference under way ([`call::Running`]):
+    /// nothing twice, so that with the connection's wrapper it fits one small allocation.
+    pub(crate) fn answer(
+        self: &Arc<Self>,
+        request: Request<Body>,
+    ) -> impl Future<Output = Response<Body>> + Send + 'static {
+        let route = Arc::clone(self);
+        let arrival = route
             .state
             .server
             .trace()
             .is_active()
             .then(|| Extension(trace::Arrival(Instant::now())));
         let (parts, body) = request.into_parts();
-        let Some((model, version)) = infer_path(parts.uri.path()) else {
-            return error_body(StatusCode::NOT_FOUND, "Not Found");
-        };
-        let body = match read_body(body, self.body_limit).await {
-            Ok(body) => body,
-            Err(e) => return buffering_failed(e),
-        };
-        match self.infer(&parts, model, version, arrival, body).await {
-            Ok(response) => response,
-            Err(e) => e.into_response(),
+        async move {
+            let body = match read_body(body, route.body_limit).await {
+                Ok(body) => body,
+                Err(e) => return buffering_failed(e),
+            };
+            let running = match route.start(&parts, arrival, body) {
+                Ok(running) => running,
+                Err(e) => return e.into_response(),
+            };
+            running
+                .await
+                .unwrap_or_else(|e| ApiError::from(e).into_response())
         }
     }
 
-    async fn infer(
+    /// Decodes and submits the inference of `parts` with `body`.
+    fn start(
         &self,
         parts: &Parts,
-        model: &str,
-        version: Option<&str>,
         arrival: Option<Extension<trace::Arrival>>,
         body: bytes::Bytes,
-    ) -> Result<Response<Body>, ApiError> {
+    ) -> Result<call::Running, ApiError> {
+        let Some((model, version)) = infer_path(parts.uri.path()) else {
+            return Err(ApiError::from(nereid_core::Error::not_found("Not Found")));
+        };
         let version = admin::parse_version(version)?;
         let options = &self.state.options;
         let call = call::InferCall {
@@ -90,7 +101,7 @@ impl InferRoute {
             framing: Framing::Kserve,
             header_forward: options.header_forward.as_deref(),
         };
-        Ok(call::infer(call, body).await?)
+        Ok(call::infer(call, body)?)
     }
 }
 

@@ -79,39 +79,61 @@ impl<'de> DeserializeSeed<'de> for Flatten<'_> {
     }
 }
 
-impl Flatten<'_> {
-    fn int<E: de::Error>(self, v: i128) -> Result<(), E> {
-        let range_error = || E::custom(format!("value {v} is out of range for {}", self.datatype));
-        macro_rules! put {
-            ($t:ty) => {{
-                let x = <$t>::try_from(v).map_err(|_| range_error())?;
-                self.out.extend_from_slice(&x.to_le_bytes());
-            }};
-        }
-        match self.datatype {
-            DataType::Uint8 => put!(u8),
-            DataType::Uint16 => put!(u16),
-            DataType::Uint32 => put!(u32),
-            DataType::Uint64 => put!(u64),
-            DataType::Int8 => put!(i8),
-            DataType::Int16 => put!(i16),
-            DataType::Int32 => put!(i32),
-            DataType::Int64 => put!(i64),
-            _ => return self.float(v as f64),
-        }
-        Ok(())
+/// Appends integer `v` as one element of `datatype`; a float type takes it as a number.
+/// Shared by the serde reader below and the request scan, so both convert alike.
+pub(crate) fn put_int(datatype: DataType, out: &mut Vec<u8>, v: i128) -> Result<(), String> {
+    let range_error = || format!("value {v} is out of range for {datatype}");
+    macro_rules! put {
+        ($t:ty) => {{
+            let x = <$t>::try_from(v).map_err(|_| range_error())?;
+            out.extend_from_slice(&x.to_le_bytes());
+        }};
     }
+    match datatype {
+        DataType::Uint8 => put!(u8),
+        DataType::Uint16 => put!(u16),
+        DataType::Uint32 => put!(u32),
+        DataType::Uint64 => put!(u64),
+        DataType::Int8 => put!(i8),
+        DataType::Int16 => put!(i16),
+        DataType::Int32 => put!(i32),
+        DataType::Int64 => put!(i64),
+        _ => return put_float(datatype, out, int_to_f64(v)),
+    }
+    Ok(())
+}
 
-    fn float<E: de::Error>(self, v: f64) -> Result<(), E> {
-        match self.datatype {
-            DataType::Fp16 => self.out.extend_from_slice(&f16::from_f64(v).to_le_bytes()),
-            DataType::Bf16 => self.out.extend_from_slice(&bf16::from_f64(v).to_le_bytes()),
-            DataType::Fp32 => self.out.extend_from_slice(&(v as f32).to_le_bytes()),
-            DataType::Fp64 => self.out.extend_from_slice(&v.to_le_bytes()),
-            other => return Err(E::custom(format!("expected {} value, got {v}", other))),
-        }
-        Ok(())
+/// `v` as the nearest `f64`: through 64 bits where it fits (the same rounding; a 128-bit
+/// conversion is a software routine).
+fn int_to_f64(v: i128) -> f64 {
+    if let Ok(v) = i64::try_from(v) {
+        v as f64
+    } else if let Ok(v) = u64::try_from(v) {
+        v as f64
+    } else {
+        v as f64
     }
+}
+
+/// Appends `v` as one element of a float `datatype`; any other type refuses it.
+pub(crate) fn put_float(datatype: DataType, out: &mut Vec<u8>, v: f64) -> Result<(), String> {
+    match datatype {
+        DataType::Fp16 => out.extend_from_slice(&f16::from_f64(v).to_le_bytes()),
+        DataType::Bf16 => out.extend_from_slice(&bf16::from_f64(v).to_le_bytes()),
+        DataType::Fp32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
+        DataType::Fp64 => out.extend_from_slice(&v.to_le_bytes()),
+        other => return Err(format!("expected {other} value, got {v}")),
+    }
+    Ok(())
+}
+
+/// Appends `v` as one element of a BOOL `datatype`; any other type refuses it.
+pub(crate) fn put_bool(datatype: DataType, out: &mut Vec<u8>, v: bool) -> Result<(), String> {
+    if datatype != DataType::Bool {
+        return Err(format!("expected {datatype} value, got {v}"));
+    }
+    out.push(u8::from(v));
+    Ok(())
 }
 
 impl<'de> Visitor<'de> for Flatten<'_> {
@@ -136,36 +158,19 @@ impl<'de> Visitor<'de> for Flatten<'_> {
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
-        if self.datatype != DataType::Bool {
-            return Err(E::custom(format!(
-                "expected {} value, got {v}",
-                self.datatype
-            )));
-        }
-        self.out.push(u8::from(v));
-        Ok(())
+        put_bool(self.datatype, self.out, v).map_err(E::custom)
     }
 
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
-        self.int(i128::from(v))
+        put_int(self.datatype, self.out, i128::from(v)).map_err(E::custom)
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
-        self.int(i128::from(v))
+        put_int(self.datatype, self.out, i128::from(v)).map_err(E::custom)
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
-        if matches!(
-            self.datatype,
-            DataType::Fp16 | DataType::Bf16 | DataType::Fp32 | DataType::Fp64
-        ) {
-            self.float(v)
-        } else {
-            Err(E::custom(format!(
-                "expected {} value, got {v}",
-                self.datatype
-            )))
-        }
+        put_float(self.datatype, self.out, v).map_err(E::custom)
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {

@@ -20,6 +20,7 @@ mod infer;
 mod infer_route;
 mod json_data;
 mod logging;
+mod request_scan;
 mod restrict;
 pub mod sagemaker;
 mod serve;
@@ -225,5 +226,5 @@ async fn infer_handler(
         framing: call::Framing::Kserve,
         header_forward: state.options.header_forward.as_deref(),
     };
-    Ok(call::infer(call, body).await?)
+    Ok(call::infer(call, body)?.await?)
 }

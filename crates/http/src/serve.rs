@@ -11,6 +11,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{header, HeaderValue, Request, Response, StatusCode};
 use axum::Router;
+use futures::FutureExt;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -44,6 +45,7 @@ pub(crate) async fn serve_routes(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
+    let infer = infer.map(Arc::new);
     let mut acceptor = Acceptor::new(listener, port, limits);
     let mut builder = http1::Builder::new();
     // The connection's own timers replace hyper's header timer, which would also run
@@ -80,7 +82,7 @@ pub(crate) async fn serve_routes(
 #[derive(Clone)]
 struct ConnectionService {
     router: Router,
-    infer: Option<InferRoute>,
+    infer: Option<Arc<InferRoute>>,
     activity: Arc<Activity>,
     body_timeout: Option<Duration>,
 }
@@ -114,8 +116,9 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
         };
         match &self.infer {
             Some(infer) if InferRoute::answers(&request) => {
-                let answer = infer.clone().answer(request);
-                Box::pin(async move { Ok(finish(answer.await)) })
+                // A combinator, not an `async` block: a block would keep the answer's
+                // future twice (captured, and again while awaited).
+                Box::pin(infer.answer(request).map(move |answer| Ok(finish(answer))))
             }
             _ => {
                 let mut router = self.router.clone();

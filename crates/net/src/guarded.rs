@@ -67,10 +67,10 @@ impl Activity {
         InFlight(self.clone())
     }
 
-    fn bytes_read(&self, now: Instant) {
+    fn bytes_read(&self) {
         let mut state = self.state.lock();
         if state.in_flight == 0 && state.head_started.is_none() {
-            state.head_started = Some(now);
+            state.head_started = Some(Instant::now());
         }
     }
 
@@ -185,8 +185,13 @@ impl Guarded {
             if expires && at <= now {
                 return true;
             }
-            // A recheck keeps its earlier time, so the timer is not pushed back forever.
-            let keep = !expires && self.armed_for.is_some_and(|armed| armed > now);
+            // A timer armed for earlier stays: when it fires, the next pass re-arms it for
+            // the deadline then. A recheck is so never pushed back forever, and a busy
+            // connection, whose idle deadline moves with every request, moves no timer
+            // (a reset takes the runtime's timer lock).
+            let keep = self
+                .armed_for
+                .is_some_and(|armed| armed > now && armed <= at);
             if !keep && self.armed_for != Some(at) {
                 self.timer.as_mut().reset(at);
                 self.armed_for = Some(at);
@@ -214,7 +219,7 @@ impl AsyncRead for Guarded {
         match Pin::new(&mut this.stream).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
-                    this.activity.bytes_read(Instant::now());
+                    this.activity.bytes_read();
                 }
                 return Poll::Ready(Ok(()));
             }
@@ -296,9 +301,9 @@ mod tests {
         let activity = Arc::new(Activity::new(opened));
         tokio::time::advance(Duration::from_secs(10)).await;
         let first_byte = Instant::now();
-        activity.bytes_read(first_byte);
+        activity.bytes_read();
         tokio::time::advance(Duration::from_secs(5)).await;
-        activity.bytes_read(Instant::now());
+        activity.bytes_read();
         assert_eq!(
             activity.deadline(Instant::now(), &BOTH),
             Deadline::Expire(first_byte + HEADER),
@@ -309,7 +314,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn no_timer_runs_out_while_a_request_is_in_flight() {
         let activity = Arc::new(Activity::new(Instant::now()));
-        activity.bytes_read(Instant::now());
+        activity.bytes_read();
         let request = activity.begin();
         tokio::time::advance(Duration::from_secs(3600)).await;
         let now = Instant::now();
@@ -320,6 +325,64 @@ mod tests {
             activity.deadline(ended, &BOTH),
             Deadline::Expire(ended + IDLE),
             "idle counts from the end of the last request, and the head timer was reset"
+        );
+    }
+
+    /// Polls `guarded`'s read side once, as the server does while waiting for the next
+    /// request: whether it reported end of stream.
+    fn poll_once(guarded: &mut Guarded) -> bool {
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut space = [0u8; 16];
+        let mut buf = ReadBuf::new(&mut space);
+        matches!(
+            Pin::new(guarded).poll_read(&mut cx, &mut buf),
+            Poll::Ready(Ok(()))
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_busy_connection_expires_one_idle_timeout_after_its_last_request() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        let _client = TcpStream::connect(address).await.expect("connect");
+        let (stream, peer) = listener.accept().await.expect("accept");
+        let permit = Arc::new(tokio::sync::Semaphore::new(1))
+            .acquire_owned()
+            .await
+            .expect("permit");
+        let limits = Limits {
+            idle_timeout: Some(IDLE),
+            header_timeout: None,
+            ..Limits::default()
+        };
+        let mut guarded = Guarded::new(stream, peer, permit, &limits);
+        let activity = guarded.activity();
+        assert!(
+            !poll_once(&mut guarded),
+            "armed for the first idle deadline"
+        );
+        // Requests keep coming for longer than the idle timeout; after each the server
+        // polls again (the timer armed for an earlier deadline stays armed).
+        let mut last_end = Instant::now();
+        for _ in 0..5 {
+            tokio::time::advance(IDLE / 2).await;
+            drop(activity.begin());
+            last_end = Instant::now();
+            assert!(!poll_once(&mut guarded), "still busy");
+        }
+        let mut rest = [0u8; 1];
+        let read = tokio::io::AsyncReadExt::read(&mut guarded, &mut rest)
+            .await
+            .expect("read");
+        assert_eq!(read, 0, "end of stream at the idle timeout");
+        assert!(guarded.timed_out());
+        assert_eq!(
+            Instant::now(),
+            last_end + IDLE,
+            "not at a deadline armed earlier"
         );
     }
 }

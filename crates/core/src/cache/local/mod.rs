@@ -48,13 +48,17 @@ struct State {
 
 impl State {
     fn touch(&mut self, id: u64) {
-        self.tick += 1;
-        let tick = self.tick;
-        if let Some(entry) = self.entries.get_mut(&id) {
-            self.recency.remove(&entry.last_used);
-            entry.last_used = tick;
-            self.recency.insert(tick, id);
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        // The most recent entry stays where it is: a hot key's hits move nothing.
+        if entry.last_used == self.tick {
+            return;
         }
+        self.recency.remove(&entry.last_used);
+        self.tick += 1;
+        entry.last_used = self.tick;
+        self.recency.insert(self.tick, id);
     }
 
     fn find(&self, bucket: u64, key: &CacheKey) -> Option<u64> {
@@ -183,20 +187,21 @@ impl LocalCache {
                 evicted += 1;
             }
             state.next_id += 1;
-            let id = state.next_id;
+            state.tick += 1;
+            let (id, tick) = (state.next_id, state.tick);
             state.used += cost;
             state.buckets.entry(bucket).or_default().push(id);
+            state.recency.insert(tick, id);
             state.entries.insert(
                 id,
                 Entry {
                     key: stored,
                     outputs,
                     bucket,
-                    last_used: 0,
+                    last_used: tick,
                     cost,
                 },
             );
-            state.touch(id);
             self.counters
                 .occupancy(state.entries.len() as u64, state.used as u64);
         }

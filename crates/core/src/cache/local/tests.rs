@@ -71,6 +71,33 @@ fn least_recently_used_is_evicted_and_budget_holds() {
 }
 
 #[test]
+fn repeated_hits_on_the_newest_entry_keep_the_recency_order() {
+    let cache = cache(4096, |key| key.hash64());
+    let keys: Vec<CacheKey> = (0..4u8)
+        .map(|i| key("m", &[i], vec![1], DataType::Uint8))
+        .collect();
+    cache.insert(&keys[0], outputs(0, 900)).expect("insert");
+    // The first entry is the newest: hits on it move nothing, and it stays listed.
+    for _ in 0..3 {
+        assert!(cache.lookup(&keys[0]).is_some());
+    }
+    cache.insert(&keys[1], outputs(0, 900)).expect("insert");
+    cache.insert(&keys[2], outputs(0, 900)).expect("insert");
+    assert!(cache.lookup(&keys[1]).is_some());
+    assert!(cache.lookup(&keys[1]).is_some());
+    cache.insert(&keys[3], outputs(0, 900)).expect("insert");
+    assert!(
+        cache.lookup(&keys[0]).is_none(),
+        "the least recently used goes first"
+    );
+    for k in &keys[1..] {
+        assert!(cache.lookup(k).is_some());
+    }
+    let state = cache.state.lock();
+    assert_eq!(state.entries.len(), state.recency.len());
+}
+
+#[test]
 fn too_large_entries_and_too_small_caches_are_refused() {
     let cache = cache(2048, |key| key.hash64());
     let k = key("m", &[0], vec![1], DataType::Uint8);
