@@ -10,18 +10,19 @@ use bytes::Bytes;
 use nereid_core::model::ModelSpec;
 use nereid_core::raw_input::raw_input;
 use nereid_core::request::{
-    element_count, Classifications, InferRequest, InferResponse, InputTensor, ParamValue,
-    Parameters,
+    element_count, Classifications, InferRequest, InferResponse, InputTensor, OutputTensor,
+    ParamValue, Parameters,
 };
 use nereid_core::shm::{OutputTarget, ShmParams, ShmRegistry};
 use nereid_core::{DataType, Error, Result};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::compression::{self, Encoding};
-use crate::json_data::{check_json_text, parse_data, JsonData};
+use crate::json_data::{check_json_text, parse_data};
 use crate::request_scan;
+use crate::response_json::{self, Placement};
 
 /// A fixed-width input's JSON `data` must hold exactly as many elements as its `shape`
 /// says, refused in Triton's words for too many and too few (BYTES is checked by size in
@@ -517,66 +518,6 @@ fn output_format(
     Ok(())
 }
 
-#[derive(Serialize)]
-struct ResponseJson<'a> {
-    #[serde(skip_serializing_if = "str::is_empty")]
-    id: &'a str,
-    model_name: &'a str,
-    #[serde(serialize_with = "as_json_string")]
-    model_version: i64,
-    /// Response parameters a backend set, as a JSON object (Triton writes them after
-    /// the version, and only when there are some).
-    #[serde(
-        skip_serializing_if = "<[(String, ParamValue)]>::is_empty",
-        serialize_with = "as_json_object"
-    )]
-    parameters: &'a [(String, ParamValue)],
-    outputs: Vec<OutputJsonOut<'a>>,
-}
-
-/// Parameters as a JSON object, each value as its JSON kind.
-fn as_json_object<S: serde::Serializer>(
-    parameters: &&[(String, ParamValue)],
-    serializer: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    use serde::ser::SerializeMap;
-    let mut map = serializer.serialize_map(Some(parameters.len()))?;
-    for (name, value) in parameters.iter() {
-        match value {
-            ParamValue::Bool(b) => map.serialize_entry(name, b)?,
-            ParamValue::Int(i) => map.serialize_entry(name, i)?,
-            ParamValue::Uint(u) => map.serialize_entry(name, u)?,
-            ParamValue::Double(d) => map.serialize_entry(name, d)?,
-            ParamValue::String(text) => map.serialize_entry(name, text)?,
-        }
-    }
-    map.end()
-}
-
-/// The version as the JSON string KServe v2 wants, written without an interim `String`.
-fn as_json_string<S: serde::Serializer>(
-    version: &i64,
-    serializer: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    serializer.collect_str(version)
-}
-
-#[derive(Serialize)]
-struct BinarySize {
-    binary_data_size: usize,
-}
-
-#[derive(Serialize)]
-struct OutputJsonOut<'a> {
-    name: &'a str,
-    datatype: &'static str,
-    shape: &'a [i64],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parameters: Option<BinarySize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    data: Option<JsonData<'a>>,
-}
-
 /// Encodes a response, with outputs written into their shared-memory regions, binary
 /// outputs appended after the JSON when asked for, and compressed when the client accepts
 /// it.
@@ -590,44 +531,33 @@ pub fn encode(
             target.write(&o.name, &o.data)?;
         }
     }
-    let mut binary_parts: Vec<&Bytes> = Vec::new();
-    let outputs = response
-        .outputs
-        .iter()
-        .map(|o| {
-            let in_shm = format.shm.contains_key(&o.name);
-            let binary = !in_shm && format.is_binary(&o.name);
-            if binary {
-                binary_parts.push(&o.data);
-            } else if !in_shm {
-                check_json_text(&o.name, o.datatype, &o.data).map_err(Error::invalid_arg)?;
-            }
-            Ok(OutputJsonOut {
-                name: &o.name,
-                datatype: o.datatype.as_str(),
-                shape: &o.shape,
-                parameters: binary.then_some(BinarySize {
-                    binary_data_size: o.data.len(),
-                }),
-                data: (!binary && !in_shm).then_some(JsonData {
-                    datatype: o.datatype,
-                    data: &o.data,
-                }),
-            })
-        })
-        .collect::<Result<_>>()?;
-    let json = ResponseJson {
-        id: &response.id,
-        model_name: &response.model_name,
-        model_version: response.model_version,
-        parameters: &response.parameters,
-        outputs,
+    let placement = |o: &OutputTensor| {
+        if format.shm.contains_key(&o.name) {
+            Placement::SharedMemory
+        } else if format.is_binary(&o.name) {
+            Placement::Binary
+        } else {
+            Placement::Json
+        }
     };
-    // Sized for the usual answer at once (serde_json's own start is 128 bytes, then
-    // doubling): names, shapes and a few dozen numbers per output.
-    let estimate = 128 + response.outputs.len() * 256;
+    for o in &response.outputs {
+        if placement(o) == Placement::Json {
+            check_json_text(&o.name, o.datatype, &o.data).map_err(Error::invalid_arg)?;
+        }
+    }
+    let binary = || {
+        response
+            .outputs
+            .iter()
+            .filter(|o| placement(o) == Placement::Binary)
+    };
+    let binary_size: usize = binary().map(|o| o.data.len()).sum();
+    let has_binary = binary().next().is_some();
+    // Sized for the usual answer at once: names, shapes and a few dozen numbers per
+    // output, then the binary outputs.
+    let estimate = 128 + response.outputs.len() * 256 + binary_size;
     let mut body = Vec::with_capacity(estimate);
-    if let Err(e) = serde_json::to_writer(&mut body, &json) {
+    if let Err(e) = response_json::write(&mut body, response, placement) {
         return Err(Error::internal(format!(
             "failed to serialize the response: {e}"
         )));
@@ -635,21 +565,20 @@ pub fn encode(
     // The headers go straight into the response's own map: a map of their own, merged
     // in by `into_response`, would be allocated twice per request.
     let json_length = body.len();
-    let content_type = if binary_parts.is_empty() {
-        "application/json"
-    } else {
-        body.reserve(binary_parts.iter().map(|b| b.len()).sum());
-        for part in &binary_parts {
-            body.extend_from_slice(part);
+    let content_type = if has_binary {
+        for o in binary() {
+            body.extend_from_slice(&o.data);
         }
         "application/octet-stream"
+    } else {
+        "application/json"
     };
     if let Some(encoding) = accept {
         body = compression::encode(encoding, &body);
     }
     let mut response = Response::new(axum::body::Body::from(body));
     let headers = response.headers_mut();
-    if !binary_parts.is_empty() {
+    if has_binary {
         headers.insert(HEADER_LENGTH, HeaderValue::from(json_length));
     }
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -782,6 +711,73 @@ mod tests {
                 "Unable to set 'classification': attempt to access JSON non-unsigned-integer as unsigned-integer"
             );
         }
+    }
+
+    /// The body `encode` answers for `response` with outputs `binary` returned in binary.
+    fn encoded(response: &InferResponse, binary: &[&str]) -> Vec<u8> {
+        let format = OutputFormat {
+            binary: binary.iter().map(|n| (n.to_string(), true)).collect(),
+            ..OutputFormat::default()
+        };
+        let answer = encode(response, &format, None).expect("encodable");
+        let body = answer.into_body();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        runtime
+            .block_on(axum::body::to_bytes(body, usize::MAX))
+            .expect("body")
+            .to_vec()
+    }
+
+    fn output(name: &str, datatype: DataType, shape: Vec<i64>, data: &[u8]) -> OutputTensor {
+        OutputTensor {
+            name: name.into(),
+            datatype,
+            shape,
+            data: Bytes::copy_from_slice(data),
+        }
+    }
+
+    #[test]
+    fn responses_are_written_in_tritons_field_order_and_serde_jsons_spelling() {
+        let floats: Vec<u8> = [1.5f32, -0.0, f32::NAN, 3.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let mut response = InferResponse {
+            model_name: "m\"x".into(),
+            model_version: 12,
+            id: String::new(),
+            parameters: vec![],
+            outputs: vec![output("OUT", DataType::Fp32, vec![2, 2], &floats)],
+        };
+        assert_eq!(
+            String::from_utf8(encoded(&response, &[])).expect("text"),
+            r#"{"model_name":"m\"x","model_version":"12","outputs":[{"name":"OUT","datatype":"FP32","shape":[2,2],"data":[1.5,-0.0,null,3.0]}]}"#
+        );
+        response.id = "r\n1".into();
+        response.parameters = vec![
+            ("b".into(), ParamValue::Bool(true)),
+            ("i".into(), ParamValue::Int(-3)),
+            ("u".into(), ParamValue::Uint(u64::MAX)),
+            ("d".into(), ParamValue::Double(0.25)),
+            ("s".into(), ParamValue::String("é\t".into())),
+        ];
+        response
+            .outputs
+            .push(output("RAW", DataType::Uint8, vec![3], &[1, 2, 3]));
+        response
+            .outputs
+            .push(output("T", DataType::Bytes, vec![1], b"\x02\x00\x00\x00hi"));
+        let body = encoded(&response, &["RAW"]);
+        let json = r#"{"id":"r\n1","model_name":"m\"x","model_version":"12","parameters":{"b":true,"i":-3,"u":18446744073709551615,"d":0.25,"s":"é\t"},"outputs":[{"name":"OUT","datatype":"FP32","shape":[2,2],"data":[1.5,-0.0,null,3.0]},{"name":"RAW","datatype":"UINT8","shape":[3],"parameters":{"binary_data_size":3}},{"name":"T","datatype":"BYTES","shape":[1],"data":["hi"]}]}"#;
+        let mut expected = json.as_bytes().to_vec();
+        expected.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            String::from_utf8_lossy(&expected)
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod infer_route;
 mod json_data;
 mod logging;
 mod request_scan;
+mod response_json;
 mod restrict;
 pub mod sagemaker;
 mod serve;
