@@ -65,22 +65,35 @@ pub fn accepted(headers: &HeaderMap) -> Option<Encoding> {
         .get(axum::http::header::ACCEPT_ENCODING)?
         .to_str()
         .ok()?;
-    // Compared without copying: the header is read on every inference request.
-    let offers = |token: &str| {
-        accept.split(',').any(|part| {
-            let mut it = part.split(';');
-            let name = it.next().unwrap_or("").trim();
-            let refused = it.any(|p| p.trim().replace(' ', "").eq_ignore_ascii_case("q=0"));
-            name.eq_ignore_ascii_case(token) && !refused
-        })
-    };
-    if offers("gzip") {
+    // One pass, compared without copying: the header is read on every inference request.
+    let (mut gzip, mut deflate) = (false, false);
+    for part in accept.split(',') {
+        let mut params = part.split(';');
+        let name = params.next().unwrap_or("").trim();
+        let is_gzip = name.eq_ignore_ascii_case("gzip");
+        let is_deflate = name.eq_ignore_ascii_case("deflate");
+        if !(is_gzip || is_deflate) {
+            continue;
+        }
+        let refused = params.any(is_zero_quality);
+        gzip |= is_gzip && !refused;
+        deflate |= is_deflate && !refused;
+    }
+    if gzip {
         Some(Encoding::Gzip)
-    } else if offers("deflate") {
+    } else if deflate {
         Some(Encoding::Deflate)
     } else {
         None
     }
+}
+
+/// Whether an offer's parameter is a quality of zero (`q=0`, `Q = 0.0`, ...): the coding is
+/// refused.
+fn is_zero_quality(parameter: &str) -> bool {
+    parameter.split_once('=').is_some_and(|(name, value)| {
+        name.trim().eq_ignore_ascii_case("q") && value.trim().parse::<f32>() == Ok(0.0)
+    })
 }
 
 /// Compresses a response body.
@@ -136,5 +149,15 @@ mod tests {
         assert_eq!(accepted(&headers), Some(Encoding::Deflate));
         headers.insert("accept-encoding", HeaderValue::from_static("br"));
         assert_eq!(accepted(&headers), None);
+        for (offer, coding) in [
+            ("identity", None),
+            ("GZIP, deflate", Some(Encoding::Gzip)),
+            ("gzip; Q = 0 ,deflate;q=0.5", Some(Encoding::Deflate)),
+            ("gzip;q=0.0, deflate ; q=0", None),
+            ("gzip;level=1;q=0, gzip", Some(Encoding::Gzip)),
+        ] {
+            headers.insert("accept-encoding", HeaderValue::from_static(offer));
+            assert_eq!(accepted(&headers), coding, "{offer}");
+        }
     }
 }

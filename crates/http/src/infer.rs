@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::response::Response;
 use bytes::Bytes;
 use nereid_core::model::ModelSpec;
@@ -47,6 +47,10 @@ fn check_data_count(datatype: DataType, shape: &[i64], data_bytes: usize) -> Res
 
 /// Header giving the length of the JSON part of a body with binary tensors.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
+
+/// [`HEADER_LENGTH`] as a header name: looked up and set without parsing the name again
+/// on every request.
+const HEADER_LENGTH_NAME: HeaderName = HeaderName::from_static(HEADER_LENGTH);
 
 /// An infer request's JSON, as serde reads it or [`crate::request_scan`] found it.
 #[derive(Deserialize)]
@@ -133,7 +137,7 @@ pub enum Layout {
 
 /// Reads the body layout with Triton's messages for a malformed header.
 pub fn layout(headers: &HeaderMap, body_len: usize) -> Result<Layout> {
-    let Some(value) = headers.get(HEADER_LENGTH) else {
+    let Some(value) = headers.get(&HEADER_LENGTH_NAME) else {
         return Ok(Layout::Json);
     };
     let text = value.to_str().unwrap_or("").trim();
@@ -579,7 +583,7 @@ pub fn encode(
     let mut response = Response::new(axum::body::Body::from(body));
     let headers = response.headers_mut();
     if has_binary {
-        headers.insert(HEADER_LENGTH, HeaderValue::from(json_length));
+        headers.insert(HEADER_LENGTH_NAME, HeaderValue::from(json_length));
     }
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     if let Some(encoding) = accept {

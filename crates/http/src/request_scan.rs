@@ -310,8 +310,25 @@ impl<'a> Reader<'a> {
         if depth >= MAX_JSON_NESTING_DEPTH {
             return None;
         }
+        if self.peek()? != b'[' {
+            return self.element(datatype, out);
+        }
+        // The elements of an array are read here, one call each only for nested arrays.
+        let inner = depth + 1;
+        self.array(|reader| {
+            if reader.peek()? == b'[' {
+                reader.elements(datatype, out, inner)
+            } else if inner >= MAX_JSON_NESTING_DEPTH {
+                None
+            } else {
+                reader.element(datatype, out)
+            }
+        })
+    }
+
+    /// One scalar of `data`: a number or a boolean.
+    fn element(&mut self, datatype: DataType, out: &mut Vec<u8>) -> Option<()> {
         match self.peek()? {
-            b'[' => self.array(|reader| reader.elements(datatype, out, depth + 1)),
             b't' => {
                 self.literal("true")?;
                 put_bool(datatype, out, true).ok()
