@@ -1,7 +1,6 @@
 //! The infer endpoint's codec: JSON request (with the binary tensor data extension) →
 //! core request, and core response → JSON or JSON + binary tail.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
@@ -15,12 +14,11 @@ use nereid_core::request::{
 };
 use nereid_core::shm::{OutputTarget, ShmParams, ShmRegistry};
 use nereid_core::{DataType, Error, Result};
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::compression::{self, Encoding};
 use crate::json_data::{check_json_text, parse_data};
+use crate::request_json::{InputData, InputJson, OutputJson};
 use crate::request_scan;
 use crate::response_json::{self, Placement};
 
@@ -51,59 +49,6 @@ pub const HEADER_LENGTH: &str = "inference-header-content-length";
 /// [`HEADER_LENGTH`] as a header name: looked up and set without parsing the name again
 /// on every request.
 const HEADER_LENGTH_NAME: HeaderName = HeaderName::from_static(HEADER_LENGTH);
-
-/// An infer request's JSON, as serde reads it or [`crate::request_scan`] found it.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RequestJson<'a> {
-    #[serde(default)]
-    pub id: Option<String>,
-    #[serde(default)]
-    pub parameters: Option<Map<String, Value>>,
-    #[serde(borrow)]
-    pub inputs: Vec<InputJson<'a>>,
-    #[serde(default)]
-    pub outputs: Option<Vec<OutputJson>>,
-}
-
-/// One input of a [`RequestJson`].
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct InputJson<'a> {
-    pub name: String,
-    pub shape: Vec<i64>,
-    // Borrowed from the body when it has no escapes (always, for a valid datatype).
-    #[serde(borrow)]
-    pub datatype: Cow<'a, str>,
-    #[serde(default)]
-    pub parameters: Option<Map<String, Value>>,
-    #[serde(borrow, default)]
-    pub data: Option<InputData<'a>>,
-}
-
-/// An input's JSON `data`: its text, read once the datatype is known (serde meets `data`
-/// before it has checked the input), or its elements as the request scan already read them.
-pub(crate) enum InputData<'a> {
-    /// The JSON value, unread.
-    Text(&'a RawValue),
-    /// The elements' little-endian bytes.
-    Read(Vec<u8>),
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for InputData<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        <&'a RawValue>::deserialize(d).map(InputData::Text)
-    }
-}
-
-/// One requested output of a [`RequestJson`].
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct OutputJson {
-    pub name: String,
-    #[serde(default)]
-    pub parameters: Option<Map<String, Value>>,
-}
 
 /// How each output is to be returned.
 #[derive(Debug, Default)]

@@ -20,6 +20,7 @@ mod infer;
 mod infer_route;
 mod json_data;
 mod logging;
+mod request_json;
 mod request_scan;
 mod response_json;
 mod restrict;

@@ -18,8 +18,8 @@ use nereid_core::request::element_count;
 use nereid_core::DataType;
 use serde_json::{Map, Number, Value};
 
-use crate::infer::{InputData, InputJson, OutputJson, RequestJson};
 use crate::json_data::{put_bool, put_float, put_int, MAX_JSON_NESTING_DEPTH};
+use crate::request_json::{InputData, InputJson, OutputJson, RequestJson};
 
 /// The request in `text`, when it is in the shape the scan reads; `None` leaves it to serde.
 pub(crate) fn scan(text: &str) -> Option<RequestJson<'_>> {

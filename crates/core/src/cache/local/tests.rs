@@ -20,6 +20,13 @@ fn key(model: &str, data: &[u8], shape: Vec<i64>, datatype: DataType) -> CacheKe
     )
 }
 
+/// Four keys of one model that differ only in their one input byte.
+fn four_keys() -> Vec<CacheKey<'static>> {
+    (0..4u8)
+        .map(|i| key("m", &[i], vec![1], DataType::Uint8))
+        .collect()
+}
+
 fn outputs(fill: u8, len: usize) -> CachedOutputs {
     Arc::new(vec![OutputTensor {
         name: "OUT".into(),
@@ -53,9 +60,7 @@ fn colliding_keys_never_share_an_answer() {
 #[test]
 fn least_recently_used_is_evicted_and_budget_holds() {
     let cache = cache(4096, |key| key.hash64());
-    let keys: Vec<CacheKey> = (0..4u8)
-        .map(|i| key("m", &[i], vec![1], DataType::Uint8))
-        .collect();
+    let keys = four_keys();
     for k in &keys[..3] {
         cache.insert(k, outputs(0, 900)).expect("insert");
     }
@@ -73,9 +78,7 @@ fn least_recently_used_is_evicted_and_budget_holds() {
 #[test]
 fn repeated_hits_on_the_newest_entry_keep_the_recency_order() {
     let cache = cache(4096, |key| key.hash64());
-    let keys: Vec<CacheKey> = (0..4u8)
-        .map(|i| key("m", &[i], vec![1], DataType::Uint8))
-        .collect();
+    let keys = four_keys();
     cache.insert(&keys[0], outputs(0, 900)).expect("insert");
     // The first entry is the newest: hits on it move nothing, and it stays listed.
     for _ in 0..3 {
