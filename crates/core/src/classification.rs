@@ -204,7 +204,7 @@ pub fn classify_response(
     batching: bool,
     labels: &Labels,
 ) -> Result<()> {
-    for output in &mut response.outputs {
+    for output in response.outputs.iter_mut() {
         if let Some((_, count)) = wanted.iter().find(|(name, _)| *name == output.name) {
             *output = classify(output, *count, batching, labels)?;
         }

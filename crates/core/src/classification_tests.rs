@@ -209,7 +209,8 @@ fn response_outputs_are_replaced_in_place() {
                 name: "RAW".into(),
                 ..tensor(DataType::Fp32, &[1, 2], f32s(&[0.25, 0.75]))
             },
-        ],
+        ]
+        .into(),
     };
     let raw = response.outputs[1].clone();
     classify_response(

@@ -1,6 +1,9 @@
 //! Inference requests and responses as the core sees them: frontend-neutral, with tensor
 //! data held as `Bytes` so that frontends can hand over slices of their buffers unchanged.
 
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
@@ -55,6 +58,75 @@ pub struct OutputTensor {
     pub data: Bytes,
 }
 
+/// A response's output tensors, shared rather than copied: a response-cache hit answers
+/// with the very list the cache holds, where a copy cost five allocations and their frees
+/// per request. Reads go through to the list; a write first copies a list someone else
+/// still holds (copy on write), so no holder ever sees another's change.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outputs(Arc<Vec<OutputTensor>>);
+
+impl Outputs {
+    /// The list, shared with this response, for a cache to keep.
+    pub fn shared(&self) -> Arc<Vec<OutputTensor>> {
+        self.0.clone()
+    }
+
+    /// The list as a `Vec`: taken when no one else holds it, copied otherwise.
+    pub fn into_vec(self) -> Vec<OutputTensor> {
+        Arc::unwrap_or_clone(self.0)
+    }
+}
+
+impl Deref for Outputs {
+    type Target = Vec<OutputTensor>;
+
+    fn deref(&self) -> &Vec<OutputTensor> {
+        &self.0
+    }
+}
+
+impl DerefMut for Outputs {
+    fn deref_mut(&mut self) -> &mut Vec<OutputTensor> {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+impl From<Vec<OutputTensor>> for Outputs {
+    fn from(outputs: Vec<OutputTensor>) -> Self {
+        Self(Arc::new(outputs))
+    }
+}
+
+impl From<Arc<Vec<OutputTensor>>> for Outputs {
+    fn from(outputs: Arc<Vec<OutputTensor>>) -> Self {
+        Self(outputs)
+    }
+}
+
+impl FromIterator<OutputTensor> for Outputs {
+    fn from_iter<I: IntoIterator<Item = OutputTensor>>(outputs: I) -> Self {
+        Self(Arc::new(outputs.into_iter().collect()))
+    }
+}
+
+impl<'a> IntoIterator for &'a Outputs {
+    type Item = &'a OutputTensor;
+    type IntoIter = std::slice::Iter<'a, OutputTensor>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl IntoIterator for Outputs {
+    type Item = OutputTensor;
+    type IntoIter = std::vec::IntoIter<OutputTensor>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.into_vec().into_iter()
+    }
+}
+
 /// An inference request after frontend decoding.
 #[derive(Debug, Clone, Default)]
 pub struct InferRequest {
@@ -90,7 +162,7 @@ pub struct InferResponse {
     /// Response parameters.
     pub parameters: Parameters,
     /// Output tensors, in the order they were requested (model order when all).
-    pub outputs: Vec<OutputTensor>,
+    pub outputs: Outputs,
 }
 
 /// The answer to a submitted request, still to come.
@@ -127,13 +199,15 @@ impl InferRequest {
 /// `None`). A wanted output the model did not produce is an internal error: requests are
 /// validated against the model's outputs before they run.
 pub fn select_outputs(
-    mut outputs: Vec<OutputTensor>,
+    outputs: impl Into<Outputs>,
     wanted: Option<&[String]>,
     model: &str,
-) -> Result<Vec<OutputTensor>> {
+) -> Result<Outputs> {
+    let outputs = outputs.into();
     let Some(wanted) = wanted else {
         return Ok(outputs);
     };
+    let mut outputs = outputs.into_vec();
     let mut selected = Vec::with_capacity(wanted.len());
     for name in wanted {
         let index = outputs
@@ -144,7 +218,7 @@ pub fn select_outputs(
             })?;
         selected.push(outputs.swap_remove(index));
     }
-    Ok(selected)
+    Ok(selected.into())
 }
 
 /// Splits a serialized `BYTES` tensor into its elements, or says where the framing breaks.
@@ -238,6 +312,51 @@ mod tests {
     fn bytes_elements_reject_truncation() {
         assert!(split_bytes_elements(&[1, 0, 0]).is_err());
         assert!(split_bytes_elements(&[5, 0, 0, 0, b'a']).is_err());
+    }
+
+    fn output(name: &str, byte: u8) -> OutputTensor {
+        OutputTensor {
+            name: name.into(),
+            datatype: DataType::Uint8,
+            shape: vec![1],
+            data: Bytes::from(vec![byte]),
+        }
+    }
+
+    #[test]
+    fn outputs_are_shared_until_one_holder_writes() {
+        let kept: Arc<Vec<OutputTensor>> = Arc::new(vec![output("A", 1), output("B", 2)]);
+        let mut answer = Outputs::from(kept.clone());
+        assert!(Arc::ptr_eq(&answer.shared(), &kept), "a hit copies nothing");
+        answer[0].data = Bytes::from_static(&[9]);
+        assert_eq!(answer[0].data[0], 9);
+        assert_eq!(
+            kept[0].data[0], 1,
+            "the kept list never sees a holder's write"
+        );
+        assert_eq!(Outputs::from(kept.clone()).into_vec(), *kept);
+    }
+
+    #[test]
+    fn selecting_keeps_the_wanted_order_or_shares_all() {
+        let all = Outputs::from(vec![output("A", 1), output("B", 2), output("C", 3)]);
+        let kept = all.shared();
+        let every = select_outputs(all.clone(), None, "m").expect("all");
+        assert!(
+            Arc::ptr_eq(&every.shared(), &kept),
+            "all outputs: the same list"
+        );
+        let wanted = ["C".to_string(), "A".to_string()];
+        let some = select_outputs(all, Some(&wanted), "m").expect("some");
+        let names: Vec<&str> = some.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["C", "A"]);
+        assert_eq!(
+            kept.len(),
+            3,
+            "selecting from a shared list leaves it whole"
+        );
+        let missing = select_outputs(kept, Some(&["D".to_string()]), "m");
+        assert!(missing.is_err());
     }
 
     #[test]

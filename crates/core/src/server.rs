@@ -68,6 +68,12 @@ pub struct ModelMetadata {
     pub outputs: Vec<TensorMetadata>,
 }
 
+/// The model version one inference request goes to, from [`Server::infer_target`]: the
+/// lookup a frontend makes to refuse a decoupled model before reading the body is the
+/// one the request is then submitted to, not repeated. Holds the lookup's error when the
+/// model is not there, for the submit to report.
+pub struct InferTarget(Result<Arc<crate::loaded::LoadedModel>>);
+
 /// The inference server as frontends see it.
 pub struct Server {
     identity: ServerIdentity,
@@ -271,14 +277,19 @@ impl Server {
     /// Outputs requested as classifications are classified here, on the way out, as
     /// Triton's frontends do: after the model (and its response cache, which holds the
     /// raw outputs) answered.
-    pub fn submit(&self, mut request: InferRequest) -> Answer {
+    pub fn submit(&self, request: InferRequest) -> Answer {
+        let model = self
+            .repository
+            .get(&request.model_name, request.model_version);
+        self.submit_to(InferTarget(model), request)
+    }
+
+    /// [`Self::submit`] to the model version a [`Self::infer_target`] found.
+    pub fn submit_to(&self, target: InferTarget, mut request: InferRequest) -> Answer {
         let received_at = Instant::now();
         let watch = self.shm.watch_inputs(&request.inputs);
         let classification = std::mem::take(&mut request.classification);
-        let model = match self
-            .repository
-            .get(&request.model_name, request.model_version)
-        {
+        let model = match target.0 {
             Ok(model) => model,
             Err(e) => return Box::pin(std::future::ready(Err(e))),
         };
@@ -316,7 +327,7 @@ impl Server {
         if model.spec().decoupled {
             return model.submit_stream(request, Instant::now());
         }
-        let answer = self.submit(request);
+        let answer = self.submit_to(InferTarget(Ok(model)), request);
         // One message: the channel never fills.
         let (sender, stream) = tokio::sync::mpsc::channel(1);
         tokio::spawn(async move {
@@ -331,15 +342,25 @@ impl Server {
         Ok(stream)
     }
 
-    /// Triton's refusal of a decoupled model on an endpoint that answers once (`HTTP end
-    /// point`, `ModelInfer RPC`); an unknown model is left to the inference call.
-    pub fn refuse_decoupled(&self, name: &str, version: Option<i64>, endpoint: &str) -> Result<()> {
-        match self.model_spec(name, version) {
-            Ok(spec) if spec.decoupled => Err(Error::unsupported(format!(
+    /// The model version a request for `name` and `version` goes to, looked up once for
+    /// both the check an endpoint that answers once makes before reading the body and
+    /// [`Self::submit_to`]. A decoupled model is refused here with Triton's message for
+    /// `endpoint` (`HTTP end point`, `ModelInfer RPC`); a model that is not there is not
+    /// an error yet: the submit reports it, after the request's own errors, as Triton
+    /// orders them.
+    pub fn infer_target(
+        &self,
+        name: &str,
+        version: Option<i64>,
+        endpoint: &str,
+    ) -> Result<InferTarget> {
+        let model = self.repository.get(name, version);
+        if model.as_ref().is_ok_and(|m| m.spec().decoupled) {
+            return Err(Error::unsupported(format!(
                 "{endpoint} doesn't support models with decoupled transaction policy"
-            ))),
-            _ => Ok(()),
+            )));
         }
+        Ok(InferTarget(model))
     }
 
     /// Statistics of one model (all its ready versions, or one) or of every model.

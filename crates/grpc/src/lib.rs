@@ -265,15 +265,20 @@ impl GrpcInferenceService for InferenceService {
         }
         // Before the inputs are read, as Triton checks the transaction policy first.
         let version = convert::parse_version(&request.model_version).map_err(to_status)?;
-        self.server
-            .refuse_decoupled(&request.model_name, version, "ModelInfer RPC")
+        let target = self
+            .server
+            .infer_target(&request.model_name, version, "ModelInfer RPC")
             .map_err(to_status)?;
         let (mut request, targets) =
             convert::decode_request(request, self.server.shm()).map_err(to_status)?;
         // After the body's parameters, as Triton's `ForwardHeadersAsParameters` runs.
         request.parameters.extend(forwarded.map_err(to_status)?);
         request.trace = trace.clone();
-        let response = self.server.infer(request).await.map_err(to_status)?;
+        let response = self
+            .server
+            .submit_to(target, request)
+            .await
+            .map_err(to_status)?;
         let Some(trace) = trace else {
             return Ok(Response::new(
                 convert::encode_response(response, &targets).map_err(to_status)?,

@@ -3,9 +3,9 @@
 //! buffer and limit wrapper `axum::body::to_bytes` builds per request. A body in several
 //! frames is copied into one buffer once.
 
-use axum::body::Body;
+use axum::BoxError;
 use bytes::{Bytes, BytesMut};
-use http_body::Body as _;
+use http_body::Body;
 use http_body_util::BodyExt;
 
 /// Why a body could not be read.
@@ -17,8 +17,13 @@ pub(crate) enum BodyError {
     Failed(axum::Error),
 }
 
-/// The whole of `body`, at most `limit` bytes; trailers are ignored.
-pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, BodyError> {
+/// The whole of `body`, at most `limit` bytes; trailers are ignored. Any body type, so
+/// that the connection's own body is read without boxing it first.
+pub(crate) async fn read_body<B>(mut body: B, limit: usize) -> Result<Bytes, BodyError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
     let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
     if body.size_hint().lower() > limit_bytes {
         return Err(BodyError::TooLarge);
@@ -27,7 +32,8 @@ pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, Bod
     let mut joined: Option<BytesMut> = None;
     let mut length = 0usize;
     while let Some(frame) = body.frame().await {
-        let Ok(data) = frame.map_err(BodyError::Failed)?.into_data() else {
+        let frame = frame.map_err(|e| BodyError::Failed(axum::Error::new(e)))?;
+        let Ok(data) = frame.into_data() else {
             continue;
         };
         length = length.saturating_add(data.len());
@@ -50,6 +56,8 @@ pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, Bod
 
 #[cfg(test)]
 mod tests {
+    use axum::body::Body;
+
     use super::*;
     use tokio_stream as stream;
 

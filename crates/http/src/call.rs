@@ -68,7 +68,7 @@ pub(crate) fn infer(call: InferCall<'_>, body: Bytes) -> Result<Running> {
         header_forward,
     } = call;
     let trace = trace::sample(server, model, headers, arrival);
-    server.refuse_decoupled(model, version, "HTTP end point")?;
+    let target = server.infer_target(model, version, "HTTP end point")?;
     let (body, layout) = match framing {
         Framing::Kserve => {
             let body = compression::decode_body(headers, body, max_input_size)?;
@@ -97,7 +97,7 @@ pub(crate) fn infer(call: InferCall<'_>, body: Bytes) -> Result<Running> {
         Framing::ContentType(_) => None,
     };
     Ok(Running {
-        answer: server.infer(request),
+        answer: server.submit_to(target, request),
         reply: Some(Reply {
             format,
             accepted,

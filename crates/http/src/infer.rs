@@ -699,7 +699,7 @@ mod tests {
             model_version: 12,
             id: String::new(),
             parameters: vec![],
-            outputs: vec![output("OUT", DataType::Fp32, vec![2, 2], &floats)],
+            outputs: vec![output("OUT", DataType::Fp32, vec![2, 2], &floats)].into(),
         };
         assert_eq!(
             String::from_utf8(encoded(&response, &[])).expect("text"),

@@ -81,6 +81,7 @@ impl<'de> DeserializeSeed<'de> for Flatten<'_> {
 
 /// Appends integer `v` as one element of `datatype`; a float type takes it as a number.
 /// Shared by the serde reader below and the request scan, so both convert alike.
+#[inline]
 pub(crate) fn put_int(datatype: DataType, out: &mut Vec<u8>, v: i128) -> Result<(), String> {
     let range_error = || format!("value {v} is out of range for {datatype}");
     macro_rules! put {
@@ -116,6 +117,7 @@ fn int_to_f64(v: i128) -> f64 {
 }
 
 /// Appends `v` as one element of a float `datatype`; any other type refuses it.
+#[inline]
 pub(crate) fn put_float(datatype: DataType, out: &mut Vec<u8>, v: f64) -> Result<(), String> {
     match datatype {
         DataType::Fp16 => out.extend_from_slice(&f16::from_f64(v).to_le_bytes()),
@@ -128,6 +130,7 @@ pub(crate) fn put_float(datatype: DataType, out: &mut Vec<u8>, v: f64) -> Result
 }
 
 /// Appends `v` as one element of a BOOL `datatype`; any other type refuses it.
+#[inline]
 pub(crate) fn put_bool(datatype: DataType, out: &mut Vec<u8>, v: bool) -> Result<(), String> {
     if datatype != DataType::Bool {
         return Err(format!("expected {datatype} value, got {v}"));

@@ -154,21 +154,38 @@ impl<'a> Reader<'a> {
         };
         let start = self.at;
         let negative = bytes.get(start) == Some(&b'-');
-        let integer_start = start + usize::from(negative);
-        let integer_end = match bytes.get(integer_start) {
-            Some(b'0') => integer_start + 1,
-            Some(b'1'..=b'9') => digits(integer_start + 1),
+        let mut end = start + usize::from(negative);
+        // The integer part, valued as it is read: `None` once it passes `u64`.
+        let mut magnitude = Some(0u64);
+        match bytes.get(end) {
+            Some(b'0') => end += 1,
+            Some(b'1'..=b'9') => {
+                while let Some(digit) = bytes.get(end).filter(|b| b.is_ascii_digit()) {
+                    magnitude = magnitude
+                        .and_then(|m| m.checked_mul(10)?.checked_add(u64::from(digit - b'0')));
+                    end += 1;
+                }
+            }
             _ => return None,
-        };
-        let mut end = integer_end;
-        let mut float = false;
+        }
+        if !matches!(bytes.get(end), Some(b'.' | b'e' | b'E')) {
+            self.at = end;
+            let magnitude = magnitude?;
+            if !negative {
+                return Some(Num::Int(i128::from(magnitude)));
+            }
+            // serde_json reads `-0`, and what is below `i64::MIN`, as the float `-magnitude`.
+            if magnitude == 0 || magnitude > i64::MIN.unsigned_abs() {
+                return Some(Num::Float(-(magnitude as f64)));
+            }
+            return Some(Num::Int(-i128::from(magnitude)));
+        }
         if bytes.get(end) == Some(&b'.') {
             let fraction_end = digits(end + 1);
             if fraction_end == end + 1 {
                 return None;
             }
             end = fraction_end;
-            float = true;
         }
         if let Some(b'e' | b'E') = bytes.get(end) {
             let sign = usize::from(matches!(bytes.get(end + 1), Some(b'+' | b'-')));
@@ -177,29 +194,12 @@ impl<'a> Reader<'a> {
                 return None;
             }
             end = exponent_end;
-            float = true;
         }
         self.at = end;
-        if float {
-            // Correctly rounded, as serde_json's `float_roundtrip` reads it; serde refuses
-            // what overflows.
-            let value: f64 = self.text[start..end].parse().ok()?;
-            return value.is_finite().then_some(Num::Float(value));
-        }
-        let mut magnitude = 0u64;
-        for &digit in &bytes[integer_start..integer_end] {
-            magnitude = magnitude
-                .checked_mul(10)?
-                .checked_add(u64::from(digit - b'0'))?;
-        }
-        if !negative {
-            return Some(Num::Int(i128::from(magnitude)));
-        }
-        // serde_json reads `-0`, and what is below `i64::MIN`, as the float `-magnitude`.
-        if magnitude == 0 || magnitude > i64::MIN.unsigned_abs() {
-            return Some(Num::Float(-(magnitude as f64)));
-        }
-        Some(Num::Int(-i128::from(magnitude)))
+        // Correctly rounded, as serde_json's `float_roundtrip` reads it; serde refuses what
+        // overflows.
+        let value: f64 = self.text[start..end].parse().ok()?;
+        value.is_finite().then_some(Num::Float(value))
     }
 
     fn request(&mut self) -> Option<RequestJson<'a>> {

@@ -12,6 +12,7 @@ use axum::body::Body;
 use axum::http::{header, HeaderValue, Request, Response, StatusCode};
 use axum::Router;
 use futures::FutureExt;
+use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -100,14 +101,15 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         let in_flight = self.activity.begin();
-        let (request, timer) = match self.body_timeout {
+        let mut timer = None;
+        let request = request.map(|body| match self.body_timeout {
             Some(timeout) => {
-                let (parts, body) = request.into_parts();
-                let (body, timer) = TimedBody::new(body, timeout);
-                (Request::from_parts(parts, Body::new(body)), Some(timer))
+                let (body, body_timer) = TimedBody::new(body, timeout);
+                timer = Some(body_timer);
+                Either::Left(body)
             }
-            None => (request.map(Body::new), None),
-        };
+            None => Either::Right(body),
+        });
         let finish = move |response: Response<Body>| {
             if timer.as_ref().is_some_and(|t| t.timed_out()) {
                 return body_timed_out().map(|body| InFlightBody::new(body, None));
@@ -116,12 +118,14 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
         };
         match &self.infer {
             Some(infer) if InferRoute::answers(&request) => {
-                // A combinator, not an `async` block: a block would keep the answer's
+                // The body is read as hyper gives it, not boxed into axum's first. A
+                // combinator, not an `async` block: a block would keep the answer's
                 // future twice (captured, and again while awaited).
                 Box::pin(infer.answer(request).map(move |answer| Ok(finish(answer))))
             }
             _ => {
                 let mut router = self.router.clone();
+                let request = request.map(Body::new);
                 Box::pin(async move { Ok(finish(router.call(request).await?)) })
             }
         }

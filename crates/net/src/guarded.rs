@@ -6,7 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -126,6 +126,8 @@ pub struct Guarded {
     /// Fires at `armed_for`; polled from `poll_read`, which the server always has pending.
     timer: Pin<Box<Sleep>>,
     armed_for: Option<Instant>,
+    /// The waker the armed timer was last polled with: it wakes that one when it fires.
+    timer_waker: Option<Waker>,
     expired: bool,
     // Boxed: keeps the socket wrapper small for the transports that hold it inline.
     stall: Box<WriteStall>,
@@ -150,6 +152,7 @@ impl Guarded {
             },
             timer: Box::pin(tokio::time::sleep_until(now)),
             armed_for: None,
+            timer_waker: None,
             expired: false,
             stall: Box::new(WriteStall::new(limits.write_timeout)),
             _permit: permit,
@@ -195,12 +198,25 @@ impl Guarded {
             if !keep && self.armed_for != Some(at) {
                 self.timer.as_mut().reset(at);
                 self.armed_for = Some(at);
+                self.timer_waker = None;
+            }
+            // A timer not yet due, already polled by this task, will wake it: polling it
+            // again on every read would only register the same waker again.
+            let due = self.armed_for.is_none_or(|armed| armed <= now);
+            let registered = self
+                .timer_waker
+                .as_ref()
+                .is_some_and(|waker| waker.will_wake(cx.waker()));
+            if !due && registered {
+                return false;
             }
             if self.timer.as_mut().poll(cx).is_pending() {
+                self.timer_waker = Some(cx.waker().clone());
                 return false;
             }
             // Fired: the next pass either expires the connection or re-arms the timer.
             self.armed_for = None;
+            self.timer_waker = None;
         }
     }
 }

@@ -36,6 +36,22 @@ pub enum DataType {
     Bytes,
 }
 
+/// A spelling of at most seven bytes as one number: its bytes, little-endian, and its
+/// length in the top byte (so a trailing NUL still differs). `None` when longer.
+const fn spelling_word(s: &str) -> Option<u64> {
+    let bytes = s.as_bytes();
+    if bytes.len() > 7 {
+        return None;
+    }
+    let mut word = (bytes.len() as u64) << 56;
+    let mut i = 0;
+    while i < bytes.len() {
+        word |= (bytes[i] as u64) << (8 * i);
+        i += 1;
+    }
+    Some(word)
+}
+
 impl DataType {
     /// Every type, in protocol order.
     pub const ALL: [DataType; 14] = [
@@ -56,7 +72,7 @@ impl DataType {
     ];
 
     /// The protocol spelling, e.g. `"FP32"`.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             DataType::Bool => "BOOL",
             DataType::Uint8 => "UINT8",
@@ -77,7 +93,23 @@ impl DataType {
 
     /// Parses the protocol spelling; `None` for anything else.
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == s)
+        // Every request names a datatype per tensor: one number compared per type, not a
+        // string each.
+        const WORDS: [u64; 14] = {
+            let mut words = [0; 14];
+            let mut i = 0;
+            while i < words.len() {
+                words[i] = match spelling_word(DataType::ALL[i].as_str()) {
+                    Some(word) => word,
+                    None => panic!("a datatype's spelling is longer than seven bytes"),
+                };
+                i += 1;
+            }
+            words
+        };
+        let word = spelling_word(s)?;
+        let at = WORDS.iter().position(|&w| w == word)?;
+        Some(Self::ALL[at])
     }
 
     /// Bytes per element; `None` for variable-size `BYTES`.
@@ -133,7 +165,11 @@ mod tests {
             assert_eq!(DataType::parse(t.as_str()), Some(t));
             assert_eq!(DataType::from_config(t.to_config()), Some(t));
         }
-        assert_eq!(DataType::parse("FLOAT"), None);
+        for near in [
+            "FLOAT", "", "fp32", "FP3", "FP32\0", "\0FP32", "FP32 ", "UINT128", "BYTES!!!",
+        ] {
+            assert_eq!(DataType::parse(near), None, "{near:?}");
+        }
         assert_eq!(DataType::from_config(ConfigDataType::TypeInvalid), None);
     }
 }

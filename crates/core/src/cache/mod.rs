@@ -99,7 +99,11 @@ impl ResponseCache {
     /// Looks `key` up in the store.
     pub async fn lookup(&self, key: &CacheKey<'_>) -> Lookup {
         let started = Instant::now();
-        match self.store.lookup(key).await {
+        let found = match self.store.lookup_now(key) {
+            Some(found) => found,
+            None => self.store.lookup(key).await,
+        };
+        match found {
             Some(outputs) => Lookup::Hit(outputs, started.elapsed()),
             None => Lookup::Miss(started.elapsed()),
         }

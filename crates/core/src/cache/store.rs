@@ -23,6 +23,12 @@ pub trait CacheStore: Send + Sync {
     /// that cannot be reached answers `None` (the request is computed instead).
     fn lookup<'a>(&'a self, key: &'a CacheKey) -> BoxFuture<'a, Option<CachedOutputs>>;
 
+    /// [`Self::lookup`]'s answer when the store has it at once (an in-process store), or
+    /// `None` to await the lookup: spares a cache hit the boxed future.
+    fn lookup_now(&self, _key: &CacheKey) -> Option<Option<CachedOutputs>> {
+        None
+    }
+
     /// Stores `outputs` (always every output of a successful execution) under `key`. An
     /// error means the response was not stored; the request still succeeds.
     fn insert<'a>(

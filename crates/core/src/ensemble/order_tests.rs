@@ -50,7 +50,8 @@ fn echo(request: &InferRequest) -> InferResponse {
             datatype: crate::DataType::Int32,
             shape: vec![1],
             data: request.inputs[0].data.clone(),
-        }],
+        }]
+        .into(),
     }
 }
 

@@ -288,7 +288,7 @@ impl Run {
         if !model.spec().decoupled {
             let answer = model.submit_step(request, Instant::now(), self.times.clone());
             let answer = stream::once(async move {
-                let outputs = answer.await.map(|r| r.outputs);
+                let outputs = answer.await.map(|r| r.outputs.into_vec());
                 StepEvent::Answer(index, iteration, outputs, false, batch)
             });
             self.running.push(Box::pin(answer.chain(ended)));
@@ -302,7 +302,13 @@ impl Run {
                 // A final flag alone carries nothing; an error ends the run.
                 let answers = responses.filter_map(move |message| {
                     let event = message.result.map(|answer| {
-                        StepEvent::Answer(index, iteration, answer.map(|r| r.outputs), true, batch)
+                        StepEvent::Answer(
+                            index,
+                            iteration,
+                            answer.map(|r| r.outputs.into_vec()),
+                            true,
+                            batch,
+                        )
                     });
                     std::future::ready(event)
                 });

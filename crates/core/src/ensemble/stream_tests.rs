@@ -74,7 +74,7 @@ fn response(outputs: Vec<OutputTensor>) -> InferResponse {
         model_version: 1,
         id: String::new(),
         parameters: Vec::new(),
-        outputs,
+        outputs: outputs.into(),
     }
 }
 

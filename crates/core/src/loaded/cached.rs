@@ -45,7 +45,7 @@ impl LoadedModel {
                 let id = request.id.clone();
                 let compute = || async move {
                     let response = self.start(request, admitted).await?;
-                    Ok(Arc::new(response.outputs))
+                    Ok(response.outputs.shared())
                 };
                 // Boxed: the miss path's future (the flight, the scheduler's answer) is
                 // most of this one's size, and a hit should not carry it: the hit's future
@@ -60,7 +60,7 @@ impl LoadedModel {
             Outcome::Uncached => {}
         }
         let hit = matches!(outcome, Outcome::Hit { .. });
-        let outputs = select_outputs((*outputs?).clone(), wanted.as_deref(), &self.spec.name)?;
+        let outputs = select_outputs(outputs?, wanted.as_deref(), &self.spec.name)?;
         if let (true, Some(trace)) = (hit, &trace) {
             trace_outputs(trace, &outputs);
         }

@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::metrics::ModelMetrics;
 use crate::model::ModelSpec;
 use crate::presence::CallerPresence;
-use crate::request::{Answer, InferRequest, InferResponse, OutputTensor};
+use crate::request::{Answer, InferRequest, InferResponse, Outputs};
 use crate::response_stream::{ResponseSender, ResponseStream};
 use crate::scheduler::{Job, Reply, Scheduler};
 use crate::stats::{
@@ -217,7 +217,7 @@ impl LoadedModel {
         }
     }
 
-    fn response(&self, id: String, outputs: Vec<OutputTensor>) -> InferResponse {
+    fn response(&self, id: String, outputs: Outputs) -> InferResponse {
         InferResponse {
             model_name: self.spec.name.clone(),
             model_version: self.spec.version,

@@ -8,6 +8,7 @@ use std::time::Instant;
 use super::*;
 use crate::cache::local::LocalCache;
 use crate::error::ErrorKind;
+use crate::request::OutputTensor;
 use crate::testing::{self, int32s, Outputs, TestBackend};
 
 /// Model `m`: INT32 input `IN` echoed to both `OUT0` and `OUT1`; a request starting with
@@ -186,6 +187,16 @@ async fn a_cache_hit_skips_the_model_and_still_selects_outputs() {
     );
     assert_eq!(names(&hit), vec!["OUT1"]);
     assert_eq!(hit.outputs[0], first.outputs[1]);
+    // A hit for every output answers with the list the cache keeps, not a copy.
+    let hits: Vec<_> = futures::future::join_all(
+        ["d", "e"].map(|id| m.clone().submit(request(id, &[5, 6]), Instant::now())),
+    )
+    .await
+    .into_iter()
+    .map(|hit| hit.expect("hit").outputs.shared())
+    .collect();
+    assert!(Arc::ptr_eq(&hits[0], &hits[1]));
+    assert_eq!(*hits[0], *first.outputs);
     // A failure is not cached: the same failing input runs the model each time.
     for _ in 0..2 {
         m.clone()
@@ -200,10 +211,10 @@ async fn a_cache_hit_skips_the_model_and_still_selects_outputs() {
     );
     let s = m.snapshot();
     assert!(s.cache_enabled);
-    assert_eq!(s.inference_stats.cache_hit.count, 1);
+    assert_eq!(s.inference_stats.cache_hit.count, 3);
     assert_eq!(s.inference_stats.cache_miss.count, 1);
     assert_eq!(
-        s.inference_stats.success.count, 2,
+        s.inference_stats.success.count, 4,
         "a hit counts as a success"
     );
     assert_eq!(

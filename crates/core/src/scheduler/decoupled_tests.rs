@@ -166,9 +166,18 @@ async fn invalid_requests_fail_at_admission() {
         .await
         .expect_err("refused");
     assert_eq!(error.kind(), ErrorKind::Unsupported);
-    let error = server
-        .refuse_decoupled("dec", None, "HTTP end point")
-        .expect_err("refused");
+    let Err(error) = server.infer_target("dec", None, "HTTP end point") else {
+        panic!("a decoupled model must be refused");
+    };
+    // A model that is not there is reported by the submit, after the body's own errors.
+    let Ok(target) = server.infer_target("nope", None, "HTTP end point") else {
+        panic!("an unknown model is not refused before the body");
+    };
+    let unknown = server
+        .submit_to(target, request("nope", "x", 1, 1))
+        .await
+        .expect_err("unknown");
+    assert_eq!(unknown.kind(), ErrorKind::NotFound);
     assert_eq!(
         error.message(),
         "HTTP end point doesn't support models with decoupled transaction policy"

@@ -141,7 +141,7 @@ mod tests {
             model_version: 1,
             id: id.into(),
             parameters: vec![],
-            outputs: vec![],
+            outputs: Default::default(),
         })
     }
 

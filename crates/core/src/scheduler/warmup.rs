@@ -90,7 +90,7 @@ impl WarmupSample {
                     model_version: 0,
                     id: String::new(),
                     parameters: Vec::new(),
-                    outputs,
+                    outputs: outputs.into(),
                 })
             }));
             (Some(sender), Answer::Streamed(stream))

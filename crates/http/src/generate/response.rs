@@ -97,7 +97,8 @@ mod tests {
                 output("text_output", DataType::Bytes, &[1, 1], b"\x02\0\0\0ok"),
                 output("OUT", DataType::Int32, &[2], &[1, 0, 0, 0, 2, 0, 0, 0]),
                 output("model_name", DataType::Int32, &[1], &[9, 0, 0, 0]),
-            ],
+            ]
+            .into(),
         };
         assert_eq!(
             encode(&response).expect("encodes"),

@@ -342,7 +342,7 @@ mod tests {
                 model_version: 1,
                 id: String::new(),
                 parameters: vec![],
-                outputs,
+                outputs: outputs.into(),
             })
         });
         let (sender, mut stream) = ResponseSender::channel(shape);

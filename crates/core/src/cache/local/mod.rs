@@ -2,7 +2,9 @@
 //! buckets hold full keys, least-recently-used eviction, and a byte budget that entries
 //! plus their bookkeeping never exceed.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -35,10 +37,51 @@ struct Entry {
     cost: usize,
 }
 
+/// Spreads the maps' keys with one multiply from a seed drawn per cache: the keys are
+/// already a 64-bit hash (buckets) or a counter (entry ids), so SipHash on them cost more
+/// than the rest of a hit's lookup; the seed keeps a client from choosing keys that pile
+/// into one slot.
+#[derive(Clone)]
+struct Spread(u64);
+
+impl Default for Spread {
+    fn default() -> Self {
+        Self(RandomState::new().hash_one(0x6e65_7265_6964_u64))
+    }
+}
+
+impl BuildHasher for Spread {
+    type Hasher = Spreader;
+
+    fn build_hasher(&self) -> Spreader {
+        Spreader(self.0)
+    }
+}
+
+/// The hasher [`Spread`] builds: multiply and fold, so the table's high bits (its tag)
+/// and low bits (its slot) both depend on every bit of the key.
+struct Spreader(u64);
+
+impl Hasher for Spreader {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0 ^ value).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+}
+
 #[derive(Default)]
 struct State {
-    buckets: HashMap<u64, Vec<u64>>,
-    entries: HashMap<u64, Entry>,
+    buckets: HashMap<u64, Vec<u64>, Spread>,
+    entries: HashMap<u64, Entry, Spread>,
     /// Recency order: last-use tick → entry id.
     recency: BTreeMap<u64, u64>,
     used: usize,
@@ -47,18 +90,17 @@ struct State {
 }
 
 impl State {
-    fn touch(&mut self, id: u64) {
-        let Some(entry) = self.entries.get_mut(&id) else {
-            return;
-        };
+    /// Marks entry `id` the most recently used; returns it.
+    fn touch(&mut self, id: u64) -> Option<&Entry> {
+        let entry = self.entries.get_mut(&id)?;
         // The most recent entry stays where it is: a hot key's hits move nothing.
-        if entry.last_used == self.tick {
-            return;
+        if entry.last_used != self.tick {
+            self.recency.remove(&entry.last_used);
+            self.tick += 1;
+            entry.last_used = self.tick;
+            self.recency.insert(self.tick, id);
         }
-        self.recency.remove(&entry.last_used);
-        self.tick += 1;
-        entry.last_used = self.tick;
-        self.recency.insert(self.tick, id);
+        Some(entry)
     }
 
     fn find(&self, bucket: u64, key: &CacheKey) -> Option<u64> {
@@ -144,10 +186,8 @@ impl LocalCache {
         let bucket = (self.hasher)(key);
         let found = {
             let mut state = self.state.lock();
-            state.find(bucket, key).and_then(|id| {
-                state.touch(id);
-                state.entries.get(&id).map(|e| e.outputs.clone())
-            })
+            let id = state.find(bucket, key);
+            id.and_then(|id| state.touch(id).map(|e| e.outputs.clone()))
         };
         self.counters.lookup(found.is_some(), started.elapsed());
         found
@@ -218,6 +258,10 @@ impl LocalCache {
 impl CacheStore for LocalCache {
     fn lookup<'a>(&'a self, key: &'a CacheKey) -> BoxFuture<'a, Option<CachedOutputs>> {
         Box::pin(std::future::ready(LocalCache::lookup(self, key)))
+    }
+
+    fn lookup_now(&self, key: &CacheKey) -> Option<Option<CachedOutputs>> {
+        Some(LocalCache::lookup(self, key))
     }
 
     fn insert<'a>(
