@@ -159,12 +159,10 @@ impl ModelRepository {
         })
     }
 
-    /// Whether every model the server was asked to load is ready (Triton's strict readiness).
+    /// Whether no model holds the server back from ready (Triton's strict readiness; see
+    /// [`ModelRecord::holds_readiness`] for which models do).
     pub fn all_ready(&self) -> bool {
-        self.table
-            .read()
-            .values()
-            .all(|r| r.error.is_none() && r.versions.values().all(|v| v.state == ModelState::Ready))
+        self.table.read().values().all(|r| !r.holds_readiness())
     }
 
     /// Stops every model (server shutdown). Blocking.

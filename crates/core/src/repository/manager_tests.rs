@@ -88,6 +88,10 @@ async fn explicit_load_unload_and_reload() {
             row("b", None, None, "")
         ]
     );
+    assert!(
+        repo.all_ready(),
+        "an explicit unload leaves the server ready, as Triton's IsReady"
+    );
     let e = not_served(&repo, "a", None);
     assert_eq!(
         e.message(),
@@ -193,6 +197,10 @@ async fn failed_loads_and_reloads_are_reported_in_the_index() {
     assert!(
         e.message().ends_with(&rows[0].3),
         "the reason is the parse error"
+    );
+    assert!(
+        repo.all_ready(),
+        "a model whose configuration cannot be read never reaches Triton's lifecycle and does not hold readiness"
     );
 
     // An unknown backend fails every selected version.

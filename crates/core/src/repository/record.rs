@@ -70,6 +70,24 @@ impl ModelRecord {
         self.versions.values().any(|v| v.model.is_some())
     }
 
+    /// Whether this model keeps a strictly ready server from being ready, as Triton's
+    /// `InferenceServer::IsReady` decides: a version that is loading or failed to load
+    /// does; a version unloaded through the API does not (Triton 2.51 answers 200 after
+    /// an explicit unload); a model that failed before any version was tried (its
+    /// configuration could not be read) does not either, as it never reaches Triton's
+    /// model lifecycle. A model with neither versions nor an error has nothing to serve
+    /// and does. Unloading a failed model, or removing it from a polled repository,
+    /// takes its record out of the reckoning; Triton 2.51 keeps the failure and stays
+    /// unready until a restart (README, "Deliberately differs").
+    pub(super) fn holds_readiness(&self) -> bool {
+        if self.versions.is_empty() {
+            return self.error.is_none();
+        }
+        self.versions
+            .values()
+            .any(|v| v.state != ModelState::Ready && v.reason != UNLOADED)
+    }
+
     /// Whether the model was unloaded through the API (and not loaded again since).
     pub(super) fn was_unloaded(&self) -> bool {
         self.error.is_none()
