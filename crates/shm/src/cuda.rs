@@ -69,7 +69,7 @@ impl Driver {
     fn load() -> std::result::Result<Self, String> {
         let path = std::env::var(LIBRARY_ENV).unwrap_or_else(|_| "libcuda.so.1".to_string());
         // SAFETY: loading the CUDA driver runs its initialisers, which have no preconditions.
-        let library = unsafe { Library::new(&path) }.map_err(|e| e.to_string())?;
+        let library = unsafe { Library::new(&path) }.map_err(|e| format!("{path}: {e}"))?;
         // SAFETY: each type below is the documented signature of the named driver function.
         let driver = unsafe {
             Self {
@@ -154,6 +154,31 @@ fn driver() -> Result<&'static Driver> {
         .get_or_init(Driver::load)
         .as_ref()
         .map_err(|why| Error::invalid_arg(format!("CUDA is not available on this server ({why})")))
+}
+
+/// Copies `len` bytes at the device address `address` on `device` — memory of this
+/// process, such as an in-process caller's GPU input buffer — into host memory. The
+/// error says why when CUDA cannot be used or the copy fails.
+///
+/// # Safety
+/// `[address, address + len)` must be device memory on `device` that stays allocated for
+/// the call; the driver reports addresses it does not know, but not a range that runs
+/// past the end of an allocation into another one.
+pub unsafe fn copy_device_to_host(device: u32, address: u64, len: usize) -> Result<Vec<u8>> {
+    let driver = driver()?;
+    let context = driver.retain_device(device).map_err(Error::invalid_arg)?;
+    let mut host = vec![0u8; len];
+    // SAFETY: `host` has `len` writable bytes; the device range is the caller's contract.
+    driver
+        .check(unsafe { (driver.copy_to_host)(host.as_mut_ptr().cast(), address, len) })
+        .map_err(|e| Error::internal(format!("CUDA device-to-host copy failed: {e}")))?;
+    drop(context);
+    Ok(host)
+}
+
+/// Whether the CUDA driver can be used here; the error says why not.
+pub fn available() -> Result<()> {
+    driver().map(|_| ())
 }
 
 /// A device allocation of another process, opened from its IPC handle; closed (and its

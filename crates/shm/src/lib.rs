@@ -18,7 +18,9 @@ mod error;
 mod mapping;
 pub mod sigbus;
 
-pub use cuda::{DeviceMemory, IPC_HANDLE_SIZE, LIBRARY_ENV};
+pub use cuda::{
+    available as cuda_available, copy_device_to_host, DeviceMemory, IPC_HANDLE_SIZE, LIBRARY_ENV,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use mapping::Mapping;
 pub use sigbus::MAX_MAPPINGS;

@@ -154,6 +154,7 @@ pub fn exported_functions() -> Vec<*const ()> {
         inprocess::options::TRITONSERVER_ServerOptionsSetExitTimeout as *const (),
         inprocess::options::TRITONSERVER_ServerOptionsSetGpuMetrics as *const (),
         inprocess::options::TRITONSERVER_ServerOptionsSetHostPolicy as *const (),
+        inprocess::options::TRITONSERVER_ServerOptionsSetLogCallback as *const (),
         inprocess::options::TRITONSERVER_ServerOptionsSetLogError as *const (),
         inprocess::options::TRITONSERVER_ServerOptionsSetLogFile as *const (),
         inprocess::options::TRITONSERVER_ServerOptionsSetLogFormat as *const (),

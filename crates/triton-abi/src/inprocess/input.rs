@@ -19,16 +19,33 @@ pub struct Input {
     pub(crate) chunks: Vec<Chunk>,
 }
 
-/// A chunk of an input's data in the caller's host memory.
+/// A chunk of an input's data in the caller's memory.
 pub(crate) struct Chunk {
     base: *const u8,
     len: usize,
+    /// The GPU that holds the chunk; `None` for host memory (CPU or pinned).
+    device: Option<u32>,
 }
 
 impl Chunk {
-    /// `len` bytes at `base` (checked non-null by the caller), read at submission.
-    pub(crate) fn new(base: *const u8, len: usize) -> Self {
-        Self { base, len }
+    /// `len` bytes of host memory at `base` (checked non-null by the caller), read at
+    /// submission.
+    pub(crate) fn host(base: *const u8, len: usize) -> Self {
+        Self {
+            base,
+            len,
+            device: None,
+        }
+    }
+
+    /// `len` bytes of `device`'s memory at `base`, copied to the host at submission
+    /// through the CUDA driver (Nereid's backends read host memory).
+    pub(crate) fn device(base: *const u8, len: usize, device: u32) -> Self {
+        Self {
+            base,
+            len,
+            device: Some(device),
+        }
     }
 }
 
@@ -41,8 +58,25 @@ impl Input {
     pub(crate) unsafe fn to_core(&self, spec: &ModelSpec) -> nereid_core::Result<InputTensor> {
         let mut data = BytesMut::with_capacity(self.chunks.iter().map(|c| c.len).sum());
         for chunk in &self.chunks {
-            // SAFETY: a non-null chunk of `len` readable bytes (see above).
-            data.extend_from_slice(unsafe { std::slice::from_raw_parts(chunk.base, chunk.len) });
+            match chunk.device {
+                // SAFETY: a non-null chunk of `len` readable host bytes (see above).
+                None => data.extend_from_slice(unsafe {
+                    std::slice::from_raw_parts(chunk.base, chunk.len)
+                }),
+                Some(device) => {
+                    // SAFETY: device memory the caller keeps allocated (see above).
+                    let copied = unsafe {
+                        nereid_shm::copy_device_to_host(device, chunk.base as u64, chunk.len)
+                    }
+                    .map_err(|e| {
+                        nereid_core::Error::internal(format!(
+                            "input '{}': reading GPU {device} memory: {e}",
+                            self.name
+                        ))
+                    })?;
+                    data.extend_from_slice(&copied);
+                }
+            }
         }
         let data: Bytes = data.freeze();
         match &self.declared {

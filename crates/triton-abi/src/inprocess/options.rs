@@ -1,9 +1,10 @@
 //! `TRITONSERVER_ServerOptions`: what a program sets before `TRITONSERVER_ServerNew`.
 //! Settings Nereid uses are stored; settings that only tune Triton's own machinery (GPU
-//! pools, buffer threads, logging sinks) are accepted and ignored exactly where Triton
-//! accepts them, so programs written for Triton configure Nereid unchanged.
+//! pools, buffer threads, the log file and line format) are accepted and ignored exactly
+//! where Triton accepts them, so programs written for Triton configure Nereid unchanged.
+//! The log switches decide what reaches a log callback ([`super::log_callback`]).
 
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use nereid_core::metrics::MetricsConfig;
 use nereid_core::rate_limit::ResourceLimit;
 use nereid_core::repository::ControlMode;
 
+use super::log_callback::{self, LogCallbackFn, LogOptions};
 use crate::error::{invalid_arg, ErrorPtr};
 use crate::ffi;
 
@@ -66,6 +68,8 @@ pub struct TRITONSERVER_ServerOptions {
     pub(crate) model_namespacing: bool,
     /// `SetRepoAgentDirectory`: where repository agents other than `checksum` would be.
     pub(crate) repoagent_directory: PathBuf,
+    /// `SetLogInfo`, `SetLogWarn`, `SetLogError`, `SetLogVerbose` and `SetLogCallback`.
+    pub(crate) log: LogOptions,
 }
 
 impl Default for TRITONSERVER_ServerOptions {
@@ -97,6 +101,7 @@ impl Default for TRITONSERVER_ServerOptions {
             repoagent_directory: PathBuf::from(
                 nereid_core::repository::DEFAULT_REPOAGENT_DIRECTORY,
             ),
+            log: LogOptions::default(),
         }
     }
 }
@@ -557,6 +562,69 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetRepoAgentDirectory(
 
 /// Defines option setters that Triton accepts but that tune machinery Nereid does not
 /// have: the options pointer is checked, the values are ignored.
+/// `TRITONSERVER_ServerOptionsSetLogInfo`: whether info records reach the log callback.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogInfo(
+    options: *mut TRITONSERVER_ServerOptions,
+    log: bool,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.log.info = log;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetLogWarn`: whether warnings reach the log callback.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogWarn(
+    options: *mut TRITONSERVER_ServerOptions,
+    log: bool,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.log.warn = log;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetLogError`: whether errors reach the log callback.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogError(
+    options: *mut TRITONSERVER_ServerOptions,
+    log: bool,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.log.error = log;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetLogVerbose`: the verbose level of the records the log
+/// callback receives (0 none; 1 Nereid's debug records; 2 its trace records too).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogVerbose(
+    options: *mut TRITONSERVER_ServerOptions,
+    level: i32,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.log.verbose = level;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetLogCallback`: the function that receives each enabled
+/// log record of the servers started with these options, with `userp`; null clears it.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogCallback(
+    options: *mut TRITONSERVER_ServerOptions,
+    callback: Option<LogCallbackFn>,
+    userp: *mut c_void,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.log.callback = log_callback::callback(callback, userp);
+        Ok(())
+    })
+}
+
 macro_rules! ignored_options {
     ($($(#[$meta:meta])* $name:ident($($arg:ident: $ty:ty),*);)*) => {$(
         $(#[$meta])*
@@ -586,16 +654,9 @@ ignored_options! {
     TRITONSERVER_ServerOptionsSetEnablePeerAccess(enable: bool);
     /// `TRITONSERVER_ServerOptionsSetLogFile`: ignored (the host program owns logging).
     TRITONSERVER_ServerOptionsSetLogFile(file: *const c_char);
-    /// `TRITONSERVER_ServerOptionsSetLogInfo`: ignored (the host program owns logging).
-    TRITONSERVER_ServerOptionsSetLogInfo(log: bool);
-    /// `TRITONSERVER_ServerOptionsSetLogWarn`: ignored (the host program owns logging).
-    TRITONSERVER_ServerOptionsSetLogWarn(log: bool);
-    /// `TRITONSERVER_ServerOptionsSetLogError`: ignored (the host program owns logging).
-    TRITONSERVER_ServerOptionsSetLogError(log: bool);
-    /// `TRITONSERVER_ServerOptionsSetLogFormat`: ignored (the host program owns logging).
+    /// `TRITONSERVER_ServerOptionsSetLogFormat`: ignored (records reach a callback as
+    /// fields; without one the host program owns logging).
     TRITONSERVER_ServerOptionsSetLogFormat(format: u32);
-    /// `TRITONSERVER_ServerOptionsSetLogVerbose`: ignored (the host program owns logging).
-    TRITONSERVER_ServerOptionsSetLogVerbose(level: i32);
     /// `TRITONSERVER_ServerOptionsSetMetrics`: ignored (no metrics port in-process).
     TRITONSERVER_ServerOptionsSetMetrics(metrics: bool);
 }

@@ -9,7 +9,9 @@ use nereid_core::DataType;
 
 use super::input::{Chunk, Input};
 use super::request::{text, with_request, TRITONSERVER_InferenceRequest};
+use crate::buffer_attributes::TRITONSERVER_BufferAttributes;
 use crate::error::{invalid_arg, unsupported, ErrorPtr};
+use crate::ffi;
 use crate::types::{datatype_from_raw, memory_type};
 
 /// The input `name` of `request`, or Triton's error when the request has none.
@@ -117,38 +119,60 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestRemoveAllInputs(
     })
 }
 
+/// Where an appended chunk lives: its memory type and device id, as Triton's
+/// `TRITONSERVER_MemoryType` and memory type id give them.
+#[derive(Clone, Copy)]
+struct Placement {
+    memory_type: u32,
+    memory_type_id: i64,
+}
+
 /// Appends the `byte_size` bytes at `base` to input `name`. Host memory (CPU,
-/// CPU_PINNED) is read at submission; GPU memory is refused, since this build has no CUDA.
+/// CPU_PINNED) is read at submission; GPU memory is copied to the host at submission
+/// through the CUDA driver, and refused at once where there is no CUDA.
 fn append(
     request: *mut TRITONSERVER_InferenceRequest,
     name: *const c_char,
     base: *const c_void,
     byte_size: usize,
-    memory: u32,
+    placement: Placement,
 ) -> ErrorPtr {
     with_request(request, |r| {
         let name = text(name, "name")?;
         let input = input_mut(r, name)?;
-        match memory {
-            memory_type::CPU | memory_type::CPU_PINNED => {}
+        let device = match placement.memory_type {
+            memory_type::CPU | memory_type::CPU_PINNED => None,
             memory_type::GPU => {
-                return Err(unsupported(format!(
-                    "input '{name}': data in GPU memory: try to use CUDA copy while GPU is not supported (Nereid is built without CUDA)"
-                )))
+                let device = u32::try_from(placement.memory_type_id).map_err(|_| {
+                    invalid_arg(format!(
+                        "input '{name}': invalid GPU id {}",
+                        placement.memory_type_id
+                    ))
+                })?;
+                nereid_shm::cuda_available().map_err(|e| {
+                    unsupported(format!(
+                        "input '{name}': data in GPU memory: {}",
+                        e.message()
+                    ))
+                })?;
+                Some(device)
             }
             other => {
                 return Err(invalid_arg(format!(
                     "input '{name}': unknown memory type {other}"
                 )))
             }
-        }
+        };
         if byte_size == 0 {
             return Ok(());
         }
         if base.is_null() {
             return Err(invalid_arg("base must not be null"));
         }
-        input.chunks.push(Chunk::new(base.cast(), byte_size));
+        input.chunks.push(match device {
+            None => Chunk::host(base.cast(), byte_size),
+            Some(device) => Chunk::device(base.cast(), byte_size, device),
+        });
         Ok(())
     })
 }
@@ -163,8 +187,11 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestAppendInputData(
     memory_type: u32,
     memory_type_id: i64,
 ) -> ErrorPtr {
-    let _ = memory_type_id;
-    append(inference_request, name, base, byte_size, memory_type)
+    let placement = Placement {
+        memory_type,
+        memory_type_id,
+    };
+    append(inference_request, name, base, byte_size, placement)
 }
 
 /// `TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy`: as
@@ -179,11 +206,14 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestAppendInputDataWithHostPol
     memory_type_id: i64,
     host_policy_name: *const c_char,
 ) -> ErrorPtr {
-    let _ = memory_type_id;
     if let Err(e) = text(host_policy_name, "host_policy_name") {
         return e;
     }
-    append(inference_request, name, base, byte_size, memory_type)
+    let placement = Placement {
+        memory_type,
+        memory_type_id,
+    };
+    append(inference_request, name, base, byte_size, placement)
 }
 
 /// `TRITONSERVER_InferenceRequestRemoveAllInputData`: drops an input's data, keeping
@@ -245,20 +275,32 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs(
     })
 }
 
-/// `TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes`: not supported yet
-/// in this build (the buffer-attributes object lives in another module of the crate).
+/// `TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes`: appends a chunk
+/// described by a buffer-attributes object — its byte size, memory type and device id
+/// (Triton's Python API appends every input this way). A CUDA IPC handle in the
+/// attributes is not needed: Nereid copies GPU data to the host itself, and its hosted
+/// backends receive host memory.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes(
     inference_request: *mut TRITONSERVER_InferenceRequest,
     name: *const c_char,
     base: *const c_void,
-    buffer_attributes: *mut c_void,
+    buffer_attributes: *mut TRITONSERVER_BufferAttributes,
 ) -> ErrorPtr {
-    let _ = (base, buffer_attributes);
-    with_request(inference_request, |r| {
-        input_mut(r, text(name, "name")?)?;
-        Err(unsupported(
-            "TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes is not supported by Nereid",
-        ))
-    })
+    // SAFETY: a live attributes object from `TRITONSERVER_BufferAttributesNew`, or null.
+    let attributes = match unsafe { ffi::reference(buffer_attributes, "buffer_attributes") } {
+        Ok(attributes) => attributes,
+        Err(e) => return e,
+    };
+    let placement = Placement {
+        memory_type: attributes.memory_type,
+        memory_type_id: attributes.memory_type_id,
+    };
+    append(
+        inference_request,
+        name,
+        base,
+        attributes.byte_size,
+        placement,
+    )
 }

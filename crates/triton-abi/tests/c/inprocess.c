@@ -405,7 +405,7 @@ static void request_checks(Server* server) {
         INVALID_ARG, "input 'INPUTX' does not exist in request", "append to unknown input");
   fails(TRITONSERVER_InferenceRequestAppendInputData(request, "INPUT0", data, 16, MEMORY_GPU,
                                                      0),
-        UNSUPPORTED, "GPU is not supported", "GPU input");
+        UNSUPPORTED, "data in GPU memory: CUDA is not available", "GPU input");
   ok(TRITONSERVER_InferenceRequestAddRequestedOutput(request, "OUTPUT0"), "requested output");
   fails(TRITONSERVER_InferenceRequestAddRequestedOutput(request, "OUTPUT0"), INVALID_ARG,
         "output 'OUTPUT0' already exists in request", "duplicate output");

@@ -5,6 +5,7 @@ use std::ffi::{c_void, CStr, CString};
 use std::ptr::{null, null_mut};
 use std::sync::mpsc;
 
+use tritonserver::buffer_attributes::*;
 use tritonserver::error::{
     ErrorPtr, TRITONSERVER_ErrorCode, TRITONSERVER_ErrorDelete, TRITONSERVER_ErrorMessage,
     TRITONSERVER_Error_Code,
@@ -182,10 +183,7 @@ fn inputs_are_read_at_submission_and_outputs_land_in_the_allocators_buffers() {
             c"add_sub".as_ptr(),
             -1,
         ));
-        for (name, data) in [
-            (c"INPUT0", in0.as_ptr().cast::<f32>()),
-            (c"INPUT1", in1.as_ptr()),
-        ] {
+        for name in [c"INPUT0", c"INPUT1"] {
             ok(TRITONSERVER_InferenceRequestAddInput(
                 request,
                 name.as_ptr(),
@@ -193,15 +191,60 @@ fn inputs_are_read_at_submission_and_outputs_land_in_the_allocators_buffers() {
                 shape.as_ptr(),
                 2,
             ));
-            ok(TRITONSERVER_InferenceRequestAppendInputData(
-                request,
-                name.as_ptr(),
-                data.cast(),
-                16,
-                0,
-                0,
-            ));
         }
+        // INPUT0 as C programs append it; INPUT1 as Triton's Python API does, through a
+        // buffer-attributes object (pinned host memory is host memory).
+        ok(TRITONSERVER_InferenceRequestAppendInputData(
+            request,
+            c"INPUT0".as_ptr(),
+            in0.as_ptr().cast(),
+            16,
+            0,
+            0,
+        ));
+        let mut attributes = null_mut();
+        ok(TRITONSERVER_BufferAttributesNew(&mut attributes));
+        ok(TRITONSERVER_BufferAttributesSetByteSize(attributes, 16));
+        ok(TRITONSERVER_BufferAttributesSetMemoryType(attributes, 1));
+        ok(
+            TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes(
+                request,
+                c"INPUT1".as_ptr(),
+                in1.as_ptr().cast(),
+                attributes,
+            ),
+        );
+        // GPU memory without a CUDA driver: refused at once, naming the input.
+        ok(TRITONSERVER_BufferAttributesSetMemoryType(attributes, 2));
+        let (code, message) = failure(
+            TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes(
+                request,
+                c"INPUT1".as_ptr(),
+                in1.as_ptr().cast(),
+                attributes,
+            ),
+        );
+        assert_eq!(code, TRITONSERVER_Error_Code::Unsupported);
+        assert!(
+            message.starts_with("input 'INPUT1': data in GPU memory: CUDA is not available"),
+            "{message}"
+        );
+        ok(TRITONSERVER_BufferAttributesDelete(attributes));
+        let (code, message) = failure(
+            TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes(
+                request,
+                c"INPUT1".as_ptr(),
+                in1.as_ptr().cast(),
+                null_mut(),
+            ),
+        );
+        assert_eq!(
+            (code, message.as_str()),
+            (
+                TRITONSERVER_Error_Code::InvalidArg,
+                "buffer_attributes must not be null"
+            )
+        );
         ok(TRITONSERVER_InferenceRequestSetReleaseCallback(
             request,
             Some(on_release),

@@ -1,0 +1,353 @@
+//! `TRITONSERVER_ServerOptionsSetLogCallback` and the log switches it obeys: a program
+//! that embeds the server (Triton's Python `tritonserver` package, Dynamo) receives every
+//! enabled log record as fields — Triton's level, file, line, a timestamp and the raw
+//! message — and routes them into its own logging.
+//!
+//! Nereid logs through `tracing`. `TRITONSERVER_ServerNew` installs, once per process, a
+//! small subscriber that ignores spans and hands each enabled event to the callback of
+//! the options the newest server was started with (none clears it, as Triton's
+//! `ServerNew` does). Without a callback nothing is written: the host program owns the
+//! process's stderr and files.
+
+use std::ffi::{c_char, c_void, CString};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::RwLock;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::subscriber::Interest;
+use tracing::{Event, Level, Metadata, Subscriber};
+
+use crate::log::level;
+
+/// `TRITONSERVER_LogCallbackFn_t`: level, file name, line, timestamp in microseconds
+/// since the epoch, message, and the user pointer given with the callback.
+pub type LogCallbackFn = unsafe extern "C" fn(
+    level: u32,
+    filename: *const c_char,
+    line: i32,
+    timestamp_us: u64,
+    message: *const c_char,
+    userp: *mut c_void,
+);
+
+/// A callback and the user pointer it is called with.
+#[derive(Clone, Copy)]
+pub(crate) struct LogCallback {
+    function: LogCallbackFn,
+    userp: *mut c_void,
+}
+
+// SAFETY: Triton's contract for the callback is that it may be called from any thread
+// with its user pointer; the pointer is only passed back, never dereferenced here.
+unsafe impl Send for LogCallback {}
+// SAFETY: as above; the value is two plain pointers read by every logging thread.
+unsafe impl Sync for LogCallback {}
+
+/// The log switches of a server's options (`SetLogInfo`, `SetLogWarn`, `SetLogError`,
+/// `SetLogVerbose`) and its callback: which records reach the callback.
+#[derive(Clone, Copy)]
+pub(crate) struct LogOptions {
+    pub(crate) info: bool,
+    pub(crate) warn: bool,
+    pub(crate) error: bool,
+    pub(crate) verbose: i32,
+    pub(crate) callback: Option<LogCallback>,
+}
+
+impl Default for LogOptions {
+    /// Triton's defaults: info, warnings and errors on, verbose off, no callback.
+    fn default() -> Self {
+        Self {
+            info: true,
+            warn: true,
+            error: true,
+            verbose: 0,
+            callback: None,
+        }
+    }
+}
+
+impl LogOptions {
+    /// Triton's level for a `tracing` level, when that level is switched on: debug is
+    /// verbose level 1 and trace level 2.
+    fn triton_level(&self, at: Level) -> Option<u32> {
+        let (on, raw) = match at {
+            Level::ERROR => (self.error, level::ERROR),
+            Level::WARN => (self.warn, level::WARN),
+            Level::INFO => (self.info, level::INFO),
+            Level::DEBUG => (self.verbose >= 1, level::VERBOSE),
+            Level::TRACE => (self.verbose >= 2, level::VERBOSE),
+        };
+        on.then_some(raw)
+    }
+}
+
+/// `TRITONSERVER_ServerOptionsSetLogCallback`'s arguments as the options keep them: a
+/// null function clears the callback.
+pub(crate) fn callback(function: Option<LogCallbackFn>, userp: *mut c_void) -> Option<LogCallback> {
+    function.map(|function| LogCallback { function, userp })
+}
+
+/// What the process's subscriber delivers to: the newest server's options.
+static CURRENT: RwLock<Option<LogOptions>> = RwLock::new(None);
+
+/// Makes `options` the process's log destination (`TRITONSERVER_ServerNew` calls it),
+/// installing the subscriber on first use. A program that already installed its own
+/// `tracing` subscriber keeps it; the callback then receives nothing, and a warning says so.
+pub(crate) fn install(options: &LogOptions) {
+    *CURRENT.write() = options.callback.is_some().then_some(*options);
+    static INSTALLED: AtomicBool = AtomicBool::new(false);
+    if !INSTALLED.swap(true, Ordering::AcqRel)
+        && tracing::subscriber::set_global_default(CallbackSubscriber::default()).is_err()
+    {
+        tracing::warn!(
+            "a tracing subscriber was already installed; the log callback receives nothing"
+        );
+    }
+}
+
+/// The subscriber: events only, each checked against the current options.
+#[derive(Default)]
+struct CallbackSubscriber {
+    /// Span ids handed out; spans are not recorded, but ids must be non-zero and distinct.
+    next_span: AtomicU64,
+}
+
+thread_local! {
+    /// Set while this thread runs the callback, so a callback that logs back through
+    /// `TRITONSERVER_LogMessage` does not recurse.
+    static IN_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+impl Subscriber for CallbackSubscriber {
+    fn register_callsite(&self, _: &'static Metadata<'static>) -> Interest {
+        // The switches change with each new server: ask every time.
+        Interest::sometimes()
+    }
+
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.is_event()
+            && CURRENT
+                .read()
+                .as_ref()
+                .is_some_and(|o| o.triton_level(*metadata.level()).is_some())
+    }
+
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(self.next_span.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        let Some(options) = *CURRENT.read() else {
+            return;
+        };
+        let (Some(callback), Some(raw_level)) = (
+            options.callback,
+            options.triton_level(*event.metadata().level()),
+        ) else {
+            return;
+        };
+        if IN_CALLBACK.with(|flag| flag.replace(true)) {
+            return;
+        }
+        let record = LogRecord::of(event);
+        let timestamp_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        // SAFETY: the callback the program registered, with NUL-terminated strings that
+        // live for the call and the program's own user pointer. A panic cannot come back
+        // out of a C function; Rust code on the other side of the pointer would abort.
+        unsafe {
+            (callback.function)(
+                raw_level,
+                record.file.as_ptr(),
+                record.line,
+                timestamp_us,
+                record.message.as_ptr(),
+                callback.userp,
+            )
+        };
+        IN_CALLBACK.with(|flag| flag.set(false));
+    }
+
+    fn enter(&self, _: &Id) {}
+
+    fn exit(&self, _: &Id) {}
+}
+
+/// One event as Triton's logger hands it over: the file's base name (as Triton's log
+/// lines show it), the line, and the message with the event's other fields after it.
+struct LogRecord {
+    file: CString,
+    line: i32,
+    message: CString,
+}
+
+impl LogRecord {
+    fn of(event: &Event<'_>) -> Self {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let metadata = event.metadata();
+        // `TRITONSERVER_LogMessage` passes its caller's file and line as fields.
+        let file = fields
+            .file
+            .take()
+            .or_else(|| metadata.file().map(str::to_owned))
+            .unwrap_or_default();
+        let file = file.rsplit('/').next().unwrap_or_default().to_owned();
+        let line = fields
+            .line
+            .or_else(|| metadata.line().and_then(|l| i32::try_from(l).ok()))
+            .unwrap_or(0);
+        Self {
+            file: c_text(file),
+            line,
+            message: c_text(fields.text),
+        }
+    }
+}
+
+/// `text` as a C string, any NUL byte in it replaced.
+fn c_text(text: String) -> CString {
+    CString::new(text).unwrap_or_else(|e| {
+        let cleaned = String::from_utf8_lossy(&e.into_vec()).replace('\0', " ");
+        CString::new(cleaned).unwrap_or_default()
+    })
+}
+
+/// Collects an event's message and fields.
+#[derive(Default)]
+struct Fields {
+    text: String,
+    file: Option<String>,
+    line: Option<i32>,
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            "file" if self.file.is_none() => self.file = Some(value.to_owned()),
+            name => self.push(name, value),
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        match field.name() {
+            "line" => self.line = i32::try_from(value).ok(),
+            name => self.push(name, value),
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "file" if self.file.is_none() => self.file = Some(format!("{value:?}")),
+            name => self.push(name, format_args!("{value:?}")),
+        }
+    }
+}
+
+impl Fields {
+    /// The message first, then ` name=value` for every other field.
+    fn push(&mut self, name: &str, value: impl std::fmt::Display) {
+        if name == "message" {
+            let rest = std::mem::take(&mut self.text);
+            let _ = write!(self.text, "{value}{rest}");
+        } else {
+            let _ = write!(self.text, " {name}={value}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+    use std::sync::Arc;
+
+    /// What the test callback received: (level, file, line, timestamp, message).
+    type Received = parking_lot::Mutex<Vec<(u32, String, i32, u64, String)>>;
+
+    unsafe extern "C" fn collect(
+        level: u32,
+        filename: *const c_char,
+        line: i32,
+        timestamp_us: u64,
+        message: *const c_char,
+        userp: *mut c_void,
+    ) {
+        // SAFETY: the test passes a `Received` that outlives its use here, and the
+        // strings are NUL-terminated for the call.
+        unsafe {
+            let received = &*(userp as *const Received);
+            received.lock().push((
+                level,
+                CStr::from_ptr(filename).to_string_lossy().into_owned(),
+                line,
+                timestamp_us,
+                CStr::from_ptr(message).to_string_lossy().into_owned(),
+            ));
+        }
+    }
+
+    #[test]
+    fn records_reach_the_callback_as_the_switches_allow() {
+        let received: Arc<Received> = Arc::default();
+        let options = LogOptions {
+            info: false,
+            verbose: 1,
+            callback: callback(Some(collect), Arc::as_ptr(&received) as *mut c_void),
+            ..LogOptions::default()
+        };
+        install(&options);
+        tracing::info!("switched off");
+        tracing::warn!(model = "m", "a warning");
+        tracing::debug!("verbose level 1");
+        tracing::trace!("verbose level 2: off");
+        // SAFETY: static NUL-terminated strings.
+        let error = unsafe {
+            crate::log::TRITONSERVER_LogMessage(
+                level::ERROR,
+                c"/src/backend/model.cc".as_ptr(),
+                42,
+                c"from a plugin".as_ptr(),
+            )
+        };
+        assert!(error.is_null());
+        install(&LogOptions::default());
+        tracing::warn!("after the callback was cleared");
+        let this_file = file!().rsplit('/').next().unwrap_or_default().to_owned();
+        // Other tests of this crate may log meanwhile; keep this test's records.
+        let received: Vec<_> = received
+            .lock()
+            .iter()
+            .filter(|r| r.1 == this_file || r.1 == "model.cc")
+            .cloned()
+            .collect();
+        assert_eq!(received.len(), 3, "{received:?}");
+        assert!(
+            received.iter().all(|r| r.3 > 1_600_000_000_000_000),
+            "microseconds since the epoch"
+        );
+        assert_eq!(
+            (received[0].0, received[0].4.as_str()),
+            (level::WARN, "a warning model=m")
+        );
+        assert!(received[0].2 > 0, "the line of the tracing call");
+        assert_eq!(
+            (received[1].0, received[1].4.as_str()),
+            (level::VERBOSE, "verbose level 1")
+        );
+        assert_eq!(
+            (received[2].0, received[2].1.as_str(), received[2].2),
+            (level::ERROR, "model.cc", 42)
+        );
+        assert_eq!(received[2].4, "from a plugin");
+    }
+}
