@@ -64,12 +64,28 @@ pub trait Backend: Send + Sync {
     fn load_model(&self, spec: Arc<ModelSpec>, model_file: &Path) -> Result<Box<dyn ModelBackend>>;
 }
 
-/// Loads the backends a registry has no native implementation for, by the name a model
-/// configuration gives (Triton's backend libraries).
+/// The model a [`BackendLoader`] finds a backend for. Triton looks for a backend library
+/// in the model's own folders (`<model>/<version>/`, `<model>/`) before the backend
+/// directory, so where the model lives decides which library serves it.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelSite<'a> {
+    /// The model's name, for messages.
+    pub name: &'a str,
+    /// The model's folder, holding its version folders.
+    pub dir: &'a Path,
+    /// The version whose folder is searched (the newest one loaded).
+    pub version: i64,
+}
+
+/// Loads the backends a registry has no native implementation for (Triton's backend
+/// libraries), resolving each model's library as Triton does and sharing a library
+/// already initialized under the same name.
 pub trait BackendLoader: Send + Sync {
-    /// Loads and initializes the backend called `name`; an error names the backend and
-    /// fails the loads of the models that use it.
-    fn load(&self, name: &str) -> Result<Arc<dyn Backend>>;
+    /// The backend serving the model at `site` whose configuration is `config`: its
+    /// `backend` and `runtime` fields name the library. The loader may complete `config`
+    /// as Triton does (a python-based backend's `runtime` and execution environment). An
+    /// error fails the loads of the model's versions.
+    fn load(&self, site: &ModelSite<'_>, config: &mut ModelConfig) -> Result<Arc<dyn Backend>>;
 }
 
 /// A loaded model version; creates its instances.

@@ -12,7 +12,7 @@ use super::registry::BackendRegistry;
 use super::scan::{config_path, list_versions, read_config};
 use super::version_policy::select_versions;
 use super::warmup::warmup_samples;
-use crate::backend::{Backend, InstanceBackend, InstanceConfig};
+use crate::backend::{Backend, InstanceBackend, InstanceConfig, ModelSite};
 use crate::cache::ResponseCache;
 use crate::classification::{read_labels, Labels};
 use crate::config::{
@@ -212,7 +212,12 @@ fn prepare(
     mut config: ModelConfig,
 ) -> Result<(Arc<dyn Backend>, ModelConfig, String)> {
     check_supported(&config)?;
-    let backend = resolve_backend(backends, &mut config, name, &dir.join(newest.to_string()))?;
+    let site = ModelSite {
+        name,
+        dir,
+        version: newest,
+    };
+    let backend = resolve_backend(backends, &mut config, &site)?;
     let filename = |config: &ModelConfig| backend.model_filename(config);
     if !settings.strict_model_config {
         let file = dir.join(newest.to_string()).join(filename(&config));
@@ -229,13 +234,16 @@ fn prepare(
 }
 
 /// Picks the backend from `backend`, `platform`, the model file present or the model's
-/// name (filling the config fields in, as Triton's auto-completion does).
+/// name (filling the config fields in, as Triton's auto-completion does). A backend
+/// library is looked for from the model's `site` (its newest version loaded: Nereid
+/// prepares the versions of a model together, where Triton resolves each version's).
 fn resolve_backend(
     backends: &BackendRegistry,
     config: &mut ModelConfig,
-    name: &str,
-    newest_version_dir: &Path,
+    site: &ModelSite<'_>,
 ) -> Result<Arc<dyn Backend>> {
+    let name = site.name;
+    let newest_version_dir = &site.dir.join(site.version.to_string());
     if config.backend.is_empty() {
         // Triton's platform names and the backends that serve them.
         let backend = match config.platform.as_str() {
@@ -261,7 +269,7 @@ fn resolve_backend(
             config.platform
         )));
     }
-    backends.get(&config.backend)
+    backends.get(site, config)
 }
 
 /// `instance` under the rate limiter, with its group's `rate_limiter` resources on its

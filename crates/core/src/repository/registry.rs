@@ -1,22 +1,22 @@
 //! The backends models are loaded with: the native ones registered by name, and, for any
-//! other name, a loader of Triton backend libraries (`<backend-directory>/<name>/
-//! libtriton_<name>.so`), each library loaded once and shared by its models as in Triton.
+//! other name, a loader of Triton backend libraries, which resolves each model's library
+//! as Triton does (the model's folders, then `<backend-directory>/<name>/`, then a
+//! python-based backend's `model.py`) and loads each library once per name, shared by its
+//! models as in Triton.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
-use crate::backend::{Backend, BackendLoader};
+use crate::backend::{Backend, BackendLoader, ModelSite};
+use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 
 /// Backends by the name used in `config.pbtxt`.
 #[derive(Clone, Default)]
 pub struct BackendRegistry {
     native: HashMap<String, Arc<dyn Backend>>,
+    // Shared by clones; keeps what it loaded, so a library is loaded once per server.
     loader: Option<Arc<dyn BackendLoader>>,
-    // Loaded on first use; shared by clones, so a backend is loaded once per server.
-    loaded: Arc<Mutex<HashMap<String, Arc<dyn Backend>>>>,
 }
 
 impl BackendRegistry {
@@ -45,24 +45,19 @@ impl BackendRegistry {
         self.loader = Some(loader);
     }
 
-    /// The backend called `name`: native, already loaded, or loaded now. Triton's message
-    /// when there is none.
-    pub fn get(&self, name: &str) -> Result<Arc<dyn Backend>> {
-        if let Some(backend) = self.native.get(name) {
+    /// The backend `config.backend` names for the model at `site`: native, or found by
+    /// the loader (which may complete `config`, see [`BackendLoader::load`]). Triton's
+    /// message when there is none.
+    pub fn get(&self, site: &ModelSite<'_>, config: &mut ModelConfig) -> Result<Arc<dyn Backend>> {
+        if let Some(backend) = self.native.get(&config.backend) {
             return Ok(backend.clone());
         }
         let Some(loader) = &self.loader else {
             return Err(Error::invalid_arg(format!(
-                "unable to find backend library for backend '{name}', try specifying runtime on the model configuration."
+                "unable to find backend library for backend '{}', try specifying runtime on the model configuration.",
+                config.backend
             )));
         };
-        // Held while loading, so concurrent model loads do not load a library twice.
-        let mut loaded = self.loaded.lock();
-        if let Some(backend) = loaded.get(name) {
-            return Ok(backend.clone());
-        }
-        let backend = loader.load(name)?;
-        loaded.insert(name.to_string(), backend.clone());
-        Ok(backend)
+        loader.load(site, config)
     }
 }

@@ -1,7 +1,7 @@
-//! [`HostedBackend`]: one loaded backend library as a core backend, initialized once
-//! and shared by every model that names it; and the `TRITONBACKEND_Backend*` calls a
-//! library makes on its backend object (configuration, artifacts directory, state,
-//! attributes).
+//! [`HostedBackend`]: one loaded backend library as a core backend, initialized once per
+//! backend name and shared by every model that resolves to it; and the
+//! `TRITONBACKEND_Backend*` calls a library makes on its backend object (configuration,
+//! artifacts directory, state, attributes).
 
 use std::ffi::{c_char, c_void, CString};
 use std::path::{Path, PathBuf};
@@ -19,6 +19,7 @@ use super::objects::{
     BackendHandle, BackendLibrary, PendingModels, ServerSlot, TRITONBACKEND_Backend,
     TRITONBACKEND_BackendAttribute, ARTIFACT_FILESYSTEM,
 };
+use super::resolve::BackendLocation;
 use crate::error::{callee_result, invalid_arg, ErrorPtr};
 use crate::ffi::{self, put};
 use crate::inprocess::message::TRITONSERVER_Message;
@@ -29,7 +30,8 @@ pub const API_VERSION: (u32, u32) = (1, 19);
 /// Where backend libraries are found and what they are told.
 #[derive(Debug, Clone)]
 pub struct HostedSettings {
-    /// `--backend-directory`.
+    /// `--backend-directory`: where backend libraries are looked for after the model's
+    /// own folders, and where the python-based backends' folders are.
     pub directory: PathBuf,
     /// `--backend-config` settings as (backend, key, value); an empty backend name is a
     /// global setting every backend gets.
@@ -44,26 +46,25 @@ pub struct HostedBackend {
 }
 
 impl HostedBackend {
-    /// Loads `<directory>/<name>/libtriton_<name>.so`, initializes it with its
-    /// configuration and reads its attributes, as Triton does on a backend's first use.
+    /// Loads the library `location` names, initializes it as backend `location.name`
+    /// with its configuration and reads its attributes, as Triton does on a backend's
+    /// first use. A python-based backend is the python backend's library initialized
+    /// once more under its own name, with its own folder as artifacts directory.
     pub(crate) fn load(
-        name: &str,
+        location: &BackendLocation,
         settings: &HostedSettings,
         server: Arc<ServerSlot>,
     ) -> Result<Self> {
-        let directory = settings.directory.join(name);
-        let path = directory.join(format!("libtriton_{name}.so"));
-        if !path.is_file() {
-            return Err(Error::invalid_arg(format!(
-                "unable to find backend library for backend '{name}', try specifying runtime on the model configuration. (looked for {})",
-                path.display()
-            )));
-        }
-        let library = BackendLibrary::open(name, &path)?;
+        let name = location.name.as_str();
+        let path = &location.library;
+        let library = BackendLibrary::open(name, path)?;
         let backend = Box::new(TRITONBACKEND_Backend {
             name: c_string(name)?,
-            directory: c_string(&directory.to_string_lossy())?,
-            config: TRITONSERVER_Message::from_value(&backend_config(name, settings)),
+            directory: c_string(&location.directory.to_string_lossy())?,
+            config: TRITONSERVER_Message::from_value(&backend_config(
+                location.config_name(),
+                settings,
+            )),
             state: AtomicPtr::new(std::ptr::null_mut()),
             execution_policy: AtomicU32::new(0),
             memory_manager: TRITONBACKEND_MemoryManager::default(),
@@ -93,14 +94,23 @@ impl HostedBackend {
                 .map_err(|e| e.prefixed(&format!("backend '{name}' attributes: ")))?;
             tracing::debug!(backend = name, ?found, "backend attributes");
         }
-        tracing::info!("loaded backend '{name}' from {}", path.display());
+        if location.python_based {
+            tracing::info!(
+                "loaded python-based backend '{name}' from {} with {}",
+                location.directory.display(),
+                path.display()
+            );
+        } else {
+            tracing::info!("loaded backend '{name}' from {}", path.display());
+        }
         Ok(Self { handle })
     }
 }
 
 /// The JSON Triton gives `TRITONBACKEND_BackendConfig`: the global settings (backend
 /// directory, auto-complete, compute capability, default max batch size) overridden by
-/// the backend's own `--backend-config` ones, as strings under `cmdline`.
+/// the `--backend-config` ones for backend `name` (the python backend's, for a
+/// python-based backend), as strings under `cmdline`.
 fn backend_config(name: &str, settings: &HostedSettings) -> serde_json::Value {
     let mut cmdline = serde_json::Map::new();
     let mut set = |k: &str, v: String| {

@@ -1,15 +1,23 @@
-//! [`HostedBackends`]: the core's `BackendLoader` for Triton backend libraries. It
-//! loads `<backend-directory>/<name>/libtriton_<name>.so` on a model's first use, and
-//! holds the `TRITONSERVER_Server` handle backends get for BLS requests once the server
-//! exists (set by whoever starts the server: `inprocess::start`).
+//! [`HostedBackends`]: the core's `BackendLoader` for Triton backend libraries. For each
+//! model it finds the library as Triton's core does (see [`super::resolve`]: the model's
+//! folders, `<backend-directory>/<name>/`, or a python-based backend's `model.py`),
+//! initializes each library once per backend name and shares it, as Triton's backend
+//! manager does; and it holds the `TRITONSERVER_Server` handle backends get for BLS
+//! requests once the server exists (set by whoever starts the server:
+//! `inprocess::start`).
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use nereid_core::backend::{Backend, BackendLoader};
+use nereid_core::backend::{Backend, BackendLoader, ModelSite};
+use nereid_core::config::ModelConfig;
 use nereid_core::Result;
+use parking_lot::Mutex;
 
 use super::hosted::{HostedBackend, HostedSettings};
 use super::objects::ServerSlot;
+use super::resolve::resolve;
 use crate::inprocess::server::TRITONSERVER_Server;
 
 /// Loads Triton backend libraries for a server's registry, and gives the backends a
@@ -17,6 +25,11 @@ use crate::inprocess::server::TRITONSERVER_Server;
 pub struct HostedBackends {
     settings: HostedSettings,
     server: Arc<ServerSlot>,
+    /// The backends initialized so far, by what Triton's backend manager shares them
+    /// under ([`super::resolve::BackendLocation::key`]) and their name; kept for the
+    /// server's life. Locked for a whole load, so concurrent model loads do not
+    /// initialize a library twice.
+    loaded: Mutex<HashMap<(PathBuf, String), Arc<HostedBackend>>>,
 }
 
 impl HostedBackends {
@@ -25,6 +38,7 @@ impl HostedBackends {
         Arc::new(Self {
             settings,
             server: Arc::new(ServerSlot::default()),
+            loaded: Mutex::default(),
         })
     }
 
@@ -36,8 +50,19 @@ impl HostedBackends {
 }
 
 impl BackendLoader for HostedBackends {
-    fn load(&self, name: &str) -> Result<Arc<dyn Backend>> {
-        let backend = HostedBackend::load(name, &self.settings, self.server.clone())?;
-        Ok(Arc::new(backend))
+    fn load(&self, site: &ModelSite<'_>, config: &mut ModelConfig) -> Result<Arc<dyn Backend>> {
+        let location = resolve(&self.settings.directory, site, config)?;
+        let mut loaded = self.loaded.lock();
+        let key = (location.key(), location.name.clone());
+        if let Some(backend) = loaded.get(&key) {
+            return Ok(backend.clone());
+        }
+        let backend = Arc::new(HostedBackend::load(
+            &location,
+            &self.settings,
+            self.server.clone(),
+        )?);
+        loaded.insert(key, backend.clone());
+        Ok(backend)
     }
 }
