@@ -66,6 +66,11 @@ cp target/suite/deps/libtritonserver.so target/release/libtritonserver.so
 echo "test: tritonclient conformance suite" >&2
 NEREID_BIN="$PWD/target/release/nereid" .venv/bin/python -m pytest -q tests/python
 
+# Triton's own Python packages (tritonserver, tritonfrontend 2.73: Python 3.12, glibc 2.38)
+# on the libtritonserver.so copied above, inside a Debian 13 root cached outside the clone.
+echo "test: Triton's Python packages on libtritonserver.so" >&2
+NEREID_LIBTRITONSERVER_DIR="$PWD/target/release" scripts/test_python_packages.sh
+
 # Two minutes of mixed, checked traffic while the repository changes, with the servers'
 # RSS, fds, threads, /dev/shm, pending requests and live sequences held to the bounds in
 # scripts/soak.py (after the python tests, which fetch Triton's python backend it uses).

@@ -71,7 +71,7 @@ TEST_TIMEOUT_S = 60
 # (Triton prints them inside a quoted log message; match anywhere in the line).
 _STARTED = re.compile(
     r"Started (GRPCInferenceService|HTTPService|Metrics Service|Sagemaker HTTPService|"
-    r"Vertex AI HTTPService) at "
+    r"Vertex AI HTTPService|OpenAIService) at "
     r"(\[[0-9a-fA-F:.]+\]|[0-9.]+|[A-Za-z0-9.-]+):(\d+)"
 )
 _SERVICE_KEYS = {
@@ -80,6 +80,7 @@ _SERVICE_KEYS = {
     "Metrics Service": "metrics",
     "Sagemaker HTTPService": "sagemaker",
     "Vertex AI HTTPService": "vertex_ai",
+    "OpenAIService": "openai",
 }
 # The listeners a server is waited for unless told otherwise (`expect=`).
 THREE_LISTENERS = frozenset({"grpc", "http", "metrics"})
@@ -197,6 +198,11 @@ class Server:
     @property
     def http_url(self):
         return self._addr("http")
+
+    @property
+    def openai_url(self):
+        """The OpenAI port's base URL, as the `openai` client takes it."""
+        return f"http://{self._addr('openai')}/v1"
 
     @property
     def grpc_url(self):

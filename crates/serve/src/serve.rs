@@ -34,6 +34,8 @@ pub struct Listeners {
     pub sagemaker: Option<TcpListener>,
     /// Vertex AI's health and predict routes (`--allow-vertex-ai`).
     pub vertex_ai: Option<TcpListener>,
+    /// The OpenAI-compatible API (`--openai-port`).
+    pub openai: Option<TcpListener>,
 }
 
 /// The frontends' settings: what the HTTP, gRPC, SageMaker, Vertex AI and metrics ports
@@ -50,6 +52,9 @@ pub struct FrontendOptions {
     /// The Vertex AI endpoint: limits, routes, default model (its `metrics` redirect
     /// answers what the metrics port does).
     pub vertex_ai: VertexAiOptions,
+    /// The OpenAI port: keys, strictness, size limit, tokenizer, tool-call parser (its
+    /// connections take the HTTP port's limits).
+    pub openai: nereid_openai::OpenAiOptions,
     /// Connection cap and timeouts of the metrics port.
     pub metrics_limits: Limits,
     /// Appended to the metrics text after the server's own metrics.
@@ -77,6 +82,7 @@ impl Default for FrontendOptions {
             grpc: GrpcOptions::default(),
             sagemaker: SagemakerOptions::default(),
             vertex_ai: VertexAiOptions::default(),
+            openai: nereid_openai::OpenAiOptions::default(),
             metrics_limits: Limits::default(),
             metrics_appendix: None,
             metrics_interval: DEFAULT_METRICS_INTERVAL,
@@ -134,6 +140,8 @@ pub async fn serve(
         }
         None => None,
     };
+    // The OpenAI port takes the HTTP port's connection limits.
+    let openai_limits = frontends.http.limits;
     let stop = watch::Sender::new(false);
     let mut tasks: Vec<JoinHandle<()>> = Vec::new();
     if let Some(listener) = listeners.grpc {
@@ -170,6 +178,22 @@ pub async fn serve(
                 stopped(&stop),
             )));
         }
+    }
+    if let Some(listener) = listeners.openai {
+        started("OpenAIService", &listener)?;
+        let text = metrics_text.clone();
+        let router = nereid_openai::router(
+            server.clone(),
+            frontends.openai,
+            Arc::new(move || text.render()),
+        );
+        tasks.push(tokio::spawn(nereid_http::serve_router(
+            router,
+            listener,
+            "OpenAI",
+            openai_limits,
+            stopped(&stop),
+        )));
     }
     let poll = system.map(|system| tokio::spawn(system.poll_every(frontends.metrics_interval)));
     if let Some(listener) = listeners.metrics {

@@ -211,6 +211,10 @@ async fn listeners(config: &Config) -> anyhow::Result<Listeners> {
         let listener = bind("Vertex AI HTTPService", everywhere, port, false).await?;
         listeners.vertex_ai = Some(listener);
     }
+    if let Some(port) = cli.openai.openai_port {
+        let address = cli.openai.openai_address;
+        listeners.openai = Some(bind("OpenAIService", address, port, false).await?);
+    }
     if cli.allow_metrics {
         listeners.metrics = Some(
             bind(
@@ -259,6 +263,7 @@ fn frontends(config: &Config, span_sink: Option<Arc<OtlpSink>>) -> anyhow::Resul
             default_model: env("SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"),
             ping: Health::from_mode(&env("SAGEMAKER_TRITON_PING_MODE").unwrap_or_default()),
         },
+        openai: config.cli.openai.options()?,
         vertex_ai: VertexAiOptions {
             endpoint,
             predict_route: env("AIP_PREDICT_ROUTE"),

@@ -1,8 +1,62 @@
-//! Loading C libraries (cache plugins, backends): the loader's own error text and entry
-//! point lookup with Triton's message when a required one is missing.
+//! Loading C libraries (cache plugins, backends, batch strategies): opening them where
+//! they can find this library's `TRITON*` functions, the loader's own error text, and
+//! entry point lookup with Triton's message when a required one is missing.
 
-use libloading::os::unix::{Library, Symbol};
+use std::ffi::c_void;
+use std::path::Path;
+use std::sync::Once;
+
+use libloading::os::unix::{Library, Symbol, RTLD_LOCAL, RTLD_NOW};
 use nereid_core::{Error, ErrorKind, Result};
+
+/// Opens a plugin library (a backend, a cache, a batch strategy) privately, after making
+/// sure the `TRITONSERVER_*`/`TRITONBACKEND_*`/`TRITONCACHE_*` functions it calls resolve
+/// to this library's. In the nereid binary they are the executable's exports. A program
+/// that loaded `libtritonserver.so` privately — Python imports an extension module with
+/// `RTLD_LOCAL`, and Triton's `tritonserver` package links this library from one — would
+/// leave them out of the process's global scope, and every plugin would fail with
+/// "undefined symbol"; so this library is promoted to the global scope first, once.
+///
+/// # Safety
+/// Opening a library runs its initializers: `path` must be a library meant to be loaded
+/// into this server.
+pub unsafe fn open_plugin(path: &Path) -> std::result::Result<Library, libloading::Error> {
+    static PROMOTED: Once = Once::new();
+    PROMOTED.call_once(promote_this_library);
+    // SAFETY: the caller's contract.
+    unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
+}
+
+/// Re-opens the object holding this code with `RTLD_GLOBAL | RTLD_NOLOAD`: nothing is
+/// loaded, the already loaded object joins the global scope (and stays loaded, which it
+/// does anyway while its code runs). A failure leaves things as they were: plugins then
+/// fail with the loader's own message.
+fn promote_this_library() {
+    // SAFETY: `Dl_info` is plain data; zero is a valid starting value for dladdr to fill.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let address = promote_this_library as *const c_void;
+    // SAFETY: `address` is a function of this object and `info` is writable.
+    let found = unsafe { libc::dladdr(address, &mut info) } != 0 && !info.dli_fname.is_null();
+    if !found {
+        tracing::warn!(
+            "cannot find this library's own path: plugins may not resolve TRITON* functions"
+        );
+        return;
+    }
+    // SAFETY: `dli_fname` is the NUL-terminated path of an object already loaded;
+    // RTLD_NOLOAD re-opens it without running anything.
+    let handle = unsafe {
+        libc::dlopen(
+            info.dli_fname,
+            libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_GLOBAL,
+        )
+    };
+    if handle.is_null() {
+        tracing::warn!(
+            "cannot make this library's TRITON* functions global: plugins may fail to load"
+        );
+    }
+}
 
 /// The loader's own words for a failed `dlopen` or `dlsym` (`dlerror()`, which names the
 /// library), rather than libloading's summary.

@@ -260,6 +260,14 @@ impl ModelRepository {
             .await
     }
 
+    /// The directory model `name` is read from (a scan of the repositories, off the
+    /// request threads): frontends find files that live beside a model's versions there,
+    /// such as an LLM's tokenizer. Fails as [`Self::load`] does for a model not in any
+    /// repository.
+    pub async fn model_directory(&self, name: &str) -> Result<PathBuf> {
+        self.model_dir(name).await
+    }
+
     /// The directory of model `name`, or Triton's error for a model not in any repository.
     pub(super) async fn model_dir(&self, name: &str) -> Result<PathBuf> {
         self.scan()

@@ -12,6 +12,7 @@
 mod config;
 pub mod errors;
 pub mod no_effect;
+mod openai;
 mod ports;
 mod settings;
 mod values;
@@ -22,6 +23,7 @@ use std::path::PathBuf;
 use clap::{ArgAction, Parser};
 
 pub use config::{Config, GrpcCompressionLevel, RateLimitMode, RateLimitResource};
+pub use openai::OpenAiFlags;
 pub use values::NamedSetting;
 
 /// Raw command-line flags, in tritonserver's groups (`--help` shows them so).
@@ -418,6 +420,11 @@ pub struct Cli {
     /// before its connection is closed; 0 = no limit.
     #[arg(long, default_value_t = nereid_net::DEFAULT_WRITE_TIMEOUT_SECS, help_heading = "Nereid")]
     pub write_timeout_secs: u64,
+
+    // ---- OpenAI
+    /// The OpenAI-compatible port.
+    #[command(flatten)]
+    pub openai: OpenAiFlags,
 }
 
 #[cfg(test)]

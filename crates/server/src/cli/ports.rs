@@ -55,6 +55,9 @@ fn endpoints(config: &Config) -> Vec<Endpoint> {
             config.vertex_ai_port,
         ));
     }
+    if let Some(port) = cli.openai.openai_port {
+        all.push(endpoint("OpenAI", cli.openai.openai_address, port));
+    }
     all
 }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicPtr};
 use std::sync::Arc;
 
-use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+use libloading::os::unix::Library;
 use nereid_core::config::config_to_json;
 use nereid_core::model::ModelSpec;
 use nereid_core::request::InferRequest;
@@ -122,7 +122,7 @@ impl LibraryStrategy {
         super::soname::provide_core_libraries(path)?;
         // SAFETY: loading a library runs its initializers; a batching library is code
         // the operator chose to run in this process, as with Triton.
-        let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
+        let library = unsafe { crate::dl::open_plugin(path) }.map_err(|e| {
             Error::invalid_arg(format!(
                 "unable to load custom batching library {}: {}",
                 path.display(),

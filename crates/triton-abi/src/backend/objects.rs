@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32};
 use std::sync::{Arc, OnceLock};
 
-use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+use libloading::os::unix::Library;
 use nereid_core::stats::ModelStats;
 use nereid_core::{Error, Result};
 use parking_lot::Mutex;
@@ -68,7 +68,7 @@ impl BackendLibrary {
         super::soname::provide_core_libraries(path)?;
         // SAFETY: loading a library runs its initializers; a backend library is code the
         // operator chose to run in this process, as with Triton.
-        let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
+        let library = unsafe { crate::dl::open_plugin(path) }.map_err(|e| {
             Error::invalid_arg(format!(
                 "unable to load backend library for backend '{name}': {}",
                 dlerror_text(&e)

@@ -7,7 +7,7 @@
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 
-use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+use libloading::os::unix::Library;
 use nereid_core::{Error, ErrorKind, Result};
 
 use super::allocator::TRITONCACHE_Allocator;
@@ -52,7 +52,7 @@ impl CacheLibrary {
         );
         // SAFETY: loading a library runs its initializers; a cache library is code the
         // operator chose to run in this process, as with Triton.
-        let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
+        let library = unsafe { crate::dl::open_plugin(path) }.map_err(|e| {
             Error::new(
                 ErrorKind::NotFound,
                 format!("unable to load shared library: {}", dlerror_text(&e)),

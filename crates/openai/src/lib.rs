@@ -1,0 +1,124 @@
+//! The OpenAI-compatible frontend: `/v1/models`, `/v1/completions`,
+//! `/v1/chat/completions` and `/v1/embeddings` on their own port (`--openai-port`), in the
+//! same process as KServe HTTP and gRPC. Like those frontends it decodes, makes ordinary
+//! inference requests on the core facade and encodes: an LLM of the repository is any
+//! model in the tensor convention of Triton's vLLM or TensorRT-LLM backends
+//! ([`catalog`]); the text side (tokenizer, chat template, tool calls) is `nereid-chat`'s.
+//!
+//! Where Triton's Python frontend is weak this one differs, and says so in the README:
+//! unknown fields are accepted (unless `--openai-strict`), every error has OpenAI's
+//! shape, `finish_reason` says `length` when the token budget ran out, a client that
+//! disconnects cancels its request at once, and each model may bring its own tokenizer.
+
+pub mod catalog;
+mod chat;
+mod choices;
+mod completions;
+mod embeddings;
+pub mod error;
+mod generate;
+mod routes;
+pub mod schema;
+mod sse;
+mod stop;
+pub mod tensors;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+use axum::Router;
+use nereid_chat::tools::ToolCallParser;
+use nereid_core::Server;
+
+pub use catalog::BackendOverride;
+use catalog::Catalog;
+use error::{ApiError, ApiResult};
+
+/// Triton's frontend's default request size limit (64 MiB).
+pub const DEFAULT_MAX_REQUEST_SIZE: usize = 64 * 1024 * 1024;
+/// `max_tokens` when a request gives none (`--default-max-tokens`, Triton's 16).
+pub const DEFAULT_MAX_TOKENS: u32 = 16;
+
+/// The port's settings.
+#[derive(Debug, Clone)]
+pub struct OpenAiOptions {
+    /// API keys a request must present as `Authorization: Bearer <key>`; empty lets
+    /// every request in (`--openai-api-key`, `--openai-api-key-file`).
+    pub api_keys: HashSet<String>,
+    /// Refuse request fields this frontend does not know (`--openai-strict`).
+    pub strict: bool,
+    /// Largest request body in bytes (`--openai-max-request-size`).
+    pub max_request_size: usize,
+    /// `max_tokens` of requests that give none (`--default-max-tokens`).
+    pub default_max_tokens: u32,
+    /// How tool calls are read from generated text (`--tool-call-parser`).
+    pub tool_call_parser: Option<ToolCallParser>,
+    /// The tokenizer folder for models without their own (`--tokenizer`).
+    pub tokenizer: Option<PathBuf>,
+    /// The tensor convention for every LLM (`--openai-backend`).
+    pub backend: Option<BackendOverride>,
+}
+
+impl Default for OpenAiOptions {
+    fn default() -> Self {
+        Self {
+            api_keys: HashSet::new(),
+            strict: false,
+            max_request_size: DEFAULT_MAX_REQUEST_SIZE,
+            default_max_tokens: DEFAULT_MAX_TOKENS,
+            tool_call_parser: None,
+            tokenizer: None,
+            backend: None,
+        }
+    }
+}
+
+/// What every handler reads.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) catalog: Arc<Catalog>,
+    pub(crate) options: Arc<OpenAiOptions>,
+    /// The metrics text of the server (the same the metrics port serves).
+    pub(crate) metrics: Arc<dyn Fn() -> String + Send + Sync>,
+}
+
+impl AppState {
+    /// Refuses a request without one of the configured API keys (none configured: all
+    /// pass).
+    pub(crate) fn authorize(&self, headers: &HeaderMap) -> ApiResult<()> {
+        if self.options.api_keys.is_empty() {
+            return Ok(());
+        }
+        let presented = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        match presented {
+            Some(key) if self.options.api_keys.contains(key) => Ok(()),
+            _ => Err(ApiError::unauthorized()),
+        }
+    }
+
+    /// The server.
+    pub(crate) fn server(&self) -> &Arc<Server> {
+        self.catalog.server()
+    }
+}
+
+/// The port's routes over `server`; `metrics` renders the server's Prometheus text for
+/// the port's `/metrics`.
+pub fn router(
+    server: Arc<Server>,
+    options: OpenAiOptions,
+    metrics: Arc<dyn Fn() -> String + Send + Sync>,
+) -> Router {
+    let catalog = Catalog::new(server, options.backend, options.tokenizer.clone());
+    routes::router(AppState {
+        catalog: Arc::new(catalog),
+        options: Arc::new(options),
+        metrics,
+    })
+}

@@ -1,0 +1,98 @@
+//! The OpenAI-compatible port's flags. Triton's OpenAI frontend is a separate program
+//! (`python/openai/openai_frontend/main.py`); its flags keep their names here where they
+//! do not clash with tritonserver's (`--openai-port`, `--tokenizer`, `--tool-call-parser`,
+//! `--default-max-tokens`), and its `--backend` is `--openai-backend`. The port is off
+//! unless `--openai-port` is given, so no existing launch line opens a new port.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{ArgAction, Args};
+use nereid_openai::{BackendOverride, OpenAiOptions};
+
+use super::values;
+
+/// Flags of the OpenAI port.
+#[derive(Debug, Args)]
+pub struct OpenAiFlags {
+    /// Serve the OpenAI API (`/v1/completions`, `/v1/chat/completions`, `/v1/embeddings`,
+    /// `/v1/models`) on this port (Triton's frontend uses 9000; 0 picks a free one).
+    /// Off when not given.
+    #[arg(long, value_parser = values::integer::<u16>, help_heading = "OpenAI")]
+    pub openai_port: Option<u16>,
+    /// The OpenAI port's bind address.
+    #[arg(long, default_value = "0.0.0.0", value_parser = values::address, help_heading = "OpenAI")]
+    pub openai_address: IpAddr,
+    /// An API key requests must present as `Authorization: Bearer <key>` (repeatable);
+    /// without any key every request is let in.
+    #[arg(long, help_heading = "OpenAI")]
+    pub openai_api_key: Vec<String>,
+    /// A file of API keys, one per line (blank lines and `#` comments skipped).
+    #[arg(long, help_heading = "OpenAI")]
+    pub openai_api_key_file: Option<PathBuf>,
+    /// Refuse request fields the frontend does not know (by default they are accepted,
+    /// as OpenAI and vLLM accept them).
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = values::boolean, help_heading = "OpenAI")]
+    pub openai_strict: bool,
+    /// Largest request body in bytes.
+    #[arg(long, default_value_t = nereid_openai::DEFAULT_MAX_REQUEST_SIZE, help_heading = "OpenAI")]
+    pub openai_max_request_size: usize,
+    /// `max_tokens` of requests that give none.
+    #[arg(long, default_value_t = nereid_openai::DEFAULT_MAX_TOKENS, help_heading = "OpenAI")]
+    pub default_max_tokens: u32,
+    /// How tool calls are read from generated text: llama3_json, mistral or hermes
+    /// (needed for `tool_choice: auto`).
+    #[arg(long, help_heading = "OpenAI")]
+    pub tool_call_parser: Option<String>,
+    /// A folder with `tokenizer.json` / `tokenizer_config.json` for models whose own
+    /// folder has none.
+    #[arg(long, help_heading = "OpenAI")]
+    pub tokenizer: Option<PathBuf>,
+    /// The tensor convention of every LLM: vllm or tensorrtllm (default: by each model's
+    /// backend).
+    #[arg(long, help_heading = "OpenAI")]
+    pub openai_backend: Option<String>,
+}
+
+impl OpenAiFlags {
+    /// The port's options, reading the key file; fails on an unknown parser or
+    /// convention name, or an unreadable key file.
+    pub fn options(&self) -> anyhow::Result<OpenAiOptions> {
+        let mut api_keys: HashSet<String> = self.openai_api_key.iter().cloned().collect();
+        if let Some(path) = &self.openai_api_key_file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading --openai-api-key-file {}", path.display()))?;
+            api_keys.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(str::to_string),
+            );
+        }
+        let tool_call_parser = self
+            .tool_call_parser
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--tool-call-parser: {e}"))?;
+        let backend = match self.openai_backend.as_deref() {
+            None => None,
+            Some("vllm") => Some(BackendOverride::Vllm),
+            Some("tensorrtllm") => Some(BackendOverride::TensorRtLlm),
+            Some(other) => {
+                anyhow::bail!("--openai-backend must be vllm or tensorrtllm, got '{other}'")
+            }
+        };
+        Ok(OpenAiOptions {
+            api_keys,
+            strict: self.openai_strict,
+            max_request_size: self.openai_max_request_size,
+            default_max_tokens: self.default_max_tokens,
+            tool_call_parser,
+            tokenizer: self.tokenizer.clone(),
+            backend,
+        })
+    }
+}
