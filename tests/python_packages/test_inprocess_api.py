@@ -427,10 +427,6 @@ STDERR_CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Nereid difference: without a log_callback the in-process library writes no log record "
-    "(crates/triton-abi/src/inprocess/log_callback.rs: 'Without a callback nothing is written'); "
-    "Triton writes enabled records to stderr (or log_file) in its default format"))
 def test_log_records_go_to_stderr_without_callback(tritonserver, tmp_path):
     """Without a callback, `log_info=True` records reach stderr in Triton's default format
     (`I1128 17:10:55.541674 28979 file:line] message`), as the package documents."""

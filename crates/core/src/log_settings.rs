@@ -33,6 +33,47 @@ impl LogFormat {
             Self::Iso8601 => "ISO8601",
         }
     }
+
+    /// Writes the stamp of a line logged `since_epoch` after 1970, in UTC: `default` is
+    /// glog's `MMDD hh:mm:ss.uuuuuu`, as Triton's lines start; `ISO8601` is
+    /// `YYYY-MM-DDThh:mm:ssZ`. Shared by the binary's logger and the in-process library's.
+    pub fn write_stamp(
+        self,
+        out: &mut impl std::fmt::Write,
+        since_epoch: std::time::Duration,
+    ) -> std::fmt::Result {
+        let secs = since_epoch.as_secs();
+        let (year, month, day) = civil_date(secs / 86_400);
+        let (hour, minute, second) = (secs / 3600 % 24, secs / 60 % 60, secs % 60);
+        match self {
+            Self::Iso8601 => write!(
+                out,
+                "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z"
+            ),
+            Self::Default => {
+                let micros = since_epoch.subsec_micros();
+                write!(
+                    out,
+                    "{month:02}{day:02} {hour:02}:{minute:02}:{second:02}.{micros:06}"
+                )
+            }
+        }
+    }
+}
+
+/// The proleptic Gregorian (year, month, day) of a count of days since 1970-01-01
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_date(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
 }
 
 /// The settings Triton reports, with its names in the field docs.
@@ -207,6 +248,20 @@ fn wrong_type(name: &str, expected: &str, got: &SettingValue) -> Error {
 mod tests {
     use super::*;
     use crate::error::ErrorKind;
+
+    #[test]
+    fn civil_dates_and_stamps_match_the_calendar() {
+        assert_eq!(civil_date(0), (1970, 1, 1));
+        assert_eq!(civil_date(11_016), (2000, 2, 29));
+        assert_eq!(civil_date(20_417), (2025, 11, 25));
+        let at = std::time::Duration::new(20_417 * 86_400 + 3_723, 4_000);
+        let mut glog = String::new();
+        LogFormat::Default.write_stamp(&mut glog, at).expect("written");
+        assert_eq!(glog, "1125 01:02:03.000004");
+        let mut iso = String::new();
+        LogFormat::Iso8601.write_stamp(&mut iso, at).expect("written");
+        assert_eq!(iso, "2025-11-25T01:02:03Z");
+    }
 
     /// Records what the logger was told.
     #[derive(Default)]

@@ -175,37 +175,13 @@ impl FormatTime for Stamp {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
-        let secs = now.as_secs();
-        let (year, month, day) = civil_date(secs / 86_400);
-        let (hour, minute, second) = (secs / 3600 % 24, secs / 60 % 60, secs % 60);
-        if self.0.iso8601.load(Ordering::Relaxed) {
-            write!(
-                w,
-                "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z"
-            )
+        let format = if self.0.iso8601.load(Ordering::Relaxed) {
+            LogFormat::Iso8601
         } else {
-            let micros = now.subsec_micros();
-            write!(
-                w,
-                "{month:02}{day:02} {hour:02}:{minute:02}:{second:02}.{micros:06}"
-            )
-        }
+            LogFormat::Default
+        };
+        format.write_stamp(w, now)
     }
-}
-
-/// The proleptic Gregorian (year, month, day) of a count of days since 1970-01-01
-/// (Howard Hinnant's `civil_from_days`).
-fn civil_date(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
 }
 
 /// The log file or stderr, where a failed write counts one lost line instead of
@@ -248,13 +224,6 @@ impl Write for LogWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn civil_dates_match_the_calendar() {
-        assert_eq!(civil_date(0), (1970, 1, 1));
-        assert_eq!(civil_date(11_016), (2000, 2, 29));
-        assert_eq!(civil_date(20_417), (2025, 11, 25));
-    }
 
     #[test]
     fn switches_select_levels_one_by_one() {

@@ -9,6 +9,10 @@ use std::time::Duration;
 use nereid_core::{Error, Result, Server};
 use nereid_embed::{Nereid, Options, SystemMetrics};
 
+/// How long `Engine::start` lets the system gauges' poll run before returning: enough
+/// for its first tick, which is due at once.
+const FIRST_POLL: Duration = Duration::from_millis(5);
+
 /// Which system gauges an in-process server polls, and how often.
 pub struct PolledMetrics {
     /// `SetMetricsInterval`.
@@ -53,8 +57,19 @@ impl Engine {
         let server = nereid.server().clone();
         let system = polled.map(|polled| {
             let system = Arc::new(SystemMetrics::new(polled.cpu, polled.gpu));
+            let mut poll = Box::pin(system.clone().poll_every(polled.interval));
+            // The first poll (at once) before `TRITONSERVER_ServerNew` returns: Triton
+            // registers its gauges at start, so a scrape right after start shows them.
+            // The poll never ends; the timeout's deadline comes after the first tick's,
+            // and `timeout` polls the future before its own deadline, so the first
+            // sample is taken before this returns.
+            {
+                let _inside = runtime.enter();
+                let first = tokio::time::timeout(FIRST_POLL, poll.as_mut());
+                let _ = futures::executor::block_on(first);
+            }
             // Ends with the runtime.
-            runtime.spawn(system.clone().poll_every(polled.interval));
+            runtime.spawn(poll);
             system
         });
         Ok(Self {
@@ -85,6 +100,8 @@ impl Engine {
         if let Some(system) = &self.system {
             system.render(&mut text);
         }
+        // Custom metrics are process-wide, as in Triton's one registry.
+        crate::metrics::render(&mut text);
         text
     }
 
@@ -132,13 +149,14 @@ impl Engine {
     }
 
     /// Stops the server: readiness turns false, then the models stop, waiting at most
-    /// `timeout` for them.
-    pub fn stop(&self, timeout: Duration) {
+    /// `timeout` for them. False when they had not stopped by then.
+    pub fn stop(&self, timeout: Duration) -> bool {
         self.server.begin_shutdown();
         let repository = self.server.repository().clone();
         let stop = self.handle.spawn_blocking(move || repository.stop_all());
         // The timer must be created inside the runtime.
-        let _ = self.block_on(async { tokio::time::timeout(timeout, stop).await });
+        self.block_on(async { tokio::time::timeout(timeout, stop).await })
+            .is_ok()
     }
 }
 

@@ -11,7 +11,7 @@ pub mod allocator;
 pub mod engine;
 pub mod infer;
 mod input;
-pub mod log_callback;
+pub mod logging;
 pub mod message;
 pub mod metrics;
 pub mod options;

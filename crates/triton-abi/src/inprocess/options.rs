@@ -1,18 +1,19 @@
 //! `TRITONSERVER_ServerOptions`: what a program sets before `TRITONSERVER_ServerNew`.
 //! Settings Nereid uses are stored; settings that only tune Triton's own machinery (GPU
-//! pools, buffer threads, the log file and line format) are accepted and ignored exactly
-//! where Triton accepts them, so programs written for Triton configure Nereid unchanged.
-//! The log switches decide what reaches a log callback ([`super::log_callback`]).
+//! pools, buffer threads) are accepted and ignored exactly where Triton accepts them, so
+//! programs written for Triton configure Nereid unchanged. The log settings decide where
+//! the server's records go ([`super::logging`]).
 
 use std::ffi::{c_char, c_void};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use nereid_core::log_settings::LogFormat;
 use nereid_core::metrics::MetricsConfig;
 use nereid_core::rate_limit::ResourceLimit;
 use nereid_core::repository::ControlMode;
 
-use super::log_callback::{self, LogCallbackFn, LogOptions};
+use super::logging::{self, LogCallbackFn, LogOptions};
 use crate::error::{invalid_arg, ErrorPtr};
 use crate::ffi;
 
@@ -427,8 +428,9 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetHostPolicy(
 
 /// `TRITONSERVER_ServerOptionsSetMetricsConfig`: one `--metrics-config` setting
 /// (`counter_latencies`, `summary_latencies`, `summary_quantiles`,
-/// `histogram_latencies`), checked as the flag is. `name` is the configuration group;
-/// only the global one (`""`) exists, as in tritonserver's flag.
+/// `histogram_latencies`), checked as the flag is. `name` is the configuration group:
+/// the global one (`""`) holds those settings; Triton stores the settings of any other
+/// group without reading them, so they are accepted and ignored.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetMetricsConfig(
     options: *mut TRITONSERVER_ServerOptions,
@@ -441,9 +443,7 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetMetricsConfig(
         let setting = owned(setting, "setting")?;
         let value = owned(value, "value")?;
         if !name.is_empty() {
-            return Err(invalid_arg(format!(
-                "metrics config group '{name}' is not supported: only the global group \"\" has settings"
-            )));
+            return Ok(());
         }
         o.metrics_config
             .set(&setting, &value)
@@ -611,6 +611,37 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogVerbose(
     })
 }
 
+/// `TRITONSERVER_ServerOptionsSetLogFile`: the file Triton's log lines are appended to
+/// (empty: stderr) when no log callback is set.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogFile(
+    options: *mut TRITONSERVER_ServerOptions,
+    file: *const c_char,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        let file = owned(file, "file")?;
+        o.log.file = (!file.is_empty()).then(|| PathBuf::from(file));
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetLogFormat`: the stamp of the log lines
+/// (`TRITONSERVER_LOG_DEFAULT` 0, `TRITONSERVER_LOG_ISO8601` 1).
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogFormat(
+    options: *mut TRITONSERVER_ServerOptions,
+    format: u32,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.log.format = match format {
+            0 => LogFormat::Default,
+            1 => LogFormat::Iso8601,
+            other => return Err(invalid_arg(format!("invalid log format '{other}'"))),
+        };
+        Ok(())
+    })
+}
+
 /// `TRITONSERVER_ServerOptionsSetLogCallback`: the function that receives each enabled
 /// log record of the servers started with these options, with `userp`; null clears it.
 #[no_mangle]
@@ -620,7 +651,7 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogCallback(
     userp: *mut c_void,
 ) -> ErrorPtr {
     with_options(options, |o| {
-        o.log.callback = log_callback::callback(callback, userp);
+        o.log.callback = logging::callback(callback, userp);
         Ok(())
     })
 }
@@ -652,11 +683,6 @@ ignored_options! {
     TRITONSERVER_ServerOptionsSetBufferManagerThreadCount(count: u32);
     /// `TRITONSERVER_ServerOptionsSetEnablePeerAccess`: ignored (no GPUs).
     TRITONSERVER_ServerOptionsSetEnablePeerAccess(enable: bool);
-    /// `TRITONSERVER_ServerOptionsSetLogFile`: ignored (the host program owns logging).
-    TRITONSERVER_ServerOptionsSetLogFile(file: *const c_char);
-    /// `TRITONSERVER_ServerOptionsSetLogFormat`: ignored (records reach a callback as
-    /// fields; without one the host program owns logging).
-    TRITONSERVER_ServerOptionsSetLogFormat(format: u32);
     /// `TRITONSERVER_ServerOptionsSetMetrics`: ignored (no metrics port in-process).
     TRITONSERVER_ServerOptionsSetMetrics(metrics: bool);
 }

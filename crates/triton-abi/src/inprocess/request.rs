@@ -9,6 +9,8 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use nereid_core::request::ParamValue;
+use nereid_proto::inference::model_config::SchedulingChoice;
+use nereid_proto::inference::ModelConfig;
 
 use super::allocator::TRITONSERVER_ResponseAllocator;
 use super::input::Input;
@@ -104,7 +106,12 @@ pub struct TRITONSERVER_InferenceRequest {
     pub(crate) id: CString,
     pub(crate) flags: u32,
     pub(crate) correlation: Correlation,
+    /// As Triton keeps it: within `1..=max_priority`, else the model's default.
     pub(crate) priority: u64,
+    /// The model's `dynamic_batching.priority_levels` (any for an ensemble, 0 otherwise).
+    max_priority: u64,
+    /// The model's `dynamic_batching.default_priority_level` (0 without levels).
+    default_priority: u64,
     pub(crate) timeout_us: u64,
     /// Inputs in the order they were added.
     pub(crate) inputs: Vec<Input>,
@@ -120,6 +127,16 @@ pub struct TRITONSERVER_InferenceRequest {
 }
 
 impl TRITONSERVER_InferenceRequest {
+    /// Sets the priority as Triton's `InferenceRequest::SetPriority` does: 0 and values
+    /// above the model's priority levels become the model's default level.
+    fn set_priority(&mut self, priority: u64) {
+        self.priority = if priority == 0 || priority > self.max_priority {
+            self.default_priority
+        } else {
+            priority
+        };
+    }
+
     /// Triton's `[request id: <id>] ` prefix of request errors.
     pub(crate) fn log_prefix(&self) -> String {
         let id = self.id.to_string_lossy();
@@ -155,6 +172,17 @@ pub(crate) fn text<'a>(value: *const c_char, what: &str) -> Result<&'a str, Erro
     unsafe { ffi::text(value, what) }
 }
 
+/// The highest and the default priority a request for a model with `config` may have,
+/// as Triton's model reads them: its dynamic batcher's levels, any priority for an
+/// ensemble (its composing models apply their own), none otherwise.
+fn priority_levels(config: &ModelConfig) -> (u64, u64) {
+    match &config.scheduling_choice {
+        Some(SchedulingChoice::DynamicBatching(d)) => (d.priority_levels, d.default_priority_level),
+        Some(SchedulingChoice::EnsembleScheduling(_)) => (u64::MAX, 0),
+        _ => (0, 0),
+    }
+}
+
 /// `TRITONSERVER_InferenceRequestNew`: a request for a model version (-1 = latest); the
 /// model must be available, as in Triton.
 #[no_mangle]
@@ -172,17 +200,21 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestNew(
         let live = unsafe { ffi::reference(server, "server") }?;
         let name = text(model_name, "model_name")?;
         let model_version = version(model_version);
-        live.engine
+        let spec = live
+            .engine
             .server()
             .model_spec(name, model_version)
             .map_err(|e| from_core(&e))?;
-        let created = Box::into_raw(Box::new(TRITONSERVER_InferenceRequest {
+        let (max_priority, default_priority) = priority_levels(&spec.config);
+        let mut created = Box::new(TRITONSERVER_InferenceRequest {
             model_name: name.to_string(),
             model_version,
             id: CString::default(),
             flags: 0,
             correlation: Correlation::Number(0),
             priority: 0,
+            max_priority,
+            default_priority,
             timeout_us: 0,
             inputs: Vec::new(),
             requested_outputs: Vec::new(),
@@ -190,9 +222,11 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestNew(
             release: None,
             response: None,
             cancel: None,
-        }));
+        });
+        // A new request has the model's default priority, as in Triton.
+        created.set_priority(0);
         // SAFETY: checked for null above; the caller owns the new request.
-        unsafe { inference_request.write(created) };
+        unsafe { inference_request.write(Box::into_raw(created)) };
         Ok(())
     })
 }
@@ -330,7 +364,8 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestPriority(
     })
 }
 
-/// `TRITONSERVER_InferenceRequestPriorityUInt64`: the priority (0 = the model's default).
+/// `TRITONSERVER_InferenceRequestPriorityUInt64`: the priority (the model's default level
+/// unless a valid one was set).
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_InferenceRequestPriorityUInt64(
     inference_request: *mut TRITONSERVER_InferenceRequest,
@@ -346,7 +381,7 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestSetPriority(
     priority: u32,
 ) -> ErrorPtr {
     with_request(inference_request, |r| {
-        r.priority = u64::from(priority);
+        r.set_priority(u64::from(priority));
         Ok(())
     })
 }
@@ -358,7 +393,7 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestSetPriorityUInt64(
     priority: u64,
 ) -> ErrorPtr {
     with_request(inference_request, |r| {
-        r.priority = priority;
+        r.set_priority(priority);
         Ok(())
     })
 }

@@ -71,11 +71,14 @@ impl TRITONSERVER_Server {
         put(out, value(), what)
     }
 
-    fn stop(&self) {
-        if !self.stopped.swap(true, Ordering::SeqCst) {
-            let secs = self.exit_timeout_secs.load(Ordering::SeqCst);
-            self.engine.stop(Duration::from_secs(u64::from(secs)));
+    /// Stops the server once; false when its models had not stopped within the exit
+    /// timeout (a later stop does nothing and succeeds, as Triton's does).
+    fn stop(&self) -> bool {
+        if self.stopped.swap(true, Ordering::SeqCst) {
+            return true;
         }
+        let secs = self.exit_timeout_secs.load(Ordering::SeqCst);
+        self.engine.stop(Duration::from_secs(u64::from(secs)))
     }
 }
 
@@ -119,22 +122,30 @@ pub unsafe extern "C" fn TRITONSERVER_ServerDelete(server: *mut TRITONSERVER_Ser
         }
         // SAFETY: created by `TRITONSERVER_ServerNew` and owned by the caller.
         let server = unsafe { Box::from_raw(server) };
-        server.stop();
+        // A stop that timed out is not the delete's failure: the server is freed anyway.
+        let _ = server.stop();
         drop(server);
         Ok(())
     })
 }
 
 /// `TRITONSERVER_ServerStop`: readiness turns false and the models stop, waiting at most
-/// the exit timeout (null is ignored, as in Triton).
+/// the exit timeout; INTERNAL with Triton's words when they have not stopped by then
+/// (null is ignored, as in Triton).
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_ServerStop(server: *mut TRITONSERVER_Server) -> ErrorPtr {
     if server.is_null() {
         return std::ptr::null_mut();
     }
     with_server(server, |s| {
-        s.stop();
-        Ok(())
+        if s.stop() {
+            Ok(())
+        } else {
+            Err(new_error(
+                TRITONSERVER_Error_Code::Internal,
+                "Exit timeout expired. Exiting immediately.",
+            ))
+        }
     })
 }
 

@@ -121,7 +121,7 @@ pub unsafe extern "C" fn TRITONSERVER_ServerNew(
         }
         // SAFETY: live options from `TRITONSERVER_ServerOptionsNew`, or null (checked).
         let options = unsafe { ffi::reference(options, "options") }?;
-        super::log_callback::install(&options.log);
+        super::logging::install(&options.log).map_err(invalid_arg)?;
         let engine = start(options).map_err(|e| from_core(&e))?;
         let created = Box::into_raw(Box::new(TRITONSERVER_Server::new(
             engine,

@@ -1,20 +1,25 @@
-//! `TRITONSERVER_ServerOptionsSetLogCallback` and the log switches it obeys: a program
-//! that embeds the server (Triton's Python `tritonserver` package, Dynamo) receives every
-//! enabled log record as fields — Triton's level, file, line, a timestamp and the raw
-//! message — and routes them into its own logging.
+//! Where the in-process server's log records go, as Triton's logger sends them: to the
+//! program's `TRITONSERVER_ServerOptionsSetLogCallback` callback as fields (Triton's
+//! level, file, line, a timestamp and the raw message; Triton's Python `tritonserver`
+//! package and Dynamo route them into their own logging), or else as Triton's log lines
+//! to `SetLogFile`'s file or stderr, stamped in `SetLogFormat`'s format. `SetLogInfo`,
+//! `SetLogWarn`, `SetLogError` and `SetLogVerbose` choose the records either way.
 //!
 //! Nereid logs through `tracing`. `TRITONSERVER_ServerNew` installs, once per process, a
-//! small subscriber that ignores spans and hands each enabled event to the callback of
-//! the options the newest server was started with (none clears it, as Triton's
-//! `ServerNew` does). Without a callback nothing is written: the host program owns the
-//! process's stderr and files.
+//! small subscriber that ignores spans and hands each enabled event to the destination of
+//! the options the newest server was started with.
 
 use std::ffi::{c_char, c_void, CString};
 use std::fmt::Write as _;
+use std::fs::File;
+use std::io::Write as _;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use parking_lot::RwLock;
+use nereid_core::log_settings::LogFormat;
+use parking_lot::{Mutex, RwLock};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
@@ -46,19 +51,23 @@ unsafe impl Send for LogCallback {}
 // SAFETY: as above; the value is two plain pointers read by every logging thread.
 unsafe impl Sync for LogCallback {}
 
-/// The log switches of a server's options (`SetLogInfo`, `SetLogWarn`, `SetLogError`,
-/// `SetLogVerbose`) and its callback: which records reach the callback.
-#[derive(Clone, Copy)]
+/// The log settings of a server's options: the switches (`SetLogInfo`, `SetLogWarn`,
+/// `SetLogError`, `SetLogVerbose`) and the destination (`SetLogCallback`, else
+/// `SetLogFile` or stderr, in `SetLogFormat`).
+#[derive(Clone)]
 pub(crate) struct LogOptions {
     pub(crate) info: bool,
     pub(crate) warn: bool,
     pub(crate) error: bool,
     pub(crate) verbose: i32,
     pub(crate) callback: Option<LogCallback>,
+    pub(crate) file: Option<PathBuf>,
+    pub(crate) format: LogFormat,
 }
 
 impl Default for LogOptions {
-    /// Triton's defaults: info, warnings and errors on, verbose off, no callback.
+    /// Triton's defaults: info, warnings and errors on, verbose off, no callback, lines
+    /// to stderr in the default format.
     fn default() -> Self {
         Self {
             info: true,
@@ -66,6 +75,8 @@ impl Default for LogOptions {
             error: true,
             verbose: 0,
             callback: None,
+            file: None,
+            format: LogFormat::Default,
         }
     }
 }
@@ -91,22 +102,50 @@ pub(crate) fn callback(function: Option<LogCallbackFn>, userp: *mut c_void) -> O
     function.map(|function| LogCallback { function, userp })
 }
 
-/// What the process's subscriber delivers to: the newest server's options.
-static CURRENT: RwLock<Option<LogOptions>> = RwLock::new(None);
+/// Where the records of the newest server go.
+struct Destination {
+    options: LogOptions,
+    sink: Sink,
+}
+
+/// The callback, or a writer of Triton's log lines.
+enum Sink {
+    Callback(LogCallback),
+    // Locked for one line at a time, so lines from several threads never interleave.
+    Lines(Mutex<Box<dyn std::io::Write + Send>>),
+}
+
+/// What the process's subscriber delivers to; `None` until the first server starts.
+static CURRENT: RwLock<Option<Arc<Destination>>> = RwLock::new(None);
 
 /// Makes `options` the process's log destination (`TRITONSERVER_ServerNew` calls it),
-/// installing the subscriber on first use. A program that already installed its own
-/// `tracing` subscriber keeps it; the callback then receives nothing, and a warning says so.
-pub(crate) fn install(options: &LogOptions) {
-    *CURRENT.write() = options.callback.is_some().then_some(*options);
+/// installing the subscriber on first use; fails when the log file cannot be opened. A
+/// program that already installed its own `tracing` subscriber keeps it, and a warning
+/// says the server's records go there instead.
+pub(crate) fn install(options: &LogOptions) -> Result<(), String> {
+    let sink = match (options.callback, &options.file) {
+        (Some(callback), _) => Sink::Callback(callback),
+        (None, Some(path)) => {
+            let file = File::options()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| format!("failed to open log file '{}': {e}", path.display()))?;
+            Sink::Lines(Mutex::new(Box::new(file)))
+        }
+        (None, None) => Sink::Lines(Mutex::new(Box::new(std::io::stderr()))),
+    };
+    *CURRENT.write() = Some(Arc::new(Destination {
+        options: options.clone(),
+        sink,
+    }));
     static INSTALLED: AtomicBool = AtomicBool::new(false);
     if !INSTALLED.swap(true, Ordering::AcqRel)
         && tracing::subscriber::set_global_default(CallbackSubscriber::default()).is_err()
     {
-        tracing::warn!(
-            "a tracing subscriber was already installed; the log callback receives nothing"
-        );
+        tracing::warn!("a tracing subscriber was already installed: the server's log records go to it");
     }
+    Ok(())
 }
 
 /// The subscriber: events only, each checked against the current options.
@@ -133,7 +172,7 @@ impl Subscriber for CallbackSubscriber {
             && CURRENT
                 .read()
                 .as_ref()
-                .is_some_and(|o| o.triton_level(*metadata.level()).is_some())
+                .is_some_and(|d| d.options.triton_level(*metadata.level()).is_some())
     }
 
     fn new_span(&self, _: &Attributes<'_>) -> Id {
@@ -145,35 +184,41 @@ impl Subscriber for CallbackSubscriber {
     fn record_follows_from(&self, _: &Id, _: &Id) {}
 
     fn event(&self, event: &Event<'_>) {
-        let Some(options) = *CURRENT.read() else {
+        let Some(destination) = CURRENT.read().clone() else {
             return;
         };
-        let (Some(callback), Some(raw_level)) = (
-            options.callback,
-            options.triton_level(*event.metadata().level()),
-        ) else {
+        let Some(raw_level) = destination.options.triton_level(*event.metadata().level()) else {
             return;
         };
         if IN_CALLBACK.with(|flag| flag.replace(true)) {
             return;
         }
         let record = LogRecord::of(event);
-        let timestamp_us = SystemTime::now()
+        let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
-        // SAFETY: the callback the program registered, with NUL-terminated strings that
-        // live for the call and the program's own user pointer. A panic cannot come back
-        // out of a C function; Rust code on the other side of the pointer would abort.
-        unsafe {
-            (callback.function)(
-                raw_level,
-                record.file.as_ptr(),
-                record.line,
-                timestamp_us,
-                record.message.as_ptr(),
-                callback.userp,
-            )
-        };
+            .unwrap_or_default();
+        match &destination.sink {
+            Sink::Callback(callback) => {
+                let timestamp_us = u64::try_from(now.as_micros()).unwrap_or(u64::MAX);
+                // SAFETY: the callback the program registered, with NUL-terminated strings
+                // that live for the call and the program's own user pointer.
+                unsafe {
+                    (callback.function)(
+                        raw_level,
+                        record.file.as_ptr(),
+                        record.line,
+                        timestamp_us,
+                        record.message.as_ptr(),
+                        callback.userp,
+                    )
+                };
+            }
+            Sink::Lines(writer) => {
+                let line = record.line_text(raw_level, destination.options.format, now);
+                // A line that cannot be written is dropped: logging never stops the server.
+                let _ = writer.lock().write_all(line.as_bytes());
+            }
+        }
         IN_CALLBACK.with(|flag| flag.set(false));
     }
 
@@ -191,6 +236,28 @@ struct LogRecord {
 }
 
 impl LogRecord {
+    /// Triton's log line: `I1128 17:00:00.123456 42 file.rs:7] message` (default), or
+    /// `2026-11-28T17:00:00Z I 42 file.rs:7] message` (ISO 8601); verbose lines are `I`.
+    fn line_text(&self, level: u32, format: LogFormat, now: Duration) -> String {
+        let letter = match level {
+            level::ERROR => 'E',
+            level::WARN => 'W',
+            _ => 'I',
+        };
+        let mut stamp = String::new();
+        let _ = format.write_stamp(&mut stamp, now);
+        let pid = std::process::id();
+        let (file, message) = (self.file.to_string_lossy(), self.message.to_string_lossy());
+        match format {
+            LogFormat::Default => {
+                format!("{letter}{stamp} {pid} {file}:{}] {message}\n", self.line)
+            }
+            LogFormat::Iso8601 => {
+                format!("{stamp} {letter} {pid} {file}:{}] {message}\n", self.line)
+            }
+        }
+    }
+
     fn of(event: &Event<'_>) -> Self {
         let mut fields = Fields::default();
         event.record(&mut fields);
@@ -305,7 +372,7 @@ mod tests {
             callback: callback(Some(collect), Arc::as_ptr(&received) as *mut c_void),
             ..LogOptions::default()
         };
-        install(&options);
+        install(&options).expect("installed");
         tracing::info!("switched off");
         tracing::warn!(model = "m", "a warning");
         tracing::debug!("verbose level 1");
@@ -320,8 +387,17 @@ mod tests {
             )
         };
         assert!(error.is_null());
-        install(&LogOptions::default());
+        // Without a callback, Triton's lines go to the log file.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("server.log");
+        let lines = LogOptions {
+            file: Some(file.clone()),
+            format: LogFormat::Iso8601,
+            ..LogOptions::default()
+        };
+        install(&lines).expect("installed");
         tracing::warn!("after the callback was cleared");
+        install(&LogOptions::default()).expect("installed");
         let this_file = file!().rsplit('/').next().unwrap_or_default().to_owned();
         // Other tests of this crate may log meanwhile; keep this test's records.
         let received: Vec<_> = received
@@ -349,5 +425,16 @@ mod tests {
             (level::ERROR, "model.cc", 42)
         );
         assert_eq!(received[2].4, "from a plugin");
+        let text = std::fs::read_to_string(&file).expect("the log file");
+        let line = text
+            .lines()
+            .find(|l| l.ends_with("] after the callback was cleared"))
+            .expect("the warning's line");
+        // `2026-11-28T17:00:00Z W <pid> logging.rs:<line>] ...`
+        let fields: Vec<&str> = line.splitn(4, ' ').collect();
+        assert!(fields[0].ends_with('Z') && fields[0].len() == 20, "{line}");
+        assert_eq!(fields[1], "W");
+        assert_eq!(fields[2], std::process::id().to_string());
+        assert!(fields[3].starts_with(&format!("{this_file}:")), "{line}");
     }
 }
