@@ -143,7 +143,9 @@ pub(crate) fn install(options: &LogOptions) -> Result<(), String> {
     if !INSTALLED.swap(true, Ordering::AcqRel)
         && tracing::subscriber::set_global_default(CallbackSubscriber::default()).is_err()
     {
-        tracing::warn!("a tracing subscriber was already installed: the server's log records go to it");
+        tracing::warn!(
+            "a tracing subscriber was already installed: the server's log records go to it"
+        );
     }
     Ok(())
 }
