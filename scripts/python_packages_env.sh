@@ -250,6 +250,10 @@ setup() {
   install_python
   build_venv
   install_python_backend
+  # debootstrap writes no /etc/hosts: without it `localhost` resolves only through DNS,
+  # which a network namespace of its own (run_triton_python_api_qa.sh) does not have.
+  [[ -e $ROOTFS/etc/hosts ]] ||
+    printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$ROOTFS/etc/hosts"
   # Triton's default backend directory (the OpenAI frontend's main.py uses it).
   mkdir -p "$ROOTFS/opt/tritonserver"
   ln -sfn "$PYTRITON_DIR/pytriton/tritonserver/backends" "$ROOTFS/opt/tritonserver/backends"

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! .venv/bin/python -c "import onnxruntime, onnx, tritonclient.http, tritonclient.grpc, pytest, kubernetes_validate, prometheus_client, moto, boto3, azure.storage.blob, gcp_storage_emulator, openai, requests" 2>/dev/null; then
+if ! .venv/bin/python -c "import onnxruntime, onnx, tritonclient.http, tritonclient.grpc, pytest, kubernetes_validate, prometheus_client, moto, boto3, azure.storage.blob, gcp_storage_emulator, openai, requests, fastapi" 2>/dev/null; then
   # Debian's python3 lacks the venv module until python3-venv is installed.
   if ! python3 -m venv --help >/dev/null 2>&1; then
     echo "setup: installing python3-venv (needs root)" >&2

@@ -4,6 +4,9 @@
 # Python 3.12 / Debian 13 root of scripts/python_packages_env.sh (built once into
 # ${NEREID_CACHE:-/var/cache/nereid}/trixie-py312, quick when cached).
 #
+# Without arguments, Triton's own L0_python_api suite follows
+# (scripts/run_triton_python_api_qa.sh, as Triton's CI runs it).
+#
 # Usage: scripts/test_python_packages.sh [PYTEST_ARGS...]   (no tests/... path: the whole folder)
 #   NEREID_LIBTRITONSERVER_DIR  folder with the libtritonserver.so to test (default: built
 #                               here with `cargo build --release --locked -p nereid-triton-abi`
@@ -55,6 +58,17 @@ export NEREID_ENV_BINDS="$lib_dir${NEREID_ENV_BINDS:+:$NEREID_ENV_BINDS}"
 # Arguments naming no test path run the whole folder (e.g. `-k openai`).
 paths=(tests/python_packages)
 for arg in "$@"; do case $arg in tests/*) paths=() ;; esac; done
+status=0
 timeout --kill-after=30 1200 scripts/python_packages_env.sh run \
   env LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" NEREID_LIBTRITONSERVER_DIR="$lib_dir" \
-  python -m pytest -q -p no:cacheprovider "${paths[@]}" "$@"
+  python -m pytest -q -p no:cacheprovider "${paths[@]}" "$@" || status=$?
+
+# Triton's own L0_python_api suite on the same library, as Triton's CI runs it (its
+# xfail tests not run; about two minutes). Only for a whole run (no pytest arguments);
+# NEREID_TRITON_PYTHON_API_QA=0 leaves it out.
+if [ $# -eq 0 ] && [ "${NEREID_TRITON_PYTHON_API_QA:-1}" != 0 ]; then
+  log "Triton's L0_python_api (scripts/run_triton_python_api_qa.sh)"
+  NEREID_LIBTRITONSERVER_DIR=$lib_dir NEREID_QA_UPSTREAM_XFAIL=1 \
+    scripts/run_triton_python_api_qa.sh || status=1
+fi
+exit "$status"

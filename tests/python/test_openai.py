@@ -303,7 +303,7 @@ def test_keys_size_limit_and_strict_mode(repo, backends, tmp_path):
         headers = {"Authorization": "Bearer secret-1"}
         r = requests.post(base + "/completions", headers=headers,
                           json={"model": "mock_vllm", "prompt": "x" * 2000})
-        assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+        assert r.status_code == 413 and r.json()["error"]["code"] == "content_too_large"
         r = requests.post(base + "/completions", headers=headers,
                           json={"model": "mock_vllm", "prompt": "x", "ignore_eos": True})
         assert r.status_code == 400 and r.json()["error"]["param"] == "ignore_eos"

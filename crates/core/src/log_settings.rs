@@ -256,10 +256,14 @@ mod tests {
         assert_eq!(civil_date(20_417), (2025, 11, 25));
         let at = std::time::Duration::new(20_417 * 86_400 + 3_723, 4_000);
         let mut glog = String::new();
-        LogFormat::Default.write_stamp(&mut glog, at).expect("written");
+        LogFormat::Default
+            .write_stamp(&mut glog, at)
+            .expect("written");
         assert_eq!(glog, "1125 01:02:03.000004");
         let mut iso = String::new();
-        LogFormat::Iso8601.write_stamp(&mut iso, at).expect("written");
+        LogFormat::Iso8601
+            .write_stamp(&mut iso, at)
+            .expect("written");
         assert_eq!(iso, "2025-11-25T01:02:03Z");
     }
 

@@ -103,6 +103,11 @@ pub struct Catalog {
     // (model, version) -> text side; filled on first use, read by every request. The lock
     // is held only to look up or insert, never across a file read.
     texts: Mutex<HashMap<VersionKey, Option<Arc<ModelText>>>>,
+    /// Held by `/v1/models/{name}/load` and `/unload` for the whole check-then-act, so
+    /// of concurrent loads of one model exactly one loads and the others see it loaded
+    /// (Triton's frontend holds its metadata lock the same way). An async lock: it is
+    /// held across the load, which waits for the model to be ready.
+    pub(crate) management: tokio::sync::Mutex<()>,
 }
 
 impl Catalog {
@@ -117,6 +122,7 @@ impl Catalog {
             forced,
             fallback_tokenizer,
             texts: Mutex::default(),
+            management: tokio::sync::Mutex::default(),
         }
     }
 
@@ -125,31 +131,38 @@ impl Catalog {
         &self.server
     }
 
-    /// Every ready model this port serves, by name (highest ready version of each).
-    pub fn list(&self) -> Vec<(Arc<ModelSpec>, Task)> {
-        let mut served: Vec<(Arc<ModelSpec>, Task)> = Vec::new();
+    /// Every ready model of the repository by name (highest ready version of each),
+    /// whatever its task: `/v1/models` lists them all, as Triton's frontend does.
+    pub fn ready(&self) -> Vec<Arc<ModelSpec>> {
+        let mut ready: Vec<Arc<ModelSpec>> = Vec::new();
         for model in self.server.repository().ready_models() {
             let spec = model.spec().clone();
-            let Some(task) = task_of(&spec, self.forced) else {
-                continue;
-            };
-            match served.iter_mut().find(|(s, _)| s.name == spec.name) {
-                Some(entry) if entry.0.version < spec.version => *entry = (spec, task),
+            match ready.iter_mut().find(|s| s.name == spec.name) {
+                Some(entry) if entry.version < spec.version => *entry = spec,
                 Some(_) => {}
-                None => served.push((spec, task)),
+                None => ready.push(spec),
             }
         }
-        served.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-        served
+        ready.sort_by(|a, b| a.name.cmp(&b.name));
+        ready
     }
 
-    /// The ready model `name` with its task, or OpenAI's 404.
+    /// The ready model `name` with its task; OpenAI's 404 when no such model is ready, a
+    /// 400 when it is one this port cannot use.
     pub async fn get(&self, name: &str) -> ApiResult<Served> {
         let spec = self
             .server
             .model_spec(name, None)
             .map_err(|_| ApiError::unknown_model(name))?;
-        let task = task_of(&spec, self.forced).ok_or_else(|| ApiError::unknown_model(name))?;
+        let task = task_of(&spec, self.forced).ok_or_else(|| {
+            ApiError::invalid_param(
+                "model",
+                format!(
+                    "The model `{name}` is neither an LLM (text_input in, text_output out) \
+                     nor an embedding model."
+                ),
+            )
+        })?;
         let text = self.text_of(&spec).await?;
         Ok(Served { spec, task, text })
     }

@@ -129,17 +129,33 @@ pub(crate) async fn handle(
             .enumerate()
             .map(|(i, run)| run.into_stream(i as u32)),
     );
+    let parse_limit = state.options.max_tool_call_parse_bytes;
     let chunks = async_stream::stream! {
         let mut readers: Vec<StreamReader> = (0..n).map(|_| StreamReader::new(&reading)).collect();
         let mut finishes = vec![None; n];
+        // Choices neither finished nor cut off; at none the loop ends, dropping the runs.
+        let mut open = n;
         for index in 0..n {
             yield chunk(delta(index, json!({"role": "assistant", "content": ""}), None), None);
         }
         while let Some((index, step)) = merged.next().await {
             let index = index as usize;
             let Some(reader) = readers.get_mut(index) else { continue };
+            if reader.cut_off {
+                continue;
+            }
             match step {
                 Ok(Step::Text(text)) => {
+                    if reader.past_parse_limit(&text, parse_limit) {
+                        // As Triton's frontend: the tool-call parser's text is capped, a
+                        // choice past the cap ends with `length`.
+                        yield chunk(delta(index, json!({"content": ""}), Some("length")), None);
+                        open -= 1;
+                        if open == 0 {
+                            break;
+                        }
+                        continue;
+                    }
                     for d in reader.push(&text) {
                         yield chunk(delta(index, d, None), None);
                     }
@@ -151,6 +167,7 @@ pub(crate) async fn handle(
                     let reason = if reader.called { "tool_calls".to_string() } else { finish.reason.clone() };
                     yield chunk(delta(index, json!({}), Some(&reason)), None);
                     finishes[index] = Some(finish);
+                    open -= 1;
                 }
                 Err(e) => {
                     yield e.body();
@@ -440,6 +457,10 @@ struct StreamReader {
     /// Tool calls sent so far (their `index` in the deltas).
     calls: usize,
     called: bool,
+    /// Bytes of text given to the tool-call parser so far.
+    parsed: usize,
+    /// Ended with `length` at the parser's cap: later steps of the choice are dropped.
+    cut_off: bool,
 }
 
 impl StreamReader {
@@ -454,7 +475,21 @@ impl StreamReader {
             held: String::new(),
             calls: 0,
             called: false,
+            parsed: 0,
+            cut_off: false,
         }
+    }
+
+    /// Counts `text` into what the tool-call parser read; true (and the choice cut off)
+    /// once that passes `limit`. Only the parser's reading is capped: it holds the text
+    /// of a call until the call is whole.
+    fn past_parse_limit(&mut self, text: &str, limit: usize) -> bool {
+        if !matches!(self.reading, Reading::Parser(_)) {
+            return false;
+        }
+        self.parsed += text.len();
+        self.cut_off = self.parsed > limit;
+        self.cut_off
     }
 
     fn push(&mut self, text: &str) -> Vec<Value> {

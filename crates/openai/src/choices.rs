@@ -83,7 +83,7 @@ pub(crate) fn start(
                 json_schema: plan.json_schema.clone(),
             };
             runs.push(ChoiceRun::start(
-                state.server(),
+                state,
                 &plan.served.spec,
                 plan.convention,
                 &generation,

@@ -67,14 +67,19 @@ impl ApiError {
         }
     }
 
-    /// The 413 for a body over the port's limit.
-    pub fn too_large(limit: usize) -> Self {
+    /// The 413 for a body over the port's limit: `actual` is the declared length, or the
+    /// bytes received when the running count crossed the limit. Triton's frontend's code
+    /// and wording, with this port's flag.
+    pub fn too_large(actual: usize, limit: usize) -> Self {
         Self {
             status: StatusCode::PAYLOAD_TOO_LARGE,
-            message: format!("Request body exceeds the limit of {limit} bytes."),
+            message: format!(
+                "Request size of {actual} bytes exceeds the maximum allowed input size of \
+                 {limit} bytes. Use --openai-max-request-size to increase the limit."
+            ),
             kind: "invalid_request_error",
             param: None,
-            code: Some("request_too_large"),
+            code: Some("content_too_large"),
         }
     }
 

@@ -4,17 +4,25 @@
 //! Dropping a [`ChoiceRun`] drops the model's response stream, which the backend sees as
 //! a cancelled request: a client that goes away, or a stop string found here, stops the
 //! generation at the model's next response.
+//!
+//! Every run counts into its model's [`ModelLlmMetrics`]: the time to its first token and
+//! between tokens as responses arrive (only when the model streams: one whole answer has
+//! no token times to tell), and its tokens and finish reason once, when it ends: at the
+//! finish, or as `abort` when it is dropped before (a failed run is counted by the core's
+//! failure counters, not here).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::stream::{self, BoxStream, StreamExt};
 use nereid_chat::ModelText;
 use nereid_core::response_stream::ResponseStream;
-use nereid_core::Server;
 
 use crate::error::{ApiError, ApiResult};
+use crate::metrics::ModelLlmMetrics;
 use crate::stop::StopScanner;
 use crate::tensors::{self, Generation};
+use crate::AppState;
 
 /// How a choice ended, with its usage.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,12 +60,20 @@ pub struct ChoiceRun {
     responses_with_text: u64,
     // Set once the last step has been returned.
     done: bool,
+    // The model version's metrics, looked up once at the start.
+    metrics: Arc<ModelLlmMetrics>,
+    // When the request was submitted, and when the last response with text came (`None`
+    // before the first); `None` when the model does not stream.
+    submitted: Option<Instant>,
+    last_token: Option<Instant>,
+    // Set once the run is counted in `metrics` (or, failed, never will be).
+    counted: bool,
 }
 
 impl ChoiceRun {
-    /// Submits `generation` to the model of `served` and returns the run.
+    /// Submits `generation` to the model of `spec` and returns the run.
     pub fn start(
-        server: &Server,
+        state: &AppState,
         spec: &nereid_core::model::ModelSpec,
         convention: crate::catalog::Convention,
         generation: &Generation,
@@ -65,7 +81,9 @@ impl ChoiceRun {
         text: Option<Arc<ModelText>>,
     ) -> ApiResult<Self> {
         let request = tensors::request(spec, convention, generation)?;
-        let answers = server.submit_stream(request)?;
+        let metrics = state.llm.model(&spec.name, spec.version);
+        let submitted = generation.stream.then(Instant::now);
+        let answers = state.server().submit_stream(request)?;
         Ok(Self {
             answers: Some(answers),
             stop: StopScanner::new(stops),
@@ -78,6 +96,10 @@ impl ChoiceRun {
             completion_tokens: None,
             responses_with_text: 0,
             done: false,
+            metrics,
+            submitted,
+            last_token: None,
+            counted: false,
         })
     }
 
@@ -108,6 +130,7 @@ impl ChoiceRun {
                 Ok(piece) => piece,
                 Err(e) => {
                     self.done = true;
+                    self.counted = true;
                     self.answers = None;
                     return Some(Err(e));
                 }
@@ -123,6 +146,7 @@ impl ChoiceRun {
             }
             if !piece.text.is_empty() {
                 self.responses_with_text += 1;
+                self.time_token();
             }
             let out = self.stop.push(&piece.text);
             if self.stop.stopped() {
@@ -145,6 +169,41 @@ impl ChoiceRun {
             return Step::Text(rest);
         }
         self.done = true;
+        let (prompt_tokens, completion_tokens) = self.usage();
+        let reason = self.reason.clone().unwrap_or_else(|| {
+            if completion_tokens >= u64::from(self.max_tokens) {
+                "length".into()
+            } else {
+                "stop".into()
+            }
+        });
+        self.counted = true;
+        self.metrics
+            .finished(&reason, prompt_tokens, completion_tokens);
+        Step::Finished(Finish {
+            reason,
+            prompt_tokens,
+            completion_tokens,
+        })
+    }
+
+    /// Records a response with text in the token-time histograms: the first one's time
+    /// since the submission, each later one's since the one before.
+    fn time_token(&mut self) {
+        let Some(submitted) = self.submitted else {
+            return;
+        };
+        let now = Instant::now();
+        match self.last_token.replace(now) {
+            None => self.metrics.first_token(now - submitted),
+            Some(previous) => self.metrics.next_token(now - previous),
+        }
+    }
+
+    /// Prompt and generated tokens so far: as the model reported them, else counted by
+    /// the tokenizer, else 0 prompt tokens and one generated token per response with
+    /// text.
+    fn usage(&self) -> (u64, u64) {
         let count = |text: &str| {
             self.text
                 .as_ref()
@@ -160,18 +219,7 @@ impl ChoiceRun {
             .prompt_tokens
             .or_else(|| count(&self.prompt))
             .unwrap_or(0);
-        let reason = self.reason.clone().unwrap_or_else(|| {
-            if completion_tokens >= u64::from(self.max_tokens) {
-                "length".into()
-            } else {
-                "stop".into()
-            }
-        });
-        Step::Finished(Finish {
-            reason,
-            prompt_tokens,
-            completion_tokens,
-        })
+        (prompt_tokens, completion_tokens)
     }
 
     /// Runs the choice to its end: the whole text and the finish.
@@ -192,5 +240,17 @@ impl ChoiceRun {
             run.next().await.map(|step| ((index, step), run))
         })
         .boxed()
+    }
+}
+
+impl Drop for ChoiceRun {
+    /// A run dropped before its finish (the client went away, or another choice of the
+    /// request failed) is counted as `abort`, with the tokens it had.
+    fn drop(&mut self) {
+        if !self.counted {
+            let (prompt_tokens, completion_tokens) = self.usage();
+            self.metrics
+                .finished("abort", prompt_tokens, completion_tokens);
+        }
     }
 }

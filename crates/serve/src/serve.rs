@@ -110,10 +110,16 @@ pub async fn serve(
     let (cpu, gpu) = (frontends.cpu_metrics, frontends.gpu_metrics);
     let system = (listeners.metrics.is_some() && (cpu || gpu))
         .then(|| Arc::new(SystemMetrics::new(cpu, gpu)));
+    // The OpenAI port's LLM metrics follow everything else (so a family a backend exports
+    // itself is seen and not written twice), on the metrics port and on the OpenAI port.
+    let llm = listeners
+        .openai
+        .is_some()
+        .then(|| Arc::new(nereid_openai::LlmMetrics::default()));
     let metrics_text = MetricsText {
         server: server.clone(),
         system: system.clone(),
-        appendix: frontends.metrics_appendix,
+        appendix: with_llm_metrics(frontends.metrics_appendix, llm.clone()),
     };
     let sagemaker = match listeners.sagemaker {
         Some(listener) => {
@@ -179,13 +185,14 @@ pub async fn serve(
             )));
         }
     }
-    if let Some(listener) = listeners.openai {
+    if let (Some(listener), Some(llm)) = (listeners.openai, llm) {
         started("OpenAIService", &listener)?;
         let text = metrics_text.clone();
-        let router = nereid_openai::router(
+        let router = nereid_openai::router_with_llm_metrics(
             server.clone(),
             frontends.openai,
             Arc::new(move || text.render()),
+            llm,
         );
         tasks.push(tokio::spawn(nereid_http::serve_router(
             router,
@@ -228,6 +235,22 @@ pub async fn serve(
         poll.abort();
     }
     Ok(())
+}
+
+/// `appendix` followed by the OpenAI port's LLM metrics, when that port is served.
+fn with_llm_metrics(
+    appendix: Option<MetricsAppendix>,
+    llm: Option<Arc<nereid_openai::LlmMetrics>>,
+) -> Option<MetricsAppendix> {
+    let Some(llm) = llm else {
+        return appendix;
+    };
+    Some(Arc::new(move |text: &mut String| {
+        if let Some(appendix) = &appendix {
+            appendix(text);
+        }
+        llm.render(text);
+    }))
 }
 
 /// tritonserver's report of an endpoint that cannot start ("failed to start Vertex AI

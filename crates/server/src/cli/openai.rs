@@ -29,6 +29,11 @@ pub struct OpenAiFlags {
     /// without any key every request is let in.
     #[arg(long, help_heading = "OpenAI")]
     pub openai_api_key: Vec<String>,
+    /// Restrict endpoint groups to requests with a header set to a value:
+    /// `<api>[,<api>...] <header> <value>` (apis: inference, model-repository, metrics,
+    /// health), repeatable, each group in one occurrence only.
+    #[arg(long, num_args = 3, value_names = ["APIS", "HEADER", "VALUE"], action = ArgAction::Append, help_heading = "OpenAI")]
+    pub openai_restricted_api: Vec<String>,
     /// A file of API keys, one per line (blank lines and `#` comments skipped).
     #[arg(long, help_heading = "OpenAI")]
     pub openai_api_key_file: Option<PathBuf>,
@@ -46,6 +51,11 @@ pub struct OpenAiFlags {
     /// (needed for `tool_choice: auto`).
     #[arg(long, help_heading = "OpenAI")]
     pub tool_call_parser: Option<String>,
+    /// Most bytes of generated text the streaming tool-call parser reads per choice;
+    /// past it the choice ends with `finish_reason: length` and its generation is
+    /// cancelled.
+    #[arg(long, default_value_t = nereid_openai::DEFAULT_MAX_TOOL_CALL_PARSE_BYTES, value_parser = values::integer::<usize>, help_heading = "OpenAI")]
+    pub max_tool_call_parse_bytes: usize,
     /// A folder with `tokenizer.json` / `tokenizer_config.json` for models whose own
     /// folder has none.
     #[arg(long, help_heading = "OpenAI")]
@@ -77,6 +87,13 @@ impl OpenAiFlags {
             .map(str::parse)
             .transpose()
             .map_err(|e| anyhow::anyhow!("--tool-call-parser: {e}"))?;
+        let restricted: Vec<(String, String, String)> = self
+            .openai_restricted_api
+            .chunks_exact(3)
+            .map(|c| (c[0].clone(), c[1].clone(), c[2].clone()))
+            .collect();
+        let restricted_apis = nereid_openai::restricted::Restrictions::parse(&restricted)
+            .map_err(|e| anyhow::anyhow!("--openai-restricted-api: {e}"))?;
         let backend = match self.openai_backend.as_deref() {
             None => None,
             Some("vllm") => Some(BackendOverride::Vllm),
@@ -88,9 +105,11 @@ impl OpenAiFlags {
         Ok(OpenAiOptions {
             api_keys,
             strict: self.openai_strict,
+            restricted_apis,
             max_request_size: self.openai_max_request_size,
             default_max_tokens: self.default_max_tokens,
             tool_call_parser,
+            max_tool_call_parse_bytes: self.max_tool_call_parse_bytes,
             tokenizer: self.tokenizer.clone(),
             backend,
         })

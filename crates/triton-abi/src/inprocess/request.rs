@@ -130,11 +130,7 @@ impl TRITONSERVER_InferenceRequest {
     /// Sets the priority as Triton's `InferenceRequest::SetPriority` does: 0 and values
     /// above the model's priority levels become the model's default level.
     fn set_priority(&mut self, priority: u64) {
-        self.priority = if priority == 0 || priority > self.max_priority {
-            self.default_priority
-        } else {
-            priority
-        };
+        self.priority = kept_priority(priority, self.max_priority, self.default_priority);
     }
 
     /// Triton's `[request id: <id>] ` prefix of request errors.
@@ -180,6 +176,16 @@ fn priority_levels(config: &ModelConfig) -> (u64, u64) {
         Some(SchedulingChoice::DynamicBatching(d)) => (d.priority_levels, d.default_priority_level),
         Some(SchedulingChoice::EnsembleScheduling(_)) => (u64::MAX, 0),
         _ => (0, 0),
+    }
+}
+
+/// The priority a request keeps when `priority` is set for a model with `max` levels and
+/// level `default` as its default (Triton's `InferenceRequest::SetPriority`).
+fn kept_priority(priority: u64, max: u64, default: u64) -> u64 {
+    if priority == 0 || priority > max {
+        default
+    } else {
+        priority
     }
 }
 
@@ -543,4 +549,39 @@ pub unsafe extern "C" fn TRITONSERVER_InferenceRequestIsCancelled(
             .ok_or_else(|| not_submitted("query cancellation status"))?;
         put(is_cancelled, cancel.is_cancelled(), "is_cancelled")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use nereid_proto::inference::{ModelDynamicBatching, ModelEnsembling};
+
+    use super::*;
+
+    #[test]
+    fn priorities_outside_the_models_levels_become_its_default() {
+        let mut config = ModelConfig {
+            scheduling_choice: Some(SchedulingChoice::DynamicBatching(ModelDynamicBatching {
+                priority_levels: 20,
+                default_priority_level: 10,
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let (max, default) = priority_levels(&config);
+        assert_eq!((max, default), (20, 10));
+        // Triton's L0_python_api test_request: 19 is kept, 67 and 0 fall back to 10.
+        assert_eq!(kept_priority(19, max, default), 19);
+        assert_eq!(kept_priority(67, max, default), 10);
+        assert_eq!(kept_priority(0, max, default), 10);
+
+        // Without levels every priority is 0; an ensemble passes any on.
+        config.scheduling_choice = None;
+        let (max, default) = priority_levels(&config);
+        assert_eq!(kept_priority(5, max, default), 0);
+        config.scheduling_choice = Some(SchedulingChoice::EnsembleScheduling(
+            ModelEnsembling::default(),
+        ));
+        let (max, default) = priority_levels(&config);
+        assert_eq!(kept_priority(u64::MAX, max, default), u64::MAX);
+    }
 }
