@@ -77,13 +77,24 @@ impl SystemMetrics {
     /// Polls the `/proc` files every `interval` (the first poll at once) until the task
     /// is dropped or aborted.
     pub async fn poll_every(self: Arc<Self>, interval: Duration) {
-        self.poll_with(interval, || {
-            (
-                std::fs::read_to_string("/proc/stat").ok(),
-                std::fs::read_to_string("/proc/meminfo").ok(),
-            )
-        })
-        .await;
+        self.poll_with(interval, read_proc).await;
+    }
+
+    /// Polls once, now: a server calls it before it serves, so the gauges are there for
+    /// the first scrape (Triton registers them at start).
+    pub fn poll_now(&self) {
+        self.poll_once(&read_proc);
+    }
+
+    /// One poll: the CPU files' texts from `read`, then the GPUs.
+    fn poll_once(&self, read: &impl Fn() -> (Option<String>, Option<String>)) {
+        if self.cpu {
+            let (stat, meminfo) = read();
+            self.sample(stat.as_deref(), meminfo.as_deref());
+        }
+        if let Some(gpu) = &self.gpu {
+            gpu.poll();
+        }
     }
 
     /// [`Self::poll_every`] reading the files' texts from `read`.
@@ -96,13 +107,7 @@ impl SystemMetrics {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            if self.cpu {
-                let (stat, meminfo) = read();
-                self.sample(stat.as_deref(), meminfo.as_deref());
-            }
-            if let Some(gpu) = &self.gpu {
-                gpu.poll();
-            }
+            self.poll_once(&read);
         }
     }
 
@@ -158,6 +163,14 @@ impl SystemMetrics {
             let _ = writeln!(out, "nv_cpu_memory_used_bytes {used}");
         }
     }
+}
+
+/// The texts of `/proc/stat` and `/proc/meminfo` (`None`: unreadable).
+fn read_proc() -> (Option<String>, Option<String>) {
+    (
+        std::fs::read_to_string("/proc/stat").ok(),
+        std::fs::read_to_string("/proc/meminfo").ok(),
+    )
 }
 
 #[cfg(test)]

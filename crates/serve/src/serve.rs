@@ -202,7 +202,10 @@ pub async fn serve(
             stopped(&stop),
         )));
     }
-    let poll = system.map(|system| tokio::spawn(system.poll_every(frontends.metrics_interval)));
+    let poll = system.map(|system| {
+        system.poll_now();
+        tokio::spawn(system.poll_every(frontends.metrics_interval))
+    });
     if let Some(listener) = listeners.metrics {
         started("Metrics Service", &listener)?;
         tasks.push(tokio::spawn(crate::metrics::serve(

@@ -9,10 +9,6 @@ use std::time::Duration;
 use nereid_core::{Error, Result, Server};
 use nereid_embed::{Nereid, Options, SystemMetrics};
 
-/// How long `Engine::start` lets the system gauges' poll run before returning: enough
-/// for its first tick, which is due at once.
-const FIRST_POLL: Duration = Duration::from_millis(5);
-
 /// Which system gauges an in-process server polls, and how often.
 pub struct PolledMetrics {
     /// `SetMetricsInterval`.
@@ -57,17 +53,9 @@ impl Engine {
         let server = nereid.server().clone();
         let system = polled.map(|polled| {
             let system = Arc::new(SystemMetrics::new(polled.cpu, polled.gpu));
-            let mut poll = Box::pin(system.clone().poll_every(polled.interval));
-            // The first poll (at once) before `TRITONSERVER_ServerNew` returns: Triton
-            // registers its gauges at start, so a scrape right after start shows them.
-            // The poll never ends; the timeout's deadline comes after the first tick's,
-            // and `timeout` polls the future before its own deadline, so the first
-            // sample is taken before this returns.
-            {
-                let _inside = runtime.enter();
-                let first = tokio::time::timeout(FIRST_POLL, poll.as_mut());
-                let _ = futures::executor::block_on(first);
-            }
+            // Triton registers its gauges at start: a scrape right after start shows them.
+            system.poll_now();
+            let poll = system.clone().poll_every(polled.interval);
             // Ends with the runtime.
             runtime.spawn(poll);
             system

@@ -346,7 +346,8 @@ static void repository_checks(Server* server) {
   ok(TRITONSERVER_ServerLoadModel(server, "add_sub_cached"), "load add_sub_cached");
   ok(TRITONSERVER_ServerModelIndex(server, 1, &message), "ready index after load");
   json = json_of(message);
-  CHECK(strstr(json, "{\"name\":\"add_sub_cached\",\"state\":\"READY\",\"version\":\"1\"}"),
+  /* Triton's field order: name, version, state. */
+  CHECK(strstr(json, "{\"name\":\"add_sub_cached\",\"version\":\"1\",\"state\":\"READY\"}"),
         "ready index: %s", json);
   free(json);
   fails(TRITONSERVER_ServerLoadModelWithParameters(server, "add_sub", NULL, 2), INVALID_ARG,
