@@ -82,6 +82,10 @@ _SERVICE_KEYS = {
     "Vertex AI HTTPService": "vertex_ai",
     "OpenAIService": "openai",
 }
+# Triton's OpenAI frontend tests get this folder's conftest.py and utils.py in place of
+# their own (tests/python/test_triton_openai_suite.py); pytest must not collect it here.
+collect_ignore = ["triton_openai_fixture"]
+
 # The listeners a server is waited for unless told otherwise (`expect=`).
 THREE_LISTENERS = frozenset({"grpc", "http", "metrics"})
 
