@@ -16,7 +16,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from conftest import EXAMPLE_MODELS
 
-from test_repository import BROKEN_SYNTAX, CORRUPT_ONNX
+from test_repository import BROKEN_SYNTAX, add_corrupt
 
 
 def ready(server):
@@ -41,16 +41,6 @@ def repo(make_repo):
     path = make_repo(["add_sub", "identity_fp32"], {"broken_syntax": BROKEN_SYNTAX})
     add_corrupt(path)
     return path
-
-
-def add_corrupt(path):
-    os.makedirs(os.path.join(path, "corrupt", "1"))
-    with open(os.path.join(EXAMPLE_MODELS, "add_sub", "config.pbtxt")) as src:
-        config = src.read().replace('name: "add_sub"', 'name: "corrupt"')
-    with open(os.path.join(path, "corrupt", "config.pbtxt"), "w") as f:
-        f.write(config)
-    with open(os.path.join(path, "corrupt", "1", "model.onnx"), "wb") as f:
-        f.write(CORRUPT_ONNX)
 
 
 def test_explicit_unload_keeps_the_server_ready(repo, start_server):

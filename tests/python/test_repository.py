@@ -242,15 +242,20 @@ CORRUPT_ONNX = b"this is not an onnx model"
 @pytest.fixture
 def broken_repo(make_repo):
     repo = make_repo(["add_sub"], {"broken_syntax": BROKEN_SYNTAX})
-    # A valid config over a model file that is not ONNX.
+    add_corrupt(repo)
+    return repo
+
+
+def add_corrupt(repo):
+    """Adds `corrupt` to `repo`: add_sub's config over a model file that is not ONNX, so
+    its version fails to load."""
     os.makedirs(os.path.join(repo, "corrupt", "1"))
-    with open(os.path.join(repo, "add_sub", "config.pbtxt")) as src:
+    with open(os.path.join(EXAMPLE_MODELS, "add_sub", "config.pbtxt")) as src:
         config = src.read().replace('name: "add_sub"', 'name: "corrupt"')
     with open(os.path.join(repo, "corrupt", "config.pbtxt"), "w") as f:
         f.write(config)
     with open(os.path.join(repo, "corrupt", "1", "model.onnx"), "wb") as f:
         f.write(CORRUPT_ONNX)
-    return repo
 
 
 def test_none_mode_broken_models_unavailable_others_serve(broken_repo, start_server):

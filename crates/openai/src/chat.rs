@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use futures::stream::{self, StreamExt};
+use futures::stream::StreamExt;
 use nereid_chat::tools::{self, Parsed, StreamingToolParser, ToolCall, ToolCallParser};
 use nereid_chat::ChatPrompt;
 use serde_json::{json, Map, Value};
@@ -18,9 +18,9 @@ use crate::choices::{self, Plan};
 use crate::completions::generating;
 use crate::error::{ApiError, ApiResult};
 use crate::generate::Step;
-use crate::routes::read_body;
-use crate::schema::{self, ChatRequest};
-use crate::sse::{self, created, response_id};
+use crate::routes::decode;
+use crate::schema::ChatRequest;
+use crate::sse::{self, response_id};
 use crate::AppState;
 
 /// How the answer's text becomes a message.
@@ -41,9 +41,7 @@ pub(crate) async fn handle(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let body = read_body(&state, &headers, body).await?;
-    let request: ChatRequest =
-        schema::parse(&body, state.options.strict, |r: &ChatRequest| &r.unknown)?;
+    let request: ChatRequest = decode(&state, &headers, body, |r: &ChatRequest| &r.unknown).await?;
     request.sampling.check()?;
     if request.logprobs || request.top_logprobs.is_some_and(|n| n > 0) {
         return Err(ApiError::invalid_param(
@@ -75,7 +73,7 @@ pub(crate) async fn handle(
     };
     let runs = choices::start(&state, &plan, &[prompt])?;
     let n = runs.len();
-    let (id, created, model) = (response_id("chatcmpl-"), created(), request.model.clone());
+    let answer = sse::Answer::new("chatcmpl-", &request.model);
     if !request.sampling.stream {
         let done = choices::collect(runs).await?;
         let finishes: Vec<_> = done.iter().map(|(_, f)| f.clone()).collect();
@@ -98,37 +96,15 @@ pub(crate) async fn handle(
                 }))
             })
             .collect::<ApiResult<Vec<Value>>>()?;
-        return Ok(axum::Json(json!({
-            "id": id,
-            "object": "chat.completion",
-            "created": created,
-            "model": model,
-            "choices": choices,
-            "usage": sse::usage(&finishes, n),
-            "system_fingerprint": null,
-        }))
-        .into_response());
+        let usage = sse::usage(&finishes, n);
+        return Ok(axum::Json(answer.whole("chat.completion", choices, usage)).into_response());
     }
     let include_usage = request.sampling.include_usage();
     let chunk = move |choices: Value, usage: Option<Value>| {
-        let mut chunk = json!({
-            "id": id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": choices,
-        });
-        if let Some(usage) = usage {
-            chunk["usage"] = usage;
-        }
-        chunk
+        answer.chunk("chat.completion.chunk", choices, usage)
     };
     let delta = |index: usize, delta: Value, reason: Option<&str>| json!([{"index": index, "delta": delta, "logprobs": null, "finish_reason": reason}]);
-    let mut merged = stream::select_all(
-        runs.into_iter()
-            .enumerate()
-            .map(|(i, run)| run.into_stream(i as u32)),
-    );
+    let mut merged = sse::merged(runs);
     let parse_limit = state.options.max_tool_call_parse_bytes;
     let chunks = async_stream::stream! {
         let mut readers: Vec<StreamReader> = (0..n).map(|_| StreamReader::new(&reading)).collect();

@@ -5,7 +5,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use futures::stream::{self, StreamExt};
+use futures::stream::StreamExt;
 use nereid_chat::ModelText;
 use serde_json::{json, Value};
 
@@ -13,9 +13,9 @@ use crate::catalog::{Served, Task};
 use crate::choices::{self, Plan};
 use crate::error::{ApiError, ApiResult};
 use crate::generate::Step;
-use crate::routes::read_body;
-use crate::schema::{self, CompletionRequest, Prompt};
-use crate::sse::{self, created, response_id};
+use crate::routes::decode;
+use crate::schema::{CompletionRequest, Prompt};
+use crate::sse;
 use crate::AppState;
 
 pub(crate) async fn handle(
@@ -23,11 +23,8 @@ pub(crate) async fn handle(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let body = read_body(&state, &headers, body).await?;
     let request: CompletionRequest =
-        schema::parse(&body, state.options.strict, |r: &CompletionRequest| {
-            &r.unknown
-        })?;
+        decode(&state, &headers, body, |r: &CompletionRequest| &r.unknown).await?;
     request.sampling.check()?;
     if request.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::invalid_param(
@@ -65,7 +62,7 @@ pub(crate) async fn handle(
         .flat_map(|p| std::iter::repeat_n(p.clone(), n))
         .map(|p| if request.echo { p } else { String::new() })
         .collect();
-    let (id, created, model) = (response_id("cmpl-"), created(), request.model.clone());
+    let answer = sse::Answer::new("cmpl-", &request.model);
     if !request.sampling.stream {
         let done = choices::collect(runs).await?;
         let finishes: Vec<_> = done.iter().map(|(_, f)| f.clone()).collect();
@@ -82,36 +79,13 @@ pub(crate) async fn handle(
                 })
             })
             .collect();
-        return Ok(axum::Json(json!({
-            "id": id,
-            "object": "text_completion",
-            "created": created,
-            "model": model,
-            "choices": choices,
-            "usage": sse::usage(&finishes, n),
-            "system_fingerprint": null,
-        }))
-        .into_response());
+        let usage = sse::usage(&finishes, n);
+        return Ok(axum::Json(answer.whole("text_completion", choices, usage)).into_response());
     }
     let include_usage = request.sampling.include_usage();
-    let chunk = move |choices: Value, usage: Option<Value>| {
-        let mut chunk = json!({
-            "id": id,
-            "object": "text_completion",
-            "created": created,
-            "model": model,
-            "choices": choices,
-        });
-        if let Some(usage) = usage {
-            chunk["usage"] = usage;
-        }
-        chunk
-    };
-    let mut merged = stream::select_all(
-        runs.into_iter()
-            .enumerate()
-            .map(|(i, run)| run.into_stream(i as u32)),
-    );
+    let chunk =
+        move |choices: Value, usage: Option<Value>| answer.chunk("text_completion", choices, usage);
+    let mut merged = sse::merged(runs);
     let chunks = async_stream::stream! {
         let mut finishes = vec![None; echoes.len()];
         for (index, echo) in echoes.iter().enumerate() {

@@ -19,9 +19,9 @@ use serde_json::{json, Value};
 
 use crate::catalog::{Served, Task};
 use crate::error::{ApiError, ApiResult};
-use crate::routes::read_body;
-use crate::schema::{self, EmbeddingInput, EmbeddingRequest};
-use crate::tensors::{tensor_of, texts};
+use crate::routes::decode;
+use crate::schema::{EmbeddingInput, EmbeddingRequest};
+use crate::tensors::{inference_request, tensor_of, texts};
 use crate::AppState;
 
 pub(crate) async fn handle(
@@ -29,11 +29,8 @@ pub(crate) async fn handle(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let body = read_body(&state, &headers, body).await?;
     let request: EmbeddingRequest =
-        schema::parse(&body, state.options.strict, |r: &EmbeddingRequest| {
-            &r.unknown
-        })?;
+        decode(&state, &headers, body, |r: &EmbeddingRequest| &r.unknown).await?;
     let base64 = match request.encoding_format.as_deref() {
         None | Some("float") => false,
         Some("base64") => true,
@@ -185,19 +182,7 @@ fn embedding_request(
             }
         }
     }
-    Ok((
-        InferRequest {
-            model_name: spec.name.clone(),
-            model_version: Some(spec.version),
-            id: String::new(),
-            parameters: Vec::new(),
-            inputs,
-            requested_outputs: None,
-            classification: Vec::new(),
-            trace: None,
-        },
-        tokens,
-    ))
+    Ok((inference_request(spec, inputs), tokens))
 }
 
 /// The vector of one response and its prompt tokens.

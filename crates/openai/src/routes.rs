@@ -74,6 +74,18 @@ pub(crate) async fn read_body(
     Ok(received.freeze())
 }
 
+/// A POST route's request: the API key checked, the body read under the limit and
+/// parsed as `T` (unknown fields refused in strict mode; `unknown` finds them).
+pub(crate) async fn decode<T: for<'de> serde::Deserialize<'de>>(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    unknown: impl Fn(&T) -> &crate::schema::Unknown,
+) -> ApiResult<T> {
+    let body = read_body(state, headers, body).await?;
+    crate::schema::parse(&body, state.options.strict, unknown)
+}
+
 /// The model object of `/v1/models`.
 fn model_object(name: &str) -> serde_json::Value {
     json!({

@@ -35,6 +35,58 @@ pub fn events(chunks: BoxStream<'static, Value>) -> Response {
         .into_response()
 }
 
+/// The fields every body of one answer repeats (id, object, created, model), and the
+/// choices' streams merged in the order their steps come.
+pub struct Answer {
+    id: String,
+    created: u64,
+    model: String,
+}
+
+impl Answer {
+    /// An answer of `model` with a fresh id (`cmpl-`, `chatcmpl-`, ...).
+    pub fn new(prefix: &str, model: &str) -> Self {
+        Self {
+            id: response_id(prefix),
+            created: created(),
+            model: model.to_string(),
+        }
+    }
+
+    /// A whole answer of type `object`.
+    pub fn whole(&self, object: &str, choices: Vec<Value>, usage: Value) -> Value {
+        let mut body = self.chunk(object, Value::Array(choices), Some(usage));
+        body["system_fingerprint"] = Value::Null;
+        body
+    }
+
+    /// One chunk of a streamed answer of type `object` (`usage` only in the last).
+    pub fn chunk(&self, object: &str, choices: Value, usage: Option<Value>) -> Value {
+        let mut chunk = serde_json::json!({
+            "id": self.id,
+            "object": object,
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        });
+        if let Some(usage) = usage {
+            chunk["usage"] = usage;
+        }
+        chunk
+    }
+}
+
+/// The steps of every choice, tagged with the choice's index, as they come.
+pub fn merged(
+    runs: Vec<crate::generate::ChoiceRun>,
+) -> stream::SelectAll<BoxStream<'static, (u32, crate::error::ApiResult<crate::generate::Step>)>> {
+    stream::select_all(
+        runs.into_iter()
+            .enumerate()
+            .map(|(i, run)| run.into_stream(i as u32)),
+    )
+}
+
 /// A fresh response id with OpenAI's prefix (`cmpl-`, `chatcmpl-`, ...): the time and a
 /// per-process counter, unique within the process.
 pub fn response_id(prefix: &str) -> String {

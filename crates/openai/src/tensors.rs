@@ -125,7 +125,12 @@ pub fn request(
             }
         }
     }
-    Ok(InferRequest {
+    Ok(inference_request(spec, inputs))
+}
+
+/// An ordinary inference request of `inputs` to the version of `spec`, every output asked.
+pub fn inference_request(spec: &ModelSpec, inputs: Vec<InputTensor>) -> InferRequest {
+    InferRequest {
         model_name: spec.name.clone(),
         model_version: Some(spec.version),
         id: String::new(),
@@ -134,7 +139,7 @@ pub fn request(
         requested_outputs: None,
         classification: Vec::new(),
         trace: None,
-    })
+    }
 }
 
 /// `value` as input `tensor` of `spec`: its declared datatype, its dims with every
