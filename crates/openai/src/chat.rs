@@ -13,12 +13,12 @@ use nereid_chat::tools::{self, Parsed, StreamingToolParser, ToolCall, ToolCallPa
 use nereid_chat::ChatPrompt;
 use serde_json::{json, Map, Value};
 
+use crate::body::decode;
 use crate::catalog::Served;
 use crate::choices::{self, Plan};
 use crate::completions::generating;
 use crate::error::{ApiError, ApiResult};
 use crate::generate::Step;
-use crate::routes::decode;
 use crate::schema::ChatRequest;
 use crate::sse::{self, response_id};
 use crate::AppState;

@@ -9,11 +9,11 @@ use futures::stream::StreamExt;
 use nereid_chat::ModelText;
 use serde_json::{json, Value};
 
+use crate::body::decode;
 use crate::catalog::{Served, Task};
 use crate::choices::{self, Plan};
 use crate::error::{ApiError, ApiResult};
 use crate::generate::Step;
-use crate::routes::decode;
 use crate::schema::{CompletionRequest, Prompt};
 use crate::sse;
 use crate::AppState;

@@ -17,9 +17,9 @@ use nereid_core::request::{InferRequest, InferResponse, OutputTensor};
 use nereid_core::DataType;
 use serde_json::{json, Value};
 
+use crate::body::decode;
 use crate::catalog::{Served, Task};
 use crate::error::{ApiError, ApiResult};
-use crate::routes::decode;
 use crate::schema::{EmbeddingInput, EmbeddingRequest};
 use crate::tensors::{inference_request, tensor_of, texts};
 use crate::AppState;

@@ -12,6 +12,7 @@
 //! Every generation is measured here ([`metrics`]): time to first token, time per output
 //! token, tokens and finish reasons per model, with the names Triton's vLLM backend uses.
 
+mod body;
 pub mod catalog;
 mod chat;
 mod choices;

@@ -3,14 +3,12 @@
 //! `/health/ready` and `/metrics` (as Triton's frontend has them on its port); the body of
 //! every POST route is read here under the size limit.
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use bytes::BytesMut;
-use futures::StreamExt;
 use serde_json::json;
 
 use nereid_core::repository::{ControlMode, LoadRequest};
@@ -40,50 +38,6 @@ pub(crate) fn router(state: AppState) -> Router {
             crate::restricted::check,
         ))
         .with_state(state)
-}
-
-/// A request body of at most the port's limit, after the API key check: refused on its
-/// declared length before anything is read, else as soon as the bytes received pass the
-/// limit (a chunked body), naming that count as Triton's frontend does.
-pub(crate) async fn read_body(
-    state: &AppState,
-    headers: &HeaderMap,
-    body: Body,
-) -> ApiResult<Bytes> {
-    state.authorize(headers)?;
-    let limit = state.options.max_request_size;
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if let Some(n) = declared.filter(|&n| n > limit) {
-        return Err(ApiError::too_large(n, limit));
-    }
-    // A declared length is a hint, not a promise: reserve at most 64 KiB up front.
-    let mut received = BytesMut::with_capacity(declared.unwrap_or(0).min(64 * 1024));
-    let mut chunks = body.into_data_stream();
-    while let Some(chunk) = chunks.next().await {
-        let chunk =
-            chunk.map_err(|e| ApiError::invalid(format!("reading the request body: {e}")))?;
-        let total = received.len() + chunk.len();
-        if total > limit {
-            return Err(ApiError::too_large(total, limit));
-        }
-        received.extend_from_slice(&chunk);
-    }
-    Ok(received.freeze())
-}
-
-/// A POST route's request: the API key checked, the body read under the limit and
-/// parsed as `T` (unknown fields refused in strict mode; `unknown` finds them).
-pub(crate) async fn decode<T: for<'de> serde::Deserialize<'de>>(
-    state: &AppState,
-    headers: &HeaderMap,
-    body: Body,
-    unknown: impl Fn(&T) -> &crate::schema::Unknown,
-) -> ApiResult<T> {
-    let body = read_body(state, headers, body).await?;
-    crate::schema::parse(&body, state.options.strict, unknown)
 }
 
 /// The model object of `/v1/models`.
@@ -158,7 +112,7 @@ async fn load_model(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    read_body(&state, &headers, body).await?;
+    crate::body::read_body(&state, &headers, body).await?;
     explicit_control(&state)?;
     check_name(&name)?;
     let _one_at_a_time = state.catalog.management.lock().await;
@@ -183,7 +137,7 @@ async fn unload_model(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    read_body(&state, &headers, body).await?;
+    crate::body::read_body(&state, &headers, body).await?;
     explicit_control(&state)?;
     let _one_at_a_time = state.catalog.management.lock().await;
     if !state.server().model_ready(&name, None) {
