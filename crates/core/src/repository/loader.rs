@@ -219,6 +219,11 @@ fn prepare(
     };
     let backend = resolve_backend(backends, &mut config, &site)?;
     let filename = |config: &ModelConfig| backend.model_filename(config);
+    // The name is the model's, not its folder's (a load with override files reads from a
+    // temporary folder): a backend auto-completing the config sees it, as in Triton.
+    if config.name.is_empty() {
+        config.name = name.to_string();
+    }
     if !settings.strict_model_config {
         let file = dir.join(newest.to_string()).join(filename(&config));
         if file.exists() {
