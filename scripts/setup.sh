@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a fresh checkout: a project-local virtualenv (.venv) with ONNX Runtime, onnx
-# and tritonclient, the example model repository, and a release build of nereid.
+# and tritonclient, the example model repository (with the SmolLM2 GGUF for the llama.cpp
+# backend), and a release build of nereid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,16 @@ fi
 
 echo "setup: generating example models" >&2
 .venv/bin/python scripts/make_models.py examples/models
+
+echo "setup: fetching the example LLM (SmolLM2 GGUF)" >&2
+scripts/fetch_llm.sh >/dev/null
+
+# The llama.cpp backend compiles llama.cpp (cmake, a C++ compiler) and generates its
+# bindings (libclang).
+if ! command -v cmake >/dev/null || ! ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1; then
+  echo "setup: installing cmake and libclang for llama.cpp (needs root)" >&2
+  apt-get update -qq && apt-get install -y -qq cmake clang libclang-dev >/dev/null
+fi
 
 echo "setup: building nereid (release)" >&2
 cargo build --release --locked -p nereid-server

@@ -104,6 +104,15 @@ impl ResponseSender {
             .is_some_and(|tx| tx.as_ref().is_none_or(|tx| tx.is_closed()))
     }
 
+    /// Whether a response sent now goes out without waiting for the client. An engine
+    /// that generates for many requests on one thread skips a request whose client is
+    /// behind, instead of waiting in `send` and stalling every other request.
+    pub fn has_room(&self) -> bool {
+        self.tx
+            .try_lock()
+            .is_some_and(|tx| tx.as_ref().is_some_and(|tx| tx.capacity() > 0))
+    }
+
     fn push(&self, result: Option<Result<InferResponse>>, last: bool) -> bool {
         let mut guard = self.tx.lock();
         let Some(tx) = guard.as_ref() else {
@@ -182,6 +191,25 @@ mod tests {
             several.send(Ok(Vec::new()), last);
         }
         assert_eq!(observed(&stats), 1, "one request, one observation");
+    }
+
+    #[test]
+    fn room_runs_out_when_the_client_is_behind_and_comes_back_when_it_reads() {
+        let (sender, mut stream) = ResponseSender::channel(Box::new(|_| {
+            Err(Error::internal("an error stands for a response here"))
+        }));
+        for _ in 0..RESPONSES_BUFFERED {
+            assert!(sender.has_room());
+            sender.send(Ok(Vec::new()), false);
+        }
+        assert!(!sender.has_room(), "a send now would wait");
+        stream.try_recv().expect("one buffered");
+        assert!(sender.has_room());
+        sender.close();
+        assert!(
+            !sender.has_room(),
+            "nothing can go out after the last message"
+        );
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! The backend registry a server starts with: the ONNX Runtime backends when the library
-//! is found, configured from `--backend-config`, plus the caller's own backends.
+//! is found, configured from `--backend-config`, the llama.cpp backend, plus the
+//! caller's own backends.
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use nereid_backend_llamacpp::LlamaCppBackend;
 use nereid_backend_onnx::{find_library, OnnxBackend, OrtRuntime, StatefulBackend};
 use nereid_core::repository::BackendRegistry;
 use nereid_core::{Error, Result};
@@ -45,6 +47,7 @@ pub fn registry(options: &Options) -> Result<BackendRegistry> {
             "ONNX Runtime library not found: set ORT_DYLIB_PATH, pass --backend-config=onnxruntime,library-path=<libonnxruntime.so>, or install the onnxruntime wheel into ./.venv; ONNX models will fail to load"
         ),
     }
+    registry.insert(nereid_backend_llamacpp::NAME, Arc::new(LlamaCppBackend));
     registry.extend(
         options
             .extra_backends
