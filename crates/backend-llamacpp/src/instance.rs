@@ -3,6 +3,7 @@
 //! engine while it generates; the engine answers each request on its own stream.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use nereid_core::backend::{ComputeTiming, InstanceBackend};
 use nereid_core::batch::Batch;
@@ -27,6 +28,7 @@ impl LlamaCppInstance {
     }
 
     fn job(&self, batch: &Batch<'_>, index: usize, sender: ResponseSender) {
+        let arrived = Instant::now();
         let request = batch.requests()[index];
         let prepared = Generation::read(request).and_then(|generation| {
             let prompt = self.llm.tokenize(&generation.prompt)?;
@@ -38,6 +40,7 @@ impl LlamaCppInstance {
                 prompt,
                 sender,
                 batched: batch.spec().max_batch_size > 0,
+                arrived,
             }),
             Err(e) => {
                 sender.send(Err(e), true);

@@ -14,6 +14,7 @@ mod autocomplete;
 mod engine;
 pub mod engine_args;
 mod instance;
+mod metrics;
 mod model;
 mod request;
 mod sampling;
@@ -29,7 +30,10 @@ use nereid_core::{Error, Result};
 
 use engine::Engine;
 use engine_args::EngineArgs;
+use metrics::EngineMetrics;
 use model::Llm;
+
+pub use metrics::render as render_metrics;
 
 /// The backend's name in `config.pbtxt`.
 pub const NAME: &str = "llamacpp";
@@ -67,13 +71,17 @@ impl Backend for LlamaCppBackend {
         }
         let args = EngineArgs::read(&spec.name, model_file)?;
         let llm = Llm::load(&spec.name, args)?;
-        Ok(Box::new(LlamaCppModel { llm: Arc::new(llm) }))
+        Ok(Box::new(LlamaCppModel {
+            llm: Arc::new(llm),
+            metrics: EngineMetrics::register(&spec.name, spec.version),
+        }))
     }
 }
 
 /// A loaded GGUF model version: one engine per instance over shared weights.
 struct LlamaCppModel {
     llm: Arc<Llm>,
+    metrics: Arc<EngineMetrics>,
 }
 
 impl ModelBackend for LlamaCppModel {
@@ -84,7 +92,7 @@ impl ModelBackend for LlamaCppModel {
                 instance.name, self.llm.name
             )));
         }
-        let engine = Engine::start(self.llm.clone(), &instance.name)?;
+        let engine = Engine::start(self.llm.clone(), self.metrics.clone(), &instance.name)?;
         Ok(Box::new(instance::LlamaCppInstance::new(
             self.llm.clone(),
             engine,

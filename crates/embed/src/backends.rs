@@ -60,6 +60,12 @@ pub fn registry(options: &Options) -> Result<BackendRegistry> {
     Ok(registry)
 }
 
+/// Appends the metrics native backends keep themselves (the llama.cpp engines': slots,
+/// queue, tokens, token timing) to a metrics scrape.
+pub fn render_metrics(out: &mut String) {
+    nereid_backend_llamacpp::render_metrics(out);
+}
+
 /// The process's ONNX Runtime: ORT allows one environment per process, so every server a
 /// program starts (one after another, or side by side, as an in-process C program may)
 /// shares the first one's; a later server asking for another library gets the one

@@ -250,6 +250,7 @@ fn frontends(config: &Config, span_sink: Option<Arc<OtlpSink>>) -> anyhow::Resul
         metrics_limits: http_limits,
         metrics_appendix: Some(Arc::new(move |text: &mut String| {
             tritonserver::metrics::render(text);
+            nereid_embed::backends::render_metrics(text);
             logging::render_lost_lines(text);
             if let Some(sink) = &span_sink {
                 sink.render_metrics(text);

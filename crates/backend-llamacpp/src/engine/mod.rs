@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{bounded, Sender, TrySendError};
 use nereid_core::{Error, Result};
 
+use crate::metrics::EngineMetrics;
 use crate::model::Llm;
 pub use sequence::Job;
 
@@ -26,20 +27,25 @@ pub struct Engine {
     jobs: Option<Sender<Job>>,
     stopping: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    metrics: Arc<EngineMetrics>,
+    slots: i64,
 }
 
 impl Engine {
-    /// Starts the engine thread of instance `instance` of `llm`; fails when llama.cpp
-    /// cannot create the context (memory, a context length the model cannot take).
-    pub fn start(llm: Arc<Llm>, instance: &str) -> Result<Self> {
+    /// Starts the engine thread of instance `instance` of `llm`, counting into
+    /// `metrics`; fails when llama.cpp cannot create the context (memory, a context
+    /// length the model cannot take).
+    pub fn start(llm: Arc<Llm>, metrics: Arc<EngineMetrics>, instance: &str) -> Result<Self> {
         let (jobs, queue) = bounded(llm.args.max_queue_size as usize);
+        let slots = i64::from(llm.args.max_num_seqs);
         let stopping = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name(format!("llamacpp-{instance}"))
             .spawn({
                 let stopping = stopping.clone();
-                move || step::run(&llm, queue, &stopping, ready_tx)
+                let metrics = metrics.clone();
+                move || step::run(&llm, &metrics, queue, &stopping, ready_tx)
             })
             .map_err(|e| Error::internal(format!("unable to start the engine thread: {e}")))?;
         let started = ready_rx.recv().unwrap_or_else(|_| {
@@ -47,12 +53,15 @@ impl Engine {
                 "the engine thread ended before creating its context",
             ))
         });
-        let engine = Self {
+        started?;
+        metrics.add_slots(slots);
+        Ok(Self {
             jobs: Some(jobs),
             stopping,
             thread: Some(thread),
-        };
-        started.map(|()| engine)
+            metrics,
+            slots,
+        })
     }
 
     /// Queues `job`; a full queue answers it at once with Triton's queue error.
@@ -86,5 +95,6 @@ impl Drop for Engine {
                 tracing::error!("a llama.cpp engine thread panicked");
             }
         }
+        self.metrics.add_slots(-self.slots);
     }
 }

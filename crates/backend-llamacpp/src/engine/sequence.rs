@@ -3,6 +3,8 @@
 //! vLLM backend (`text_output`, plus `finish_reason`, `cumulative_logprob`,
 //! `num_input_tokens` and `num_output_tokens` when asked for).
 
+use std::time::{Duration, Instant};
+
 use bytes::Bytes;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
@@ -41,6 +43,8 @@ pub struct Job {
     pub sender: ResponseSender,
     /// Whether outputs carry the batch dimension (a model with `max_batch_size` > 0).
     pub batched: bool,
+    /// When the request reached the instance (the time to first token starts here).
+    pub arrived: Instant,
 }
 
 /// A request generating in one slot.
@@ -61,6 +65,8 @@ pub struct Sequence {
     /// The whole answer of a request that is not streamed.
     answer: String,
     logprob_sum: f64,
+    /// When the last token was generated (the request's arrival before the first).
+    last_token_at: Instant,
 }
 
 impl Sequence {
@@ -68,6 +74,7 @@ impl Sequence {
     pub fn new(job: Job, sampler: LlamaSampler) -> Self {
         let sampling = &job.generation.sampling;
         let text = TextStream::new(sampling.stop.clone(), sampling.include_stop_str_in_output);
+        let arrived = job.arrived;
         Self {
             job,
             sampler,
@@ -79,6 +86,7 @@ impl Sequence {
             unreported: 0,
             answer: String::new(),
             logprob_sum: 0.0,
+            last_token_at: arrived,
         }
     }
 
@@ -119,6 +127,14 @@ impl Sequence {
     /// Whether the client left; the sequence is dropped without another response.
     pub fn is_cancelled(&self) -> bool {
         self.job.sender.is_cancelled()
+    }
+
+    /// A token was generated now: the time since the previous one (or since the
+    /// request arrived) and whether it is the first.
+    pub fn tick(&mut self, now: Instant) -> (Duration, bool) {
+        let gap = now.saturating_duration_since(self.last_token_at);
+        self.last_token_at = now;
+        (gap, self.generated == 0)
     }
 
     /// The request's settings.

@@ -2,7 +2,7 @@
 //! sample. It owns the context, the batch and every sequence; nothing here is shared.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, TryRecvError};
 use llama_cpp_2::context::LlamaContext;
@@ -11,6 +11,7 @@ use nereid_core::{Error, Result};
 
 use super::sampler;
 use super::sequence::{Job, Sequence};
+use crate::metrics::EngineMetrics;
 use crate::model::Llm;
 
 /// How long a step waits when every sequence is paused on a slow client.
@@ -20,6 +21,7 @@ const PAUSED_WAIT: Duration = Duration::from_millis(2);
 /// context could be created goes to `ready` first.
 pub fn run(
     llm: &Llm,
+    metrics: &EngineMetrics,
     queue: Receiver<Job>,
     stopping: &AtomicBool,
     ready: std::sync::mpsc::Sender<Result<()>>,
@@ -34,21 +36,22 @@ pub fn run(
     let _ = ready.send(Ok(()));
     let mut engine = Stepper {
         llm,
+        metrics,
+        load: (0, 0),
         batch: LlamaBatch::new(llm.args.batch_size as usize, 1),
         context,
         rows: Vec::new(),
         slots: (0..llm.args.max_num_seqs).map(|_| None).collect(),
     };
     loop {
-        if stopping.load(Ordering::SeqCst) {
+        if stopping.load(Ordering::SeqCst) || !engine.admit(&queue) {
             engine.fail_all(&queue);
-            return;
-        }
-        if !engine.admit(&queue) {
-            engine.fail_all(&queue);
+            engine.report_load(0, 0);
             return;
         }
         engine.drop_cancelled();
+        let running = engine.slots.iter().filter(|s| s.is_some()).count();
+        engine.report_load(running, queue.len());
         match engine.build_batch() {
             Ok(0) => std::thread::sleep(PAUSED_WAIT),
             Ok(_) => engine.decode_and_sample(),
@@ -65,6 +68,9 @@ struct Row {
 
 struct Stepper<'a> {
     llm: &'a Llm,
+    metrics: &'a EngineMetrics,
+    /// The sequences running and requests waiting last reported to `metrics`.
+    load: (usize, usize),
     context: LlamaContext<'a>,
     batch: LlamaBatch<'a>,
     /// The rows of the current batch to sample, in batch order.
@@ -74,6 +80,16 @@ struct Stepper<'a> {
 }
 
 impl Stepper<'_> {
+    /// Reports this engine's sequences running and requests waiting.
+    fn report_load(&mut self, running: usize, waiting: usize) {
+        let (was_running, was_waiting) = self.load;
+        self.metrics.add_load(
+            running as i64 - was_running as i64,
+            waiting as i64 - was_waiting as i64,
+        );
+        self.load = (running, waiting);
+    }
+
     fn active(&self) -> bool {
         self.slots.iter().any(Option::is_some)
     }
@@ -92,6 +108,8 @@ impl Stepper<'_> {
                     Err(TryRecvError::Disconnected) => return false,
                 }
             } else {
+                // Nothing runs while the engine waits: say so before waiting.
+                self.report_load(0, queue.len());
                 match queue.recv() {
                     Ok(job) => job,
                     Err(_) => return false,
@@ -106,6 +124,7 @@ impl Stepper<'_> {
                 self.llm.model.n_vocab(),
                 self.llm.context_length,
             );
+            self.metrics.prompt(job.prompt.len());
             self.slots[slot] = Some(Sequence::new(job, chain));
         }
         true
@@ -200,6 +219,8 @@ impl Stepper<'_> {
                 continue;
             };
             let token = sequence.sampler().sample(&self.context, row.index);
+            let (gap, first) = sequence.tick(Instant::now());
+            self.metrics.token(gap, first);
             let generation = sequence.generation();
             let logprob = generation
                 .returns

@@ -249,16 +249,29 @@ fn write_first_response(out: &mut String, models: &[ModelMetrics]) -> std::fmt::
     write_header(out, name, help, "histogram")?;
     for (m, reading) in with {
         let labels = format!("model=\"{}\",version=\"{}\"", escape(&m.name), m.version);
-        writeln!(out, "{name}_count{{{labels}}} {}", reading.count)?;
-        writeln!(out, "{name}_sum{{{labels}}} {}", reading.sum)?;
-        for (le, count) in &reading.buckets {
-            let le = if le.is_infinite() {
-                "+Inf".to_string()
-            } else {
-                le.to_string()
-            };
-            writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {count}")?;
-        }
+        write_histogram(out, name, &labels, reading)?;
+    }
+    Ok(())
+}
+
+/// One histogram's samples as prometheus-cpp writes them: `_count`, `_sum`, then one
+/// cumulative `_bucket` per bound, `+Inf` last. `labels` are written as given (escape
+/// their values with [`escape`]); the family's header comes first ([`write_header`]).
+pub fn write_histogram(
+    out: &mut String,
+    name: &str,
+    labels: &str,
+    reading: &HistogramReading,
+) -> std::fmt::Result {
+    writeln!(out, "{name}_count{{{labels}}} {}", reading.count)?;
+    writeln!(out, "{name}_sum{{{labels}}} {}", reading.sum)?;
+    for (le, count) in &reading.buckets {
+        let le = if le.is_infinite() {
+            "+Inf".to_string()
+        } else {
+            le.to_string()
+        };
+        writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {count}")?;
     }
     Ok(())
 }
@@ -363,8 +376,8 @@ fn write_gauges<T: Copy>(
     Ok(())
 }
 
-/// A family's `# HELP` and `# TYPE` lines.
-fn write_header(out: &mut String, name: &str, help: &str, kind: &str) -> std::fmt::Result {
+/// A family's `# HELP` and `# TYPE` lines; `help` is fixed text of the caller's.
+pub fn write_header(out: &mut String, name: &str, help: &str, kind: &str) -> std::fmt::Result {
     writeln!(out, "# HELP {name} {help}")?;
     writeln!(out, "# TYPE {name} {kind}")
 }
@@ -463,7 +476,9 @@ fn write_failures(out: &mut String, models: &[&ModelStatsSnapshot]) -> std::fmt:
 }
 
 /// Escapes a label value (backslash, quote, newline).
-fn escape(v: &str) -> String {
+/// A label value as Prometheus' text format needs it: backslash, quote and newline
+/// escaped.
+pub fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
