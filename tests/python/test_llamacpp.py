@@ -393,10 +393,12 @@ def generate_on(srv, model, prompt):
 
 def test_engine_metrics_on_the_metrics_port(server):
     generate(server, "llm", "Hello", max_tokens=3, ignore_eos=True)
-    text = requests.get(f"http://{server.metrics_url}/metrics").text
     labels = '{model="llm",version="1"}'
+    # The engine counts a sequence out at its next step, just after the last response.
+    text = wait_for(lambda: (lambda t: t if f"nereid_llamacpp_sequences_running{labels} 0" in t
+                             else None)(requests.get(f"http://{server.metrics_url}/metrics").text),
+                    what="the sequence to be counted out")
     assert f"nereid_llamacpp_sequence_slots{labels} 4" in text, text
-    assert f"nereid_llamacpp_sequences_running{labels} 0" in text
     assert f"nereid_llamacpp_requests_waiting{labels} 0" in text
     generated = [line for line in text.splitlines()
                  if line.startswith(f"nereid_llamacpp_generation_tokens_total{labels}")]
