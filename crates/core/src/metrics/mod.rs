@@ -376,9 +376,11 @@ fn write_gauges<T: Copy>(
     Ok(())
 }
 
-/// A family's `# HELP` and `# TYPE` lines; `help` is fixed text of the caller's.
+/// A family's `# HELP` and `# TYPE` lines, the help text escaped as the text format
+/// needs (a plugin's description may hold a newline, which would end the line and
+/// break the whole scrape).
 pub fn write_header(out: &mut String, name: &str, help: &str, kind: &str) -> std::fmt::Result {
-    writeln!(out, "# HELP {name} {help}")?;
+    writeln!(out, "# HELP {name} {}", escape_help(help))?;
     writeln!(out, "# TYPE {name} {kind}")
 }
 
@@ -476,6 +478,12 @@ fn write_failures(out: &mut String, models: &[&ModelStatsSnapshot]) -> std::fmt:
 }
 
 /// Escapes a label value (backslash, quote, newline).
+/// A `# HELP` text as Prometheus' text format needs it: backslash and newline escaped
+/// (quotes stay as they are there).
+pub fn escape_help(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
 /// A label value as Prometheus' text format needs it: backslash, quote and newline
 /// escaped.
 pub fn escape(v: &str) -> String {

@@ -21,6 +21,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use nereid_core::metrics::write_header;
+
 use crate::error::{internal, invalid_arg, unsupported, ErrorPtr};
 use crate::ffi;
 use crate::inprocess::parameter::{TRITONSERVER_Parameter, Value};
@@ -112,8 +114,7 @@ pub fn render(out: &mut String) {
             kind::GAUGE => "gauge",
             _ => "histogram",
         };
-        let _ = writeln!(out, "# HELP {} {}", family.name, family.description);
-        let _ = writeln!(out, "# TYPE {} {kind}", family.name);
+        let _ = write_header(out, &family.name, &family.description, kind);
         // Two handles with the same labels are one series (they share a value).
         let mut written = std::collections::HashSet::new();
         for (labels, series) in family.metrics.values() {
@@ -474,6 +475,30 @@ mod tests {
 
     use super::*;
     use crate::error::TRITONSERVER_ErrorDelete;
+
+    #[test]
+    fn a_description_with_a_newline_or_backslash_keeps_the_scrape_whole() {
+        let (mut family, mut metric) = (null_mut(), null_mut());
+        // SAFETY: objects created, used and deleted here, in order.
+        unsafe {
+            let created = TRITONSERVER_MetricFamilyNew(
+                &mut family,
+                kind::COUNTER,
+                c"nereid_test_hostile_help".as_ptr(),
+                c"first line\nsecond \\ line \"quoted\"".as_ptr(),
+            );
+            assert!(created.is_null());
+            assert!(TRITONSERVER_MetricNew(&mut metric, family, std::ptr::null(), 0).is_null());
+            let mut text = String::new();
+            render(&mut text);
+            assert!(
+                text.contains("# HELP nereid_test_hostile_help first line\\nsecond \\\\ line \"quoted\"\n# TYPE nereid_test_hostile_help counter\n"),
+                "{text}"
+            );
+            assert!(TRITONSERVER_MetricDelete(metric).is_null());
+            assert!(TRITONSERVER_MetricFamilyDelete(family).is_null());
+        }
+    }
 
     #[test]
     fn gauges_are_rendered_until_deleted() {
