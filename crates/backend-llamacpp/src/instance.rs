@@ -5,11 +5,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use nereid_core::backend::{ComputeTiming, InstanceBackend};
+use nereid_core::backend::{ComputeTiming, InstanceBackend, Outcome, Streamed};
 use nereid_core::batch::Batch;
-use nereid_core::request::OutputTensor;
 use nereid_core::response_stream::ResponseSender;
-use nereid_core::{Error, Result};
+use nereid_core::Error;
 
 use crate::engine::{Engine, Job};
 use crate::model::Llm;
@@ -50,17 +49,13 @@ impl LlamaCppInstance {
 }
 
 impl InstanceBackend for LlamaCppInstance {
-    fn execute(
-        &mut self,
-        batch: &Batch<'_>,
-        _timing: &mut ComputeTiming,
-    ) -> Vec<Result<Vec<OutputTensor>>> {
+    fn execute(&mut self, batch: &Batch<'_>, _timing: &mut ComputeTiming) -> Vec<Outcome> {
         let message = format!(
             "model '{}' is served by the llamacpp backend, which needs the decoupled transaction policy (model_transaction_policy {{ decoupled: true }})",
             batch.spec().name
         );
         (0..batch.len())
-            .map(|_| Err(Error::invalid_arg(message.clone())))
+            .map(|_| Outcome::from(Err(Error::invalid_arg(message.clone()))))
             .collect()
     }
 
@@ -69,9 +64,14 @@ impl InstanceBackend for LlamaCppInstance {
         batch: &Batch<'_>,
         senders: Vec<ResponseSender>,
         _timing: &mut ComputeTiming,
-    ) {
-        for (index, sender) in senders.into_iter().enumerate() {
-            self.job(batch, index, sender);
-        }
+    ) -> Vec<Streamed> {
+        senders
+            .into_iter()
+            .enumerate()
+            .map(|(index, sender)| {
+                self.job(batch, index, sender);
+                Streamed::Released
+            })
+            .collect()
     }
 }

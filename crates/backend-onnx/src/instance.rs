@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use ort::session::{Session, SessionInputValue};
 
-use nereid_core::backend::{ComputeTiming, InstanceBackend};
+use nereid_core::backend::{ComputeTiming, InstanceBackend, Outcome};
 use nereid_core::batch::Batch;
 use nereid_core::request::OutputTensor;
 use nereid_core::{Error, Result};
@@ -80,14 +80,18 @@ impl OnnxInstance {
 }
 
 impl InstanceBackend for OnnxInstance {
-    fn execute(
-        &mut self,
-        batch: &Batch<'_>,
-        timing: &mut ComputeTiming,
-    ) -> Vec<Result<Vec<OutputTensor>>> {
+    fn execute(&mut self, batch: &Batch<'_>, timing: &mut ComputeTiming) -> Vec<Outcome> {
         match self.run(batch, timing) {
-            Ok(outputs) => batch.scatter(outputs),
-            Err(e) => batch.requests().iter().map(|_| Err(e.clone())).collect(),
+            Ok(outputs) => batch
+                .scatter(outputs)
+                .into_iter()
+                .map(Outcome::from)
+                .collect(),
+            Err(e) => batch
+                .requests()
+                .iter()
+                .map(|_| Outcome::from(Err(e.clone())))
+                .collect(),
         }
     }
 }

@@ -96,33 +96,35 @@ pub trait ModelBackend: Send + Sync {
 
 /// One model instance, owned by one worker thread (so it need not be `Sync`).
 pub trait InstanceBackend: Send {
-    /// Executes a batch and answers each request of it separately, in batch order.
-    fn execute(
-        &mut self,
-        batch: &Batch<'_>,
-        timing: &mut ComputeTiming,
-    ) -> Vec<Result<Vec<OutputTensor>>>;
+    /// Executes a batch and says what became of each request of it, in batch order:
+    /// answered (with its response parameters) or rescheduled.
+    fn execute(&mut self, batch: &Batch<'_>, timing: &mut ComputeTiming) -> Vec<Outcome>;
 
     /// Executes a batch of a decoupled model (`model_transaction_policy { decoupled:
     /// true }`): each request's responses go to its sender, in batch order, any number
     /// and from any thread, until one marked last. Senders may outlive the call (a
     /// backend that answers later); returning frees the instance for its next batch.
-    /// Backends without decoupled support refuse each request.
+    /// Says, in batch order, which requests were rescheduled (handing back their
+    /// senders). Backends without decoupled support refuse each request.
     fn execute_decoupled(
         &mut self,
         batch: &Batch<'_>,
         senders: Vec<ResponseSender>,
         _timing: &mut ComputeTiming,
-    ) {
+    ) -> Vec<Streamed> {
         let model = &batch.spec().name;
-        for sender in senders {
-            sender.send(
-                Err(crate::Error::unsupported(format!(
-                    "the backend of model '{model}' does not support the decoupled transaction policy"
-                ))),
-                true,
-            );
-        }
+        senders
+            .into_iter()
+            .map(|sender| {
+                sender.send(
+                    Err(crate::error::Error::unsupported(format!(
+                        "the backend of model '{model}' does not support the decoupled transaction policy"
+                    ))),
+                    true,
+                );
+                Streamed::Released
+            })
+            .collect()
     }
 
     /// For a backend that keeps each sequence's state itself: how many sequences this
@@ -140,32 +142,38 @@ pub trait InstanceBackend: Send {
     fn state_usage(&self) -> Option<StateUsage> {
         None
     }
-
-    /// The requests of the batch just executed that the backend asked to run again
-    /// (Triton's request rescheduling, `TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`): they
-    /// got no answer yet and go back to their scheduler. Taken once per execution.
-    fn take_rescheduled(&mut self) -> Vec<Rescheduled> {
-        Vec::new()
-    }
-
-    /// The parameters the backend set on each response of the batch just executed
-    /// (Triton's `TRITONBACKEND_ResponseSet*Parameter`), in batch order; shorter or
-    /// empty when it set none. Taken once per execution, like [`Self::take_rescheduled`].
-    fn take_response_parameters(&mut self) -> Vec<Parameters> {
-        Vec::new()
-    }
 }
 
 /// Triton's error for a request rescheduled by the backend of a model without iterative
 /// sequences (nothing would run it again).
 pub const NOT_RESCHEDULABLE: &str = "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured to handle such a flag.";
 
-/// A request the backend rescheduled: its place in the batch and, for a decoupled model,
-/// the sender its later responses go to.
+/// What an execution made of one request of a batch: Triton's backends either send a
+/// request's response or release it for rescheduling
+/// (`TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`). Returned together, so that nothing about
+/// an execution is asked for after it.
 #[derive(Debug)]
-pub struct Rescheduled {
-    /// Index in the batch.
-    pub index: usize,
-    /// A decoupled request's stream, handed back by the backend.
-    pub stream: Option<ResponseSender>,
+pub enum Outcome {
+    /// Answered with its outputs or its error, and the parameters the backend set on the
+    /// response (`TRITONBACKEND_ResponseSet*Parameter`; usually none).
+    Answered(Result<Vec<OutputTensor>>, Parameters),
+    /// Not answered: it goes back to its scheduler to run again.
+    Rescheduled,
+}
+
+impl From<Result<Vec<OutputTensor>>> for Outcome {
+    /// A response without parameters, the common case.
+    fn from(result: Result<Vec<OutputTensor>>) -> Self {
+        Self::Answered(result, Parameters::new())
+    }
+}
+
+/// What a decoupled execution made of one request: its responses went (or will go) to
+/// its sender, or the backend rescheduled it and handed the sender back.
+#[derive(Debug)]
+pub enum Streamed {
+    /// Released: its sender answers it, now or later.
+    Released,
+    /// Rescheduled with the sender its later responses go to.
+    Rescheduled(ResponseSender),
 }

@@ -9,8 +9,8 @@
 //! priority 2 gets half the turns of one of priority 1, as in Triton; the first in that
 //! order waits for its resources even when a later one's are free (Triton's rule too).
 //!
-//! [`LimitedInstance`] wraps an instance so that each execution (warmup included) holds
-//! its resources; schedulers and backends are unchanged.
+//! An instance's [`Registration`] travels with it to its worker, which runs each
+//! execution (warmup included) under it; schedulers and backends are unchanged.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -18,12 +18,7 @@ use std::sync::Arc;
 use nereid_proto::inference::ModelRateLimiter;
 use parking_lot::{Condvar, Mutex};
 
-use crate::backend::{ComputeTiming, InstanceBackend, Rescheduled, StateUsage};
-use crate::batch::Batch;
 use crate::error::{Error, Result};
-use crate::request::{OutputTensor, Parameters};
-use crate::response_stream::ResponseSender;
-use crate::sequence_flags::SequenceId;
 
 /// Where a resource lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -277,64 +272,6 @@ impl Drop for Held<'_> {
 impl Drop for Registration {
     fn drop(&mut self) {
         self.limiter.unregister(self.id);
-    }
-}
-
-/// An instance whose executions wait for the rate limiter.
-pub struct LimitedInstance {
-    inner: Box<dyn InstanceBackend>,
-    registration: Registration,
-}
-
-impl LimitedInstance {
-    /// `inner`, executing only under `registration`'s turn and resources.
-    pub fn new(inner: Box<dyn InstanceBackend>, registration: Registration) -> Self {
-        Self {
-            inner,
-            registration,
-        }
-    }
-}
-
-impl InstanceBackend for LimitedInstance {
-    fn execute(
-        &mut self,
-        batch: &Batch<'_>,
-        timing: &mut ComputeTiming,
-    ) -> Vec<Result<Vec<OutputTensor>>> {
-        let inner = &mut self.inner;
-        self.registration.run(|| inner.execute(batch, timing))
-    }
-
-    fn execute_decoupled(
-        &mut self,
-        batch: &Batch<'_>,
-        senders: Vec<ResponseSender>,
-        timing: &mut ComputeTiming,
-    ) {
-        let inner = &mut self.inner;
-        self.registration
-            .run(|| inner.execute_decoupled(batch, senders, timing));
-    }
-
-    fn sequence_capacity(&self) -> Option<usize> {
-        self.inner.sequence_capacity()
-    }
-
-    fn release_sequences(&mut self, ids: &[SequenceId]) {
-        self.inner.release_sequences(ids);
-    }
-
-    fn state_usage(&self) -> Option<StateUsage> {
-        self.inner.state_usage()
-    }
-
-    fn take_rescheduled(&mut self) -> Vec<Rescheduled> {
-        self.inner.take_rescheduled()
-    }
-
-    fn take_response_parameters(&mut self) -> Vec<Parameters> {
-        self.inner.take_response_parameters()
     }
 }
 

@@ -20,7 +20,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::backend::{Backend, ComputeTiming, InstanceBackend, InstanceConfig, ModelBackend};
+use crate::backend::{
+    Backend, ComputeTiming, InstanceBackend, InstanceConfig, ModelBackend, Outcome, Streamed,
+};
 use crate::batch::Batch;
 use crate::cache::ResponseCache;
 use crate::config::{
@@ -32,9 +34,11 @@ use crate::model::ModelSpec;
 use crate::repository::BackendRegistry;
 use crate::request::{InferRequest, InferResponse, InputTensor, OutputTensor, Parameters};
 use crate::response_stream::ResponseSender;
-use crate::scheduler::{DefaultScheduler, InstancePool, Job, Reply, DEFAULT_QUEUE_CAPACITY};
+use crate::scheduler::{
+    DefaultScheduler, Instance, InstancePool, Job, Reply, DEFAULT_QUEUE_CAPACITY,
+};
 use crate::stats::{ModelStats, RequestRecord};
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// A trace manager tracing every request (timestamps, and tensors when asked) into
 /// `<file>.<n>`, one file per trace: what the trace tests read back.
@@ -213,11 +217,11 @@ impl TestBackend {
     }
 
     /// `count` CPU instances named `<model>_<i>`, ready for `InstancePool::start`.
-    pub fn instances(&self, model: &str, count: usize) -> Vec<(String, Box<dyn InstanceBackend>)> {
+    pub fn instances(&self, model: &str, count: usize) -> Vec<Instance> {
         (0..count)
             .map(|i| {
                 let name = format!("{model}_{i}");
-                (name.clone(), self.instance(name))
+                Instance::unlimited(name.clone(), self.instance(name))
             })
             .collect()
     }
@@ -261,12 +265,8 @@ struct TestInstance {
 }
 
 impl InstanceBackend for TestInstance {
-    fn execute(
-        &mut self,
-        batch: &Batch<'_>,
-        _timing: &mut ComputeTiming,
-    ) -> Vec<Result<Vec<OutputTensor>>> {
-        self.answers(batch)
+    fn execute(&mut self, batch: &Batch<'_>, _timing: &mut ComputeTiming) -> Vec<Outcome> {
+        self.answers(batch).into_iter().map(Outcome::from).collect()
     }
 
     fn execute_decoupled(
@@ -274,12 +274,14 @@ impl InstanceBackend for TestInstance {
         batch: &Batch<'_>,
         senders: Vec<ResponseSender>,
         _timing: &mut ComputeTiming,
-    ) {
+    ) -> Vec<Streamed> {
         let answers = self.answers(batch);
+        let released = answers.iter().map(|_| Streamed::Released).collect();
         self.shared
             .behaviour
             .streaming
             .send(batch.requests(), answers, senders);
+        released
     }
 }
 
@@ -512,9 +514,12 @@ pub fn write_model(root: &Path, name: &str, config: &str, versions: &[i64]) {
 
 /// A server over repository `root` with every model in it loaded on `backend`, on the
 /// current tokio runtime: for frontend tests that look at what reached the model.
-pub async fn server(root: &Path, backend: &TestBackend) -> Arc<crate::Server> {
-    let options = repository_options(root, crate::ControlMode::None, &["*"]);
-    let repository = Arc::new(crate::ModelRepository::new(options, backend.registry()));
+pub async fn server(root: &Path, backend: &TestBackend) -> Arc<crate::server::Server> {
+    let options = repository_options(root, crate::repository::ControlMode::None, &["*"]);
+    let repository = Arc::new(crate::repository::ModelRepository::new(
+        options,
+        backend.registry(),
+    ));
     repository
         .load_startup_models()
         .await
@@ -523,17 +528,17 @@ pub async fn server(root: &Path, backend: &TestBackend) -> Arc<crate::Server> {
         name: "nereid".into(),
         version: "0.0.0".into(),
     };
-    Arc::new(crate::Server::new(identity, repository, true))
+    Arc::new(crate::server::Server::new(identity, repository, true))
 }
 
 /// Options for a repository at `root` in `control_mode` that loads `startup_models` at
 /// start (`*` for all), with strict configs, no cache and the default storage limits.
 pub fn repository_options(
     root: &Path,
-    control_mode: crate::ControlMode,
+    control_mode: crate::repository::ControlMode,
     startup_models: &[&str],
-) -> crate::RepositoryOptions {
-    crate::RepositoryOptions {
+) -> crate::repository::RepositoryOptions {
+    crate::repository::RepositoryOptions {
         roots: vec![root.to_path_buf()],
         remotes: Vec::new(),
         control_mode,

@@ -9,7 +9,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use ort::session::{Session, SessionInputValue};
 
-use nereid_core::backend::{ComputeTiming, InstanceBackend, StateUsage};
+use nereid_core::backend::{ComputeTiming, InstanceBackend, Outcome, StateUsage};
 use nereid_core::batch::Batch;
 use nereid_core::request::{InferRequest, OutputTensor};
 use nereid_core::sequence_flags::{SequenceFlags, SequenceId};
@@ -283,11 +283,7 @@ impl StatefulInstance {
 }
 
 impl InstanceBackend for StatefulInstance {
-    fn execute(
-        &mut self,
-        batch: &Batch<'_>,
-        timing: &mut ComputeTiming,
-    ) -> Vec<Result<Vec<OutputTensor>>> {
+    fn execute(&mut self, batch: &Batch<'_>, timing: &mut ComputeTiming) -> Vec<Outcome> {
         let requests = batch.requests();
         let mut answers: Vec<Option<Result<Vec<OutputTensor>>>> =
             requests.iter().map(|_| None).collect();
@@ -329,7 +325,11 @@ impl InstanceBackend for StatefulInstance {
         );
         answers
             .into_iter()
-            .map(|a| a.unwrap_or_else(|| Err(Error::internal("stateful request left unanswered"))))
+            .map(|a| {
+                Outcome::from(
+                    a.unwrap_or_else(|| Err(Error::internal("stateful request left unanswered"))),
+                )
+            })
             .collect()
     }
 

@@ -12,7 +12,7 @@ use super::registry::BackendRegistry;
 use super::scan::{config_path, list_versions, read_config};
 use super::version_policy::select_versions;
 use super::warmup::warmup_samples;
-use crate::backend::{Backend, InstanceBackend, InstanceConfig, ModelSite};
+use crate::backend::{Backend, InstanceConfig, ModelSite};
 use crate::cache::ResponseCache;
 use crate::classification::{read_labels, Labels};
 use crate::config::{
@@ -23,10 +23,10 @@ use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
 use crate::metrics::MetricsConfig;
 use crate::model::{InstanceGroupSpec, InstanceKind, ModelSpec, SchedulingSpec};
-use crate::rate_limit::{LimitedInstance, RateLimiter};
+use crate::rate_limit::{RateLimiter, Registration};
 use crate::scheduler::{
     strategy_library, BatchStrategy, BatchStrategyLoader, DefaultScheduler, DynamicBatcher,
-    InstancePool, Scheduler, SequenceBatcher, DEFAULT_QUEUE_CAPACITY,
+    Instance, InstancePool, Scheduler, SequenceBatcher, DEFAULT_QUEUE_CAPACITY,
 };
 use crate::stats::histogram::first_response_histogram;
 use crate::stats::ModelStats;
@@ -277,14 +277,13 @@ fn resolve_backend(
     backends.get(site, config)
 }
 
-/// `instance` under the rate limiter, with its group's `rate_limiter` resources on its
-/// device (CPU instances count as device 0, as in Triton).
-fn limited(
+/// An instance of `group` registered with the rate limiter, with its group's
+/// `rate_limiter` resources on its device (CPU instances count as device 0, as in Triton).
+fn registration(
     limiter: &Arc<RateLimiter>,
     spec: &ModelSpec,
     group: &InstanceGroupSpec,
-    instance: Box<dyn InstanceBackend>,
-) -> Result<Box<dyn InstanceBackend>> {
+) -> Result<Registration> {
     let config = spec
         .config
         .instance_group
@@ -295,8 +294,7 @@ fn limited(
         InstanceKind::Gpu(id) => id,
         InstanceKind::Cpu | InstanceKind::Model => 0,
     };
-    let registration = limiter.register(config, device)?;
-    Ok(Box::new(LimitedInstance::new(instance, registration)))
+    limiter.register(config, device)
 }
 
 /// The custom batching strategy of a model version in `model_dir`, loaded for the dynamic
@@ -386,12 +384,16 @@ fn load_version(
                 kind: group.kind,
                 stats: stats.clone(),
             };
-            let backend_instance = model.create_instance(&instance)?;
-            let backend_instance = match &settings.rate_limiter {
-                Some(limiter) => limited(limiter, &spec, group, backend_instance)?,
-                None => backend_instance,
+            let backend = model.create_instance(&instance)?;
+            let turn = match &settings.rate_limiter {
+                Some(limiter) => Some(registration(limiter, &spec, group)?),
+                None => None,
             };
-            instances.push((instance.name, backend_instance));
+            instances.push(Instance {
+                name: instance.name,
+                backend,
+                turn,
+            });
         }
     }
     let count = instances.len();

@@ -9,8 +9,8 @@ use std::time::Duration;
 use crate::error::{Error, ErrorKind};
 use crate::request::{InferRequest, ParamValue};
 use crate::response_stream::{ResponseStream, StreamedResponse};
+use crate::server::Server;
 use crate::testing::{self, Streaming, TestBackend, RESPONSES_PARAMETER};
-use crate::Server;
 
 /// A decoupled INT32 identity model `name` batching up to 4, with `extra` config text.
 fn write_decoupled(root: &Path, name: &str, extra: &str) {
@@ -153,7 +153,7 @@ async fn invalid_requests_fail_at_admission() {
     write_decoupled(repo.path(), "dec", "");
     let server = testing::server(repo.path(), &TestBackend::identity()).await;
     let mut wrong = request("dec", "x", 1, 1);
-    wrong.inputs[0].datatype = crate::DataType::Fp32;
+    wrong.inputs[0].datatype = nereid_proto::DataType::Fp32;
     let error = server.submit_stream(wrong).expect_err("refused");
     assert_eq!(error.kind(), ErrorKind::InvalidArg);
     let error = server

@@ -11,10 +11,11 @@ use parking_lot::Mutex;
 
 use super::warmup::WarmupSample;
 use super::Job;
-use crate::backend::{ComputeTiming, InstanceBackend, Rescheduled, NOT_RESCHEDULABLE};
+use crate::backend::{ComputeTiming, InstanceBackend, Outcome, Streamed, NOT_RESCHEDULABLE};
 use crate::batch::Batch;
 use crate::error::{Error, Result};
 use crate::model::{ModelSpec, SchedulingSpec};
+use crate::rate_limit::Registration;
 use crate::request::{select_outputs, InferResponse, OutputTensor, Parameters};
 use crate::request::{trace_inputs, trace_outputs};
 use crate::response_stream::ResponseSender;
@@ -46,6 +47,29 @@ impl Payload {
     }
 }
 
+/// One model instance, ready for its worker: its name, its backend and, under
+/// `--rate-limit=execution_count`, its turn (each execution waits for the turn and the
+/// group's resources; without one it runs as soon as it is free).
+pub struct Instance {
+    /// `<group name>_<index within group>`, as Triton names instances.
+    pub name: String,
+    /// What executes its batches.
+    pub backend: Box<dyn InstanceBackend>,
+    /// Its registration with the rate limiter, if one is on.
+    pub turn: Option<Registration>,
+}
+
+impl Instance {
+    /// An instance that runs as soon as it is free.
+    pub fn unlimited(name: String, backend: Box<dyn InstanceBackend>) -> Self {
+        Self {
+            name,
+            backend,
+            turn: None,
+        }
+    }
+}
+
 /// The worker threads of one model version's instances.
 pub struct InstancePool {
     // Joined by `join`; the lock is only taken at shutdown.
@@ -59,20 +83,26 @@ impl InstancePool {
     pub fn start(
         spec: Arc<ModelSpec>,
         stats: Arc<ModelStats>,
-        instances: Vec<(String, Box<dyn InstanceBackend>)>,
+        instances: Vec<Instance>,
         payloads: Receiver<Payload>,
         warmup: &[WarmupSample],
     ) -> Result<Self> {
         let mut threads = Vec::with_capacity(instances.len());
-        for (name, instance) in instances {
+        for Instance {
+            name,
+            backend,
+            turn,
+        } in instances
+        {
             // Published before the model is ready, so its metrics are there from the start.
-            if let Some(usage) = instance.state_usage() {
+            if let Some(usage) = backend.state_usage() {
                 stats.set_state_usage(&name, usage);
             }
             let mut worker = Worker {
                 spec: spec.clone(),
                 stats: stats.clone(),
-                instance,
+                instance: backend,
+                turn,
                 payloads: payloads.clone(),
                 name: name.clone(),
             };
@@ -117,6 +147,8 @@ struct Worker {
     spec: Arc<ModelSpec>,
     stats: Arc<ModelStats>,
     instance: Box<dyn InstanceBackend>,
+    /// The rate limiter's turn each execution waits for, if one is on.
+    turn: Option<Registration>,
     payloads: Receiver<Payload>,
     name: String,
 }
@@ -171,7 +203,7 @@ impl Worker {
         if self.spec.decoupled {
             return self.execute_decoupled(payload, slot, started);
         }
-        let (results, timing, total_batch) = {
+        let (mut outcomes, timing, total_batch) = {
             let batch = Batch::new(
                 &self.spec,
                 payload.iter().map(|j| &j.request).collect(),
@@ -184,28 +216,32 @@ impl Worker {
                     .collect(),
             );
             let mut timing = ComputeTiming::default();
-            let results = self.instance.execute(&batch, &mut timing);
-            (results, timing, batch.total_batch_size())
+            let instance = &mut self.instance;
+            let outcomes = in_turn(self.turn.as_ref(), || instance.execute(&batch, &mut timing));
+            (outcomes, timing, batch.total_batch_size())
         };
-        // Output hooks (sequence state) run before the slot is released, so that the
-        // next batch of this instance sees the state this one produced.
-        let mut results: Vec<Result<Vec<OutputTensor>>> = results;
-        results.resize_with(payload.len(), || {
-            Err(Error::internal(format!(
+        outcomes.resize_with(payload.len(), || {
+            Outcome::from(Err(Error::internal(format!(
                 "backend of model '{}' returned fewer responses than requests",
                 self.spec.name
-            )))
+            ))))
         });
-        for (job, result) in payload.iter_mut().zip(results.iter_mut()) {
-            if let (Ok(outputs), Some(hook)) = (result, job.on_outputs.take()) {
-                (hook.0)(outputs);
-            }
-        }
-        let mut parameters = self.instance.take_response_parameters();
-        parameters.resize_with(results.len(), Vec::new);
-        let results: Vec<_> = results.into_iter().zip(parameters).collect();
-        let rescheduled = self.instance.take_rescheduled();
-        let (payload, results) = settle_iterations(payload, results, rescheduled);
+        // Output hooks (sequence state) run before the slot is released, so that the
+        // next batch of this instance sees the state this one produced.
+        let settled = payload
+            .iter_mut()
+            .zip(outcomes)
+            .map(|(job, outcome)| match outcome {
+                Outcome::Answered(mut result, parameters) => {
+                    if let (Ok(outputs), Some(hook)) = (&mut result, job.on_outputs.take()) {
+                        (hook.0)(outputs);
+                    }
+                    Settled::Kept((result, parameters))
+                }
+                Outcome::Rescheduled => Settled::Again(None),
+            })
+            .collect();
+        let (payload, results) = settle_iterations(payload, settled);
         drop(slot);
         // Before the answers go out, so a client that got one sees the state it left.
         self.publish_state_usage();
@@ -240,19 +276,27 @@ impl Worker {
             })
             .collect();
         let mut timing = ComputeTiming::default();
-        let total_batch = {
+        let (mut streamed, total_batch) = {
             let batch = Batch::new(
                 &self.spec,
                 payload.iter().map(|j| &j.request).collect(),
                 payload.iter().map(|j| j.batch_size).collect(),
             );
-            self.instance
-                .execute_decoupled(&batch, senders, &mut timing);
-            batch.total_batch_size()
+            let instance = &mut self.instance;
+            let streamed = in_turn(self.turn.as_ref(), || {
+                instance.execute_decoupled(&batch, senders, &mut timing)
+            });
+            (streamed, batch.total_batch_size())
         };
-        let rescheduled = self.instance.take_rescheduled();
-        let units = vec![(); payload.len()];
-        let (payload, _) = settle_iterations(payload, units, rescheduled);
+        streamed.resize_with(payload.len(), || Streamed::Released);
+        let settled = streamed
+            .into_iter()
+            .map(|streamed| match streamed {
+                Streamed::Rescheduled(stream) => Settled::Again(Some(stream)),
+                Streamed::Released => Settled::Kept(()),
+            })
+            .collect();
+        let (payload, _) = settle_iterations(payload, settled);
         drop(slot);
         self.publish_state_usage();
         self.count_execution(&payload, total_batch, timing);
@@ -325,32 +369,36 @@ impl Worker {
     }
 }
 
+/// Runs `execute` once it is the instance's turn under the rate limiter (at once without one).
+fn in_turn<T>(turn: Option<&Registration>, execute: impl FnOnce() -> T) -> T {
+    match turn {
+        Some(turn) => turn.run(execute),
+        None => execute(),
+    }
+}
+
+/// What became of one job of an execution: kept to be answered with `T`, or rescheduled
+/// (a decoupled one with the stream the backend handed back).
+enum Settled<T> {
+    Kept(T),
+    Again(Option<ResponseSender>),
+}
+
 /// After an execution: sends the jobs the backend rescheduled back to their iterative
 /// sequence (a decoupled one with the stream the backend handed back), ends the
 /// iterative sequences whose job completed, and returns the jobs left to answer with
 /// their results. A rescheduled job that is not part of an iterative sequence cannot
 /// run again and is refused (padding is dropped).
-fn settle_iterations<T>(
-    payload: Vec<Job>,
-    results: Vec<T>,
-    mut rescheduled: Vec<Rescheduled>,
-) -> (Vec<Job>, Vec<T>) {
-    if rescheduled.is_empty() && payload.iter().all(|j| j.on_iteration.is_none()) {
-        return (payload, results);
-    }
+fn settle_iterations<T>(payload: Vec<Job>, settled: Vec<Settled<T>>) -> (Vec<Job>, Vec<T>) {
     let mut left = (
         Vec::with_capacity(payload.len()),
         Vec::with_capacity(payload.len()),
     );
-    for (index, (mut job, result)) in payload.into_iter().zip(results).enumerate() {
-        let again = rescheduled
-            .iter()
-            .position(|r| r.index == index)
-            .map(|at| rescheduled.swap_remove(at));
-        match (again, job.on_iteration.take()) {
-            (Some(again), hook) => {
-                if again.stream.is_some() {
-                    job.stream = again.stream;
+    for (mut job, settled) in payload.into_iter().zip(settled) {
+        match (settled, job.on_iteration.take()) {
+            (Settled::Again(stream), hook) => {
+                if stream.is_some() {
+                    job.stream = stream;
                 }
                 match hook {
                     Some(hook) => (hook.0)(Some(job)),
@@ -358,7 +406,7 @@ fn settle_iterations<T>(
                     None => job.reject(Error::invalid_arg(NOT_RESCHEDULABLE)),
                 }
             }
-            (None, hook) => {
+            (Settled::Kept(result), hook) => {
                 if let Some(hook) = hook {
                     (hook.0)(None);
                 }

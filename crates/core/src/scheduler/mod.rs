@@ -20,7 +20,7 @@ pub use dynamic::strategy::{
     strategy_library, BatchCut, BatchStrategy, BatchStrategyLoader, STRATEGY_PATH_PARAMETER,
 };
 pub use dynamic::DynamicBatcher;
-pub use instances::{InstancePool, Payload};
+pub use instances::{Instance, InstancePool, Payload};
 pub use job::{IterationCallback, IterationHook, Job, OutputCallback, OutputHook};
 pub use reply::{Reply, ReplyOrder};
 pub use sequence::SequenceBatcher;

@@ -3,16 +3,17 @@
 //! `TRITONBACKEND_ModelInstance*` calls a library makes on it. A non-decoupled batch waits on its instance
 //! thread until every request has its final response; a decoupled one returns as soon as
 //! the backend does, its responses streaming from whatever thread sends them.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use nereid_core::backend::{ComputeTiming, InstanceBackend, InstanceConfig, Rescheduled};
+use nereid_core::backend::{ComputeTiming, InstanceBackend, InstanceConfig, Outcome, Streamed};
 use nereid_core::batch::Batch;
 use nereid_core::model::{InstanceKind, ModelSpec};
-use nereid_core::request::{InferRequest, OutputTensor, Parameters};
+use nereid_core::request::InferRequest;
 use nereid_core::response_stream::ResponseSender;
 use nereid_core::sequence_flags::SequenceId;
 use nereid_core::{Error, Result};
@@ -42,12 +43,8 @@ pub struct HostedInstance {
     spec: Arc<ModelSpec>,
     /// "model 'm' (backend 'b')", for errors.
     origin: String,
-    /// The requests of the last execution the backend rescheduled.
-    rescheduled: Vec<Rescheduled>,
     /// Buffers of the live sequences' single-buffer states.
     single_buffers: SingleBuffers,
-    /// The response parameters of the last (non-decoupled) execution, in batch order.
-    parameters: Vec<Parameters>,
 }
 
 // SAFETY: the instance object is used by its worker thread, and by backend threads
@@ -93,9 +90,7 @@ impl HostedInstance {
             backend: backend.clone(),
             spec,
             origin,
-            rescheduled: Vec::new(),
             single_buffers: SingleBuffers::default(),
-            parameters: Vec::new(),
         };
         if let Some(initialize) = backend.object().library.instance_initialize {
             // SAFETY: the library's entry point with an instance object that lives in
@@ -160,20 +155,6 @@ impl HostedInstance {
         }
     }
 
-    /// Keeps which requests of the execution just ended the backend rescheduled, with
-    /// a decoupled request's stream, for the scheduler to run them again.
-    fn note_rescheduled(&mut self, exchanges: &[Arc<Exchange>]) {
-        self.rescheduled = exchanges
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.is_rescheduled())
-            .map(|(index, e)| Rescheduled {
-                index,
-                stream: e.take_stream(),
-            })
-            .collect();
-    }
-
     /// The compute phases of the last execution: as the backend reported them, else the
     /// whole call as inference.
     fn timing(&self, started: Instant, timing: &mut ComputeTiming) {
@@ -191,11 +172,7 @@ impl HostedInstance {
 }
 
 impl InstanceBackend for HostedInstance {
-    fn execute(
-        &mut self,
-        batch: &Batch<'_>,
-        timing: &mut ComputeTiming,
-    ) -> Vec<Result<Vec<OutputTensor>>> {
+    fn execute(&mut self, batch: &Batch<'_>, timing: &mut ComputeTiming) -> Vec<Outcome> {
         let started = Instant::now();
         let exchanges: Vec<Arc<Exchange>> = batch
             .requests()
@@ -207,12 +184,20 @@ impl InstanceBackend for HostedInstance {
             })
             .collect();
         self.run(batch, &exchanges);
-        let results = exchanges.iter().map(|e| e.wait()).collect();
-        self.parameters = exchanges.iter().map(|e| e.take_parameters()).collect();
+        let outcomes = exchanges
+            .iter()
+            .map(|e| {
+                let result = e.wait();
+                if e.is_rescheduled() {
+                    Outcome::Rescheduled
+                } else {
+                    Outcome::Answered(result, e.take_parameters())
+                }
+            })
+            .collect();
         self.timing(started, timing);
-        self.note_rescheduled(&exchanges);
         self.keep_single_buffers(batch, &exchanges);
-        results
+        outcomes
     }
 
     fn execute_decoupled(
@@ -220,7 +205,7 @@ impl InstanceBackend for HostedInstance {
         batch: &Batch<'_>,
         senders: Vec<ResponseSender>,
         timing: &mut ComputeTiming,
-    ) {
+    ) -> Vec<Streamed> {
         let started = Instant::now();
         let exchanges: Vec<Arc<Exchange>> = senders
             .into_iter()
@@ -229,20 +214,21 @@ impl InstanceBackend for HostedInstance {
             .collect();
         self.run(batch, &exchanges);
         self.timing(started, timing);
-        self.note_rescheduled(&exchanges);
         self.keep_single_buffers(batch, &exchanges);
+        exchanges
+            .iter()
+            .map(|e| {
+                // Only a rescheduled request's stream is taken: the others keep answering.
+                match e.is_rescheduled().then(|| e.take_stream()).flatten() {
+                    Some(stream) => Streamed::Rescheduled(stream),
+                    None => Streamed::Released,
+                }
+            })
+            .collect()
     }
 
     fn release_sequences(&mut self, ids: &[SequenceId]) {
         self.single_buffers.release(ids);
-    }
-
-    fn take_response_parameters(&mut self) -> Vec<Parameters> {
-        std::mem::take(&mut self.parameters)
-    }
-
-    fn take_rescheduled(&mut self) -> Vec<Rescheduled> {
-        std::mem::take(&mut self.rescheduled)
     }
 }
 

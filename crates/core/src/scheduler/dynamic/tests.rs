@@ -407,7 +407,7 @@ async fn failures_are_answered_per_request_of_a_batch() {
     let e = rx.await.expect("answered").expect_err("fails");
     assert_eq!(
         (e.kind(), e.message()),
-        (crate::ErrorKind::Unavailable, "down")
+        (crate::error::ErrorKind::Unavailable, "down")
     );
     stop(batcher).await;
 }

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use crate::model::ControlSpec;
 use crate::request::InputTensor;
 use crate::sequence_flags::{SequenceFlags, SequenceId};
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// The control tensors of one model.
 #[derive(Debug, Clone)]

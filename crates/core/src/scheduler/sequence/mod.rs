@@ -31,9 +31,9 @@ use self::table::{Pending, Round, Table};
 use super::hold::Hooks;
 use super::WarmupSample;
 use super::{
-    stopping_error, InstancePool, IterationHook, Job, OutputHook, Payload, Reply, Scheduler,
+    stopping_error, Instance, InstancePool, IterationHook, Job, OutputHook, Payload, Reply,
+    Scheduler,
 };
-use crate::backend::InstanceBackend;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::presence::CallerPresence;
@@ -76,7 +76,7 @@ impl SequenceBatcher {
     pub fn start(
         spec: Arc<ModelSpec>,
         stats: Arc<ModelStats>,
-        instances: Vec<(String, Box<dyn InstanceBackend>)>,
+        instances: Vec<Instance>,
         model_dir: Option<&Path>,
         warmup: &[WarmupSample],
     ) -> Result<Self> {
@@ -87,7 +87,7 @@ impl SequenceBatcher {
     pub(crate) fn start_with(
         spec: Arc<ModelSpec>,
         stats: Arc<ModelStats>,
-        instances: Vec<(String, Box<dyn InstanceBackend>)>,
+        instances: Vec<Instance>,
         model_dir: Option<&Path>,
         warmup: &[WarmupSample],
         hooks: Hooks,
@@ -112,7 +112,7 @@ impl SequenceBatcher {
         // A backend that keeps state itself bounds the slots by what it can hold.
         let capacity = instances
             .iter()
-            .filter_map(|(_, i)| i.sequence_capacity())
+            .filter_map(|i| i.backend.sequence_capacity())
             .min();
         let per_instance = capacity.unwrap_or(per_instance);
         if per_instance == 0 {

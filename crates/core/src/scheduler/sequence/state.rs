@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::model::{InitialState, StateSpec};
 use crate::request::{InputTensor, OutputTensor};
 use crate::sequence_flags::{SequenceFlags, SequenceId};
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// One state tensor pair.
 #[derive(Debug, Clone)]

@@ -331,7 +331,7 @@ fn shaped(id: u64, shape: Vec<i64>, at: Instant) -> Pending {
     let mut p = pending(id, true, false, at);
     p.job.request.inputs.push(crate::request::InputTensor {
         name: "IN".into(),
-        datatype: crate::DataType::Fp32,
+        datatype: nereid_proto::DataType::Fp32,
         shape,
         data: bytes::Bytes::new(),
     });
