@@ -10,6 +10,7 @@ aborts now and then with `boost::interprocess::lock_exception` when a metric cal
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from test_rate_limiter import backends  # noqa: F401  (the python backend fixture)
@@ -41,16 +42,20 @@ class TritonPythonModel:
 '''
 
 
-def test_histograms_and_counters_of_a_python_model(backends, tmp_path, start_server):  # noqa: F811
-    directory, env = backends
-    model = tmp_path / "observing"
+def write_python_model(model, code):
+    """A python model at `model` (one FP32 input IN, one output OUT) running `code`."""
     (model / "1").mkdir(parents=True)
     (model / "config.pbtxt").write_text('''backend: "python"
 max_batch_size: 0
 input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
 output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
 ''')
-    (model / "1" / "model.py").write_text(MODEL_PY)
+    (model / "1" / "model.py").write_text(code)
+
+
+def test_histograms_and_counters_of_a_python_model(backends, tmp_path, start_server):  # noqa: F811
+    directory, env = backends
+    write_python_model(tmp_path / "observing", MODEL_PY)
     srv = start_server(str(tmp_path), "--backend-directory", directory, env=env)
     client = srv.http_client()
     for value in (0.5, 3.0, 9.0):
@@ -67,3 +72,57 @@ test_latency_ms_bucket{model="observing",le="+Inf"} 3
 """
     assert expected in text, text
     assert 'test_requests{model="observing"} 3\n' in text, text
+
+
+HOSTILE_PY = '''
+import triton_python_backend_utils as pb_utils
+
+HOSTILE = 'line one\\nline "two" with a back\\\\slash'
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.family = family = pb_utils.MetricFamily(name="test_hostile", description=HOSTILE,
+                                                     kind=pb_utils.MetricFamily.GAUGE)
+        self.gauge = family.Metric(labels={"note": HOSTILE, "plain": "p"})
+        self.gauge.set(2.5)
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy())])
+                for r in requests]
+'''
+
+IDENTITY_PY = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy())])
+                for r in requests]
+'''
+
+
+def test_hostile_help_and_label_text_still_parses(backends, tmp_path, start_server):  # noqa: F811
+    """A plugin's description and label values with newlines, quotes and backslashes, and a
+    model whose name holds them too, are escaped by the one Prometheus writer: the whole
+    scrape parses with Prometheus' own text parser and every text comes back as written."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    directory, env = backends
+    hostile = 'line one\nline "two" with a back\\slash'
+    model_name = 'quote"back\\slash'
+    write_python_model(tmp_path / "hostile", HOSTILE_PY)
+    write_python_model(tmp_path / model_name, IDENTITY_PY)
+    srv = start_server(str(tmp_path), "--backend-directory", directory, env=env)
+    client = srv.grpc_client()
+    tensor = grpcclient.InferInput("IN", [1], "FP32")
+    tensor.set_data_from_numpy(np.array([1.0], np.float32))
+    client.infer(model_name, [tensor])
+    families = {f.name: f for f in text_string_to_metric_families(srv.metrics())}
+    family = families["test_hostile"]
+    assert family.documentation == hostile
+    assert family.type == "gauge"
+    assert [(s.labels, s.value) for s in family.samples] == [({"note": hostile, "plain": "p"}, 2.5)]
+    success = families["nv_inference_request_success"]
+    assert ({"model": model_name, "version": "1"}, 1.0) in [(s.labels, s.value) for s in success.samples]

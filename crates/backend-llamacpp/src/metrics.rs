@@ -6,12 +6,11 @@
 //! engine serves, over KServe and gRPC too, and measure inside the engine (from the
 //! request's arrival at the instance), so the two never describe the same family twice.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use nereid_core::metrics::{escape, write_header, write_histogram};
+use nereid_core::metrics::text::{Family, Kind};
 use nereid_core::stats::histogram::Histogram;
 
 /// Time-to-first-token bounds in seconds (vLLM's).
@@ -99,12 +98,7 @@ fn add(counter: &AtomicU64, delta: i64) {
 }
 
 /// A gauge or counter family: name, help, kind and how a model's value is read.
-type Sampled = (
-    &'static str,
-    &'static str,
-    &'static str,
-    fn(&EngineMetrics) -> u64,
-);
+type Sampled = (&'static str, &'static str, Kind, fn(&EngineMetrics) -> u64);
 /// A histogram family: name, help and the model's histogram.
 type Timed = (&'static str, &'static str, fn(&EngineMetrics) -> &Histogram);
 
@@ -119,44 +113,51 @@ pub fn render(out: &mut String) {
     if loaded.is_empty() {
         return;
     }
-    let labels =
-        |m: &EngineMetrics| format!("model=\"{}\",version=\"{}\"", escape(&m.model), m.version);
+    let versions: Vec<String> = loaded.iter().map(|m| m.version.to_string()).collect();
+    let labelled = || {
+        loaded.iter().zip(&versions).map(|(m, version)| {
+            (
+                m,
+                [("model", m.model.as_str()), ("version", version.as_str())],
+            )
+        })
+    };
     let values: [Sampled; 5] = [
         (
             "nereid_llamacpp_sequences_running",
             "Sequences generating (KV-cache slots in use)",
-            "gauge",
+            Kind::Gauge,
             |m| m.running.load(Relaxed),
         ),
         (
             "nereid_llamacpp_sequence_slots",
             "KV-cache sequence slots of the loaded instances",
-            "gauge",
+            Kind::Gauge,
             |m| m.slots.load(Relaxed),
         ),
         (
             "nereid_llamacpp_requests_waiting",
             "Requests queued for a free sequence slot",
-            "gauge",
+            Kind::Gauge,
             |m| m.waiting.load(Relaxed),
         ),
         (
             "nereid_llamacpp_prompt_tokens_total",
             "Prompt tokens read",
-            "counter",
+            Kind::Counter,
             |m| m.prompt_tokens.load(Relaxed),
         ),
         (
             "nereid_llamacpp_generation_tokens_total",
             "Tokens generated",
-            "counter",
+            Kind::Counter,
             |m| m.generation_tokens.load(Relaxed),
         ),
     ];
     for (name, help, kind, value) in values {
-        let _ = write_header(out, name, help, kind);
-        for m in &loaded {
-            let _ = writeln!(out, "{name}{{{}}} {}", labels(m), value(m));
+        let mut family = Family::start(out, name, help, kind);
+        for (m, labels) in labelled() {
+            family.sample(&labels, &value(m));
         }
     }
     let histograms: [Timed; 2] = [
@@ -172,9 +173,9 @@ pub fn render(out: &mut String) {
         ),
     ];
     for (name, help, histogram) in histograms {
-        let _ = write_header(out, name, help, "histogram");
-        for m in &loaded {
-            let _ = write_histogram(out, name, &labels(m), &histogram(m).read());
+        let mut family = Family::start(out, name, help, Kind::Histogram);
+        for (m, labels) in labelled() {
+            family.histogram(&labels, &histogram(m).read());
         }
     }
 }

@@ -4,10 +4,10 @@
 //! (default 2000), and a scrape reads the latest poll: utilization covers the interval
 //! between the last two polls.
 
-use std::fmt::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nereid_core::metrics::text::{Family, Kind};
 use nereid_gpu::GpuMetrics;
 use parking_lot::Mutex;
 
@@ -134,33 +134,32 @@ impl SystemMetrics {
     pub fn render(&self, out: &mut String) {
         self.render_cpu(out);
         if let Some(gpu) = &self.gpu {
-            gpu.render(out);
+            for family in gpu.families() {
+                let kind = if family.counter {
+                    Kind::Counter
+                } else {
+                    Kind::Gauge
+                };
+                let mut text = Family::start(out, family.name, family.help, kind);
+                for (uuid, value) in &family.series {
+                    text.sample(&[("gpu_uuid", uuid)], value);
+                }
+            }
         }
     }
 
     fn render_cpu(&self, out: &mut String) {
         let latest = *self.latest.lock();
         if latest.cpu.is_some() {
-            let _ = writeln!(
-                out,
-                "# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]"
-            );
-            let _ = writeln!(out, "# TYPE nv_cpu_utilization gauge");
-            let _ = writeln!(out, "nv_cpu_utilization {}", latest.utilization);
+            let help = "CPU utilization rate [0.0 - 1.0]";
+            Family::start(out, "nv_cpu_utilization", help, Kind::Gauge)
+                .sample(&[], &latest.utilization);
         }
         if let Some((total, used)) = latest.memory {
-            let _ = writeln!(
-                out,
-                "# HELP nv_cpu_memory_total_bytes CPU total memory (RAM), in bytes"
-            );
-            let _ = writeln!(out, "# TYPE nv_cpu_memory_total_bytes gauge");
-            let _ = writeln!(out, "nv_cpu_memory_total_bytes {total}");
-            let _ = writeln!(
-                out,
-                "# HELP nv_cpu_memory_used_bytes CPU used memory (RAM), in bytes"
-            );
-            let _ = writeln!(out, "# TYPE nv_cpu_memory_used_bytes gauge");
-            let _ = writeln!(out, "nv_cpu_memory_used_bytes {used}");
+            let help = "CPU total memory (RAM), in bytes";
+            Family::start(out, "nv_cpu_memory_total_bytes", help, Kind::Gauge).sample(&[], &total);
+            let help = "CPU used memory (RAM), in bytes";
+            Family::start(out, "nv_cpu_memory_used_bytes", help, Kind::Gauge).sample(&[], &used);
         }
     }
 }

@@ -16,6 +16,6 @@ mod nvml;
 mod reading;
 mod visible;
 
-pub use metrics::GpuMetrics;
+pub use metrics::{GpuFamily, GpuMetrics};
 pub use nvml::LIBRARY_ENV;
 pub use reading::Reading;

@@ -1,7 +1,6 @@
 //! The GPU gauges: one set per visible device, updated by each poll and read by each
-//! scrape, as Triton's metrics thread and Prometheus registry do.
-
-use std::fmt::Write;
+//! scrape, as Triton's metrics thread and Prometheus registry do. The metrics port writes
+//! them (this crate only reads devices).
 
 use parking_lot::Mutex;
 
@@ -27,13 +26,62 @@ impl Source for NvmlSource {
     }
 }
 
-/// A family's name, help text, type and the value of one device's series.
-type Family = (
-    &'static str,
-    &'static str,
-    &'static str,
-    fn(&Gauges) -> String,
-);
+/// One GPU family as of the latest poll, with Triton's name, help text and kind, and
+/// one value per device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuFamily {
+    /// Triton's family name (`nv_gpu_utilization`, ...).
+    pub name: &'static str,
+    /// Triton's help text.
+    pub help: &'static str,
+    /// Whether the family is a counter (energy) rather than a gauge.
+    pub counter: bool,
+    /// Per device, in the order the metrics were opened with: its UUID and value.
+    pub series: Vec<(String, f64)>,
+}
+
+/// A family's name, help text, whether it counts, and one device's value.
+type Definition = (&'static str, &'static str, bool, fn(&Gauges) -> f64);
+
+/// The six families Triton exports per GPU.
+const FAMILIES: [Definition; 6] = [
+    (
+        "nv_gpu_utilization",
+        "GPU utilization rate [0.0 - 1.0)",
+        false,
+        |g| g.utilization,
+    ),
+    (
+        "nv_gpu_memory_total_bytes",
+        "GPU total memory, in bytes",
+        false,
+        |g| g.memory_total_bytes as f64,
+    ),
+    (
+        "nv_gpu_memory_used_bytes",
+        "GPU used memory, in bytes",
+        false,
+        |g| g.memory_used_bytes as f64,
+    ),
+    (
+        "nv_gpu_power_usage",
+        "GPU power usage in watts",
+        false,
+        |g| g.power_watts,
+    ),
+    (
+        "nv_gpu_power_limit",
+        "GPU power management limit in watts",
+        false,
+        |g| g.power_limit_watts,
+    ),
+    (
+        "nv_energy_consumption",
+        "GPU energy consumption in joules since the Triton Server started",
+        true,
+        |g| g.energy_joules,
+    ),
+];
 
 /// The GPU gauges of the devices the server reports.
 pub struct GpuMetrics {
@@ -114,54 +162,21 @@ impl GpuMetrics {
         }
     }
 
-    /// Appends the six GPU families in Prometheus text, one series per device.
-    pub fn render(&self, out: &mut String) {
+    /// The six GPU families as of the latest poll, one series per device.
+    pub fn families(&self) -> Vec<GpuFamily> {
         let devices = self.devices.lock();
-        let families: [Family; 6] = [
-            (
-                "nv_gpu_utilization",
-                "GPU utilization rate [0.0 - 1.0)",
-                "gauge",
-                |g| g.utilization.to_string(),
-            ),
-            (
-                "nv_gpu_memory_total_bytes",
-                "GPU total memory, in bytes",
-                "gauge",
-                |g| g.memory_total_bytes.to_string(),
-            ),
-            (
-                "nv_gpu_memory_used_bytes",
-                "GPU used memory, in bytes",
-                "gauge",
-                |g| g.memory_used_bytes.to_string(),
-            ),
-            (
-                "nv_gpu_power_usage",
-                "GPU power usage in watts",
-                "gauge",
-                |g| g.power_watts.to_string(),
-            ),
-            (
-                "nv_gpu_power_limit",
-                "GPU power management limit in watts",
-                "gauge",
-                |g| g.power_limit_watts.to_string(),
-            ),
-            (
-                "nv_energy_consumption",
-                "GPU energy consumption in joules since the Triton Server started",
-                "counter",
-                |g| g.energy_joules.to_string(),
-            ),
-        ];
-        for (name, help, kind, value) in families {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-            for (uuid, gauges) in devices.iter() {
-                let _ = writeln!(out, "{name}{{gpu_uuid=\"{uuid}\"}} {}", value(gauges));
-            }
-        }
+        FAMILIES
+            .iter()
+            .map(|(name, help, counter, value)| GpuFamily {
+                name,
+                help,
+                counter: *counter,
+                series: devices
+                    .iter()
+                    .map(|(uuid, gauges)| (uuid.clone(), value(gauges)))
+                    .collect(),
+            })
+            .collect()
     }
 }
 
@@ -195,33 +210,52 @@ mod tests {
         }
     }
 
-    fn rendered(metrics: &GpuMetrics) -> String {
-        let mut text = String::new();
-        metrics.render(&mut text);
-        text
+    /// Family `name`'s value for device `uuid`.
+    fn value(metrics: &GpuMetrics, name: &str, uuid: &str) -> f64 {
+        let families = metrics.families();
+        let family = families.iter().find(|f| f.name == name).expect("family");
+        family
+            .series
+            .iter()
+            .find(|(u, _)| u == uuid)
+            .map(|(_, v)| *v)
+            .expect("series")
     }
 
     #[test]
-    fn renders_one_series_per_device_with_tritons_names() {
+    fn reads_one_series_per_device_with_tritons_names() {
         let metrics = GpuMetrics::with_source(
             Box::<Scripted>::default(),
             vec!["GPU-a".into(), "GPU-b".into()],
         );
-        let text = rendered(&metrics);
-        for line in [
-            "# HELP nv_gpu_utilization GPU utilization rate [0.0 - 1.0)\n",
-            "# TYPE nv_gpu_utilization gauge\n",
-            "nv_gpu_utilization{gpu_uuid=\"GPU-a\"} 0.25\n",
-            "nv_gpu_utilization{gpu_uuid=\"GPU-b\"} 0.5\n",
-            "nv_gpu_memory_total_bytes{gpu_uuid=\"GPU-a\"} 85899345920\n",
-            "nv_gpu_memory_used_bytes{gpu_uuid=\"GPU-b\"} 2097152\n",
-            "nv_gpu_power_usage{gpu_uuid=\"GPU-a\"} 70.5\n",
-            "nv_gpu_power_limit{gpu_uuid=\"GPU-a\"} 700\n",
-            "# TYPE nv_energy_consumption counter\n",
-            "nv_energy_consumption{gpu_uuid=\"GPU-a\"} 0\n",
-        ] {
-            assert!(text.contains(line), "{line:?} missing from\n{text}");
-        }
+        let families = metrics.families();
+        let names: Vec<&str> = families.iter().map(|f| f.name).collect();
+        assert_eq!(
+            names,
+            [
+                "nv_gpu_utilization",
+                "nv_gpu_memory_total_bytes",
+                "nv_gpu_memory_used_bytes",
+                "nv_gpu_power_usage",
+                "nv_gpu_power_limit",
+                "nv_energy_consumption"
+            ]
+        );
+        assert_eq!(families[0].help, "GPU utilization rate [0.0 - 1.0)");
+        assert!(families[5].counter && !families[0].counter);
+        assert_eq!(value(&metrics, "nv_gpu_utilization", "GPU-a"), 0.25);
+        assert_eq!(value(&metrics, "nv_gpu_utilization", "GPU-b"), 0.5);
+        assert_eq!(
+            value(&metrics, "nv_gpu_memory_total_bytes", "GPU-a"),
+            85899345920.0
+        );
+        assert_eq!(
+            value(&metrics, "nv_gpu_memory_used_bytes", "GPU-b"),
+            2097152.0
+        );
+        assert_eq!(value(&metrics, "nv_gpu_power_usage", "GPU-a"), 70.5);
+        assert_eq!(value(&metrics, "nv_gpu_power_limit", "GPU-a"), 700.0);
+        assert_eq!(value(&metrics, "nv_energy_consumption", "GPU-a"), 0.0);
     }
 
     #[test]
@@ -229,17 +263,10 @@ mod tests {
         let metrics = GpuMetrics::with_source(Box::<Scripted>::default(), vec!["GPU-a".into()]);
         metrics.poll();
         metrics.poll();
-        let text = rendered(&metrics);
         // Three reads: 1 000 000, 1 001 500, 1 003 000 mJ; the counter started at the first.
-        assert!(
-            text.contains("nv_energy_consumption{gpu_uuid=\"GPU-a\"} 3\n"),
-            "{text}"
-        );
+        assert_eq!(value(&metrics, "nv_energy_consumption", "GPU-a"), 3.0);
         // The third read's power failed: the gauge keeps 70.5 and the failure is noted once.
-        assert!(
-            text.contains("nv_gpu_power_usage{gpu_uuid=\"GPU-a\"} 70.5\n"),
-            "{text}"
-        );
+        assert_eq!(value(&metrics, "nv_gpu_power_usage", "GPU-a"), 70.5);
         assert_eq!(metrics.devices.lock()[0].1.failing, [Field::Power]);
     }
 }

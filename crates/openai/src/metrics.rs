@@ -23,11 +23,11 @@
 //! the per-token path takes a lock.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use nereid_core::metrics::text::{with_label, Family, Kind, Labels};
 use parking_lot::{Mutex, RwLock};
 
 /// vLLM's `vllm:time_to_first_token_seconds` buckets (seconds).
@@ -91,13 +91,12 @@ impl LlmMetrics {
         if models.is_empty() {
             return;
         }
-        let labelled: Vec<(String, &ModelLlmMetrics)> = models
+        let versions: Vec<String> = models.iter().map(|((_, v), _)| v.to_string()).collect();
+        let labelled: Vec<([(&str, &str); 2], &ModelLlmMetrics)> = models
             .iter()
-            .map(|((name, version), m)| {
-                (
-                    format!("model=\"{}\",version=\"{version}\"", escape(name)),
-                    &**m,
-                )
+            .zip(&versions)
+            .map(|(((name, _), m), version)| {
+                ([("model", name.as_str()), ("version", version)], &**m)
             })
             .collect();
         let counter = |m: &ModelLlmMetrics, name: &str| match name {
@@ -108,10 +107,9 @@ impl LlmMetrics {
             (PROMPT_TOKENS, "Number of prefill tokens processed."),
             (GENERATION_TOKENS, "Number of generation tokens processed."),
         ] {
-            if header(out, name, help, "counter") {
+            if let Some(mut family) = Family::start_unless_present(out, name, help, Kind::Counter) {
                 for (labels, m) in &labelled {
-                    let n = counter(m, name);
-                    let _ = writeln!(out, "{name}{{{labels}}} {n}");
+                    family.sample(labels, &counter(m, name));
                 }
             }
         }
@@ -119,30 +117,24 @@ impl LlmMetrics {
             (FIRST_TOKEN, "Histogram of time to first token in seconds."),
             (PER_TOKEN, "Histogram of time per output token in seconds."),
         ] {
-            if header(out, name, help, "histogram") {
+            if let Some(mut family) = Family::start_unless_present(out, name, help, Kind::Histogram)
+            {
                 for (labels, m) in &labelled {
                     let histogram = if name == FIRST_TOKEN {
                         &m.first_token
                     } else {
                         &m.per_token
                     };
-                    histogram.render(name, labels, out);
+                    histogram.render(&mut family, labels);
                 }
             }
         }
-        if header(
-            out,
-            SUCCESS,
-            "Count of successfully processed requests.",
-            "counter",
-        ) {
+        let help = "Count of successfully processed requests.";
+        if let Some(mut family) = Family::start_unless_present(out, SUCCESS, help, Kind::Counter) {
             for (labels, m) in &labelled {
                 for (reason, n) in m.finished.counts() {
-                    let reason = escape(&reason);
-                    let _ = writeln!(
-                        out,
-                        "{SUCCESS}{{finished_reason=\"{reason}\",{labels}}} {n}"
-                    );
+                    let [model, version] = *labels;
+                    family.sample(&[("finished_reason", &reason), model, version], &n);
                 }
             }
         }
@@ -223,7 +215,7 @@ impl Histogram {
 
     /// Cumulative `_bucket` samples, then `_count` and `_sum`, as Prometheus' clients
     /// write them; `labels` are the series' own, `le` joins them.
-    fn render(&self, name: &str, labels: &str, out: &mut String) {
+    fn render(&self, family: &mut Family<'_>, labels: &Labels<'_>) {
         let mut cumulative = 0;
         for (i, count) in self.counts.iter().enumerate() {
             cumulative += count.load(Ordering::Relaxed);
@@ -231,11 +223,11 @@ impl Histogram {
                 .bounds
                 .get(i)
                 .map_or_else(|| "+Inf".to_string(), |b| float(*b));
-            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+            family.suffixed("_bucket", &with_label(labels, "le", &le), &cumulative);
         }
         let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
-        let _ = writeln!(out, "{name}_count{{{labels}}} {cumulative}");
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
+        family.suffixed("_count", labels, &cumulative);
+        family.suffixed("_sum", labels, &sum);
     }
 }
 
@@ -274,18 +266,6 @@ impl Finished {
     }
 }
 
-/// Writes a family's `# HELP` and `# TYPE` lines, unless `out` has that family already
-/// (a backend exports it itself); says whether it wrote them.
-fn header(out: &mut String, name: &str, help: &str, kind: &str) -> bool {
-    let type_line = format!("# TYPE {name} ");
-    if out.starts_with(&type_line) || out.contains(&format!("\n{type_line}")) {
-        return false;
-    }
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-    true
-}
-
 /// A bucket bound as Python's Prometheus client writes it (`1.0`, `0.025`), so the
 /// `le` values are the ones vLLM's dashboards match on.
 fn float(value: f64) -> String {
@@ -294,21 +274,6 @@ fn float(value: f64) -> String {
     } else {
         value.to_string()
     }
-}
-
-/// Escapes a label value (backslash, quote, newline), as the text format requires:
-/// model names and finish reasons come from users and models.
-fn escape(value: &str) -> String {
-    let mut escaped = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => escaped.push_str("\\\\"),
-            '"' => escaped.push_str("\\\""),
-            '\n' => escaped.push_str("\\n"),
-            c => escaped.push(c),
-        }
-    }
-    escaped
 }
 
 #[cfg(test)]
@@ -329,7 +294,10 @@ mod tests {
             h.observe(Duration::from_millis(ms));
         }
         let mut out = String::new();
-        h.render("t", "model=\"m\"", &mut out);
+        h.render(
+            &mut Family::start(&mut out, "t", "t", Kind::Histogram),
+            &[("model", "m")],
+        );
         assert_eq!(sample(&out, "t_bucket{model=\"m\",le=\"0.01\"}"), Some("1"));
         assert_eq!(
             sample(&out, "t_bucket{model=\"m\",le=\"0.025\"}"),

@@ -11,11 +11,11 @@ mod convert;
 mod options;
 mod queue;
 
-use std::fmt::Write;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nereid_core::metrics::text::{Family, Kind};
 use nereid_core::trace::{FinishedTrace, RemoteParent, SpanSink};
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt;
@@ -81,27 +81,21 @@ impl OtlpSink {
     /// reason) and spans waiting.
     pub fn render_metrics(&self, out: &mut String) {
         let counters = &self.queue.counters;
-        let _ = write!(
-            out,
-            "# HELP nereid_trace_spans_exported_total Spans the opentelemetry trace mode \
-             exported to the collector\n\
-             # TYPE nereid_trace_spans_exported_total counter\n\
-             nereid_trace_spans_exported_total {}\n\
-             # HELP nereid_trace_spans_dropped_total Spans the opentelemetry trace mode lost: \
-             queue_full when the export queue had no room, export_failed when the collector \
-             did not take them\n\
-             # TYPE nereid_trace_spans_dropped_total counter\n\
-             nereid_trace_spans_dropped_total{{reason=\"queue_full\"}} {}\n\
-             nereid_trace_spans_dropped_total{{reason=\"export_failed\"}} {}\n\
-             # HELP nereid_trace_export_queue_spans Spans waiting in the opentelemetry export \
-             queue\n\
-             # TYPE nereid_trace_export_queue_spans gauge\n\
-             nereid_trace_export_queue_spans {}\n",
-            counters.exported.load(Ordering::Relaxed),
-            counters.dropped_queue_full.load(Ordering::Relaxed),
-            counters.dropped_export_failed.load(Ordering::Relaxed),
-            self.queue.len(),
-        );
+        let name = "nereid_trace_spans_exported_total";
+        let help = "Spans the opentelemetry trace mode exported to the collector";
+        Family::start(out, name, help, Kind::Counter)
+            .sample(&[], &counters.exported.load(Ordering::Relaxed));
+        let name = "nereid_trace_spans_dropped_total";
+        let help = "Spans the opentelemetry trace mode lost: queue_full when the export \
+                    queue had no room, export_failed when the collector did not take them";
+        let mut dropped = Family::start(out, name, help, Kind::Counter);
+        let full = counters.dropped_queue_full.load(Ordering::Relaxed);
+        dropped.sample(&[("reason", "queue_full")], &full);
+        let failed = counters.dropped_export_failed.load(Ordering::Relaxed);
+        dropped.sample(&[("reason", "export_failed")], &failed);
+        let name = "nereid_trace_export_queue_spans";
+        let help = "Spans waiting in the opentelemetry export queue";
+        Family::start(out, name, help, Kind::Gauge).sample(&[], &(self.queue.len() as u64));
     }
 }
 

@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use nereid_core::log_settings::{LogControl, LogFormat, LogSettings, LogSink};
+use nereid_core::metrics::text::{Family, Kind};
 use tracing::level_filters::LevelFilter;
 use tracing::{Level, Metadata};
 use tracing_subscriber::fmt::format::Writer;
@@ -30,17 +31,9 @@ static LOST_LINES: AtomicU64 = AtomicU64::new(0);
 /// file refused them, so an operator can see that a log shipper went away. Appended to
 /// the metrics port.
 pub fn render_lost_lines(out: &mut String) {
-    use std::fmt::Write as _;
-    let _ = writeln!(
-        out,
-        "# HELP nereid_log_lines_dropped_total Log lines dropped because stderr or the log file could not take them"
-    );
-    let _ = writeln!(out, "# TYPE nereid_log_lines_dropped_total counter");
-    let _ = writeln!(
-        out,
-        "nereid_log_lines_dropped_total {}",
-        LOST_LINES.load(Ordering::Relaxed)
-    );
+    let name = "nereid_log_lines_dropped_total";
+    let help = "Log lines dropped because stderr or the log file could not take them";
+    Family::start(out, name, help, Kind::Counter).sample(&[], &LOST_LINES.load(Ordering::Relaxed));
 }
 
 /// Installs the global subscriber with the flags' settings and returns the control the

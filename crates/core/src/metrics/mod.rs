@@ -3,17 +3,20 @@
 //! Which latency families appear is `--metrics-config`'s choice ([`MetricsConfig`]).
 
 mod config;
+pub mod text;
 
-use std::fmt::Write;
 use std::time::Duration;
 
-use crate::backend::StateUsage;
 use crate::cache::stats::CacheSnapshot;
 use crate::stats::histogram::{HistogramReading, FIRST_RESPONSE_FAMILY};
 use crate::stats::summary::SummaryReading;
-use crate::stats::{FailureReason, LatencyMetrics, ModelStatsSnapshot, Occupancy, SummaryKind};
+use crate::stats::{
+    FailureReason, LatencyMetrics, ModelStatsSnapshot, Occupancy, StateUsage, SummaryKind,
+};
 
 pub use config::MetricsConfig;
+
+use self::text::{with_label, Family, Kind, Labels, SampleValue};
 
 /// What the metrics endpoint exports for one model version.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -26,99 +29,100 @@ pub struct ModelMetrics {
     pub load_duration: Duration,
 }
 
-struct Family {
+/// A family read from each model's statistics.
+struct PerModel {
     name: &'static str,
     help: &'static str,
-    kind: &'static str,
+    kind: Kind,
     value: fn(&ModelStatsSnapshot) -> u64,
 }
 
-const FAMILIES: &[Family] = &[
-    Family {
+const FAMILIES: &[PerModel] = &[
+    PerModel {
         name: "nv_inference_request_success",
         help: "Number of successful inference requests, all batch sizes",
-        kind: "counter",
+        kind: Kind::Counter,
         value: |s| s.inference_stats.success.count,
     },
-    Family {
+    PerModel {
         name: "nv_inference_count",
         help: "Number of inferences performed (does not include cached requests)",
-        kind: "counter",
+        kind: Kind::Counter,
         value: |s| s.inference_count,
     },
-    Family {
+    PerModel {
         name: "nv_inference_exec_count",
         help: "Number of model executions performed (does not include cached requests)",
-        kind: "counter",
+        kind: Kind::Counter,
         value: |s| s.execution_count,
     },
-    Family {
+    PerModel {
         name: "nv_inference_pending_request_count",
         help: "Instantaneous number of pending requests awaiting execution per-model.",
-        kind: "gauge",
+        kind: Kind::Gauge,
         value: |s| s.pending,
     },
 ];
 
 /// The latency counters, exported unless `counter_latencies=false`.
-const LATENCY_COUNTERS: &[Family] = &[
-    Family {
+const LATENCY_COUNTERS: &[PerModel] = &[
+    PerModel {
         name: "nv_inference_request_duration_us",
         help: "Cumulative inference request duration in microseconds (includes cached requests)",
-        kind: "counter",
+        kind: Kind::Counter,
         value: |s| s.inference_stats.success.ns / 1000,
     },
-    Family {
+    PerModel {
         name: "nv_inference_queue_duration_us",
         help: "Cumulative inference queuing duration in microseconds (includes cached requests)",
-        kind: "counter",
+        kind: Kind::Counter,
         value: |s| s.inference_stats.queue.ns / 1000,
     },
-    Family {
+    PerModel {
         name: "nv_inference_compute_input_duration_us",
         help: "Cumulative compute input duration in microseconds (does not include cached requests)",
-        kind: "counter",
+        kind: Kind::Counter,
         value: |s| s.inference_stats.compute_input.ns / 1000,
     },
-    Family {
+    PerModel {
         name: "nv_inference_compute_infer_duration_us",
         help: "Cumulative compute inference duration in microseconds (does not include cached requests)",
-        kind: "counter",
+        kind: Kind::Counter,
         value: |s| s.inference_stats.compute_infer.ns / 1000,
     },
-    Family {
+    PerModel {
         name: "nv_inference_compute_output_duration_us",
         help: "Cumulative inference compute output duration in microseconds (does not include cached requests)",
-        kind: "counter",
+        kind: Kind::Counter,
         value: |s| s.inference_stats.compute_output.ns / 1000,
     },
 ];
 
 /// Per-model cache families, exported only for models that use the cache (as Triton),
 /// and like the latency counters only unless `counter_latencies=false`.
-const CACHE_FAMILIES: &[Family] = &[
-    Family {
+const CACHE_FAMILIES: &[PerModel] = &[
+    PerModel {
         name: "nv_cache_num_hits_per_model",
         help: "Number of cache hits per model",
-        kind: "counter",
+        kind: Kind::Counter,
         value: |s| s.inference_stats.cache_hit.count,
     },
-    Family {
+    PerModel {
         name: "nv_cache_num_misses_per_model",
         help: "Number of cache misses per model",
-        kind: "counter",
+        kind: Kind::Counter,
         value: |s| s.inference_stats.cache_miss.count,
     },
-    Family {
+    PerModel {
         name: "nv_cache_hit_duration_per_model",
         help: "Total cache hit duration per model, in microseconds",
-        kind: "counter",
+        kind: Kind::Counter,
         value: |s| s.inference_stats.cache_hit.ns / 1000,
     },
-    Family {
+    PerModel {
         name: "nv_cache_miss_duration_per_model",
         help: "Total cache miss (insert+lookup) duration per model, in microseconds",
-        kind: "counter",
+        kind: Kind::Counter,
         value: |s| s.inference_stats.cache_miss.ns / 1000,
     },
 ];
@@ -128,8 +132,7 @@ const CACHE_FAMILIES: &[Family] = &[
 pub fn render(models: &[ModelMetrics], cache: Option<&CacheSnapshot>) -> String {
     let mut out = String::new();
     let stats: Vec<&ModelStatsSnapshot> = models.iter().map(|m| &m.stats).collect();
-    // Writing into a String cannot fail.
-    let _ = write_failures(&mut out, &stats);
+    write_failures(&mut out, &stats);
     write_families(&mut out, FAMILIES, stats.iter().copied());
     let counted: Vec<&ModelMetrics> = models.iter().filter(|m| m.latency.counters).collect();
     if !counted.is_empty() {
@@ -139,14 +142,14 @@ pub fn render(models: &[ModelMetrics], cache: Option<&CacheSnapshot>) -> String 
     if cached.clone().next().is_some() {
         write_families(&mut out, CACHE_FAMILIES, cached.map(|m| &m.stats));
     }
-    let _ = write_summaries(&mut out, models);
-    let _ = write_first_response(&mut out, models);
-    let _ = write_load_durations(&mut out, models);
+    write_summaries(&mut out, models);
+    write_first_response(&mut out, models);
+    write_load_durations(&mut out, models);
     if let Some(cache) = cache {
-        let _ = write_cache(&mut out, cache);
+        write_cache(&mut out, cache);
     }
-    let _ = write_gauges(&mut out, &SEQUENCE_GAUGES, &stats, |m| m.sequences);
-    let _ = write_gauges(&mut out, &STATE_GAUGES, &stats, |m| m.state_usage);
+    write_gauges(&mut out, &SEQUENCE_GAUGES, &stats, |m| m.sequences);
+    write_gauges(&mut out, &STATE_GAUGES, &stats, |m| m.state_usage);
     out
 }
 
@@ -186,7 +189,7 @@ fn summary_family(kind: SummaryKind) -> (&'static str, &'static str) {
 
 /// Every summary family some model has (`summary_latencies=true`), as prometheus-cpp
 /// writes summaries: one sample per quantile, then `_sum` and `_count`.
-fn write_summaries(out: &mut String, models: &[ModelMetrics]) -> std::fmt::Result {
+fn write_summaries(out: &mut String, models: &[ModelMetrics]) {
     const KINDS: [SummaryKind; 7] = [
         SummaryKind::Request,
         SummaryKind::Queue,
@@ -208,92 +211,58 @@ fn write_summaries(out: &mut String, models: &[ModelMetrics]) -> std::fmt::Resul
             continue;
         }
         let (name, help) = summary_family(kind);
-        write_header(out, name, help, "summary")?;
+        let mut family = Family::start(out, name, help, Kind::Summary);
         for (m, reading) in with {
-            let (model, version) = (escape(&m.name), m.version);
+            let version = m.version.to_string();
+            let labels = model_labels(&m.name, &version);
             for (quantile, value) in &reading.quantiles {
-                let value = value.map_or_else(|| "NaN".to_string(), |v| v.to_string());
-                writeln!(
-                    out,
-                    "{name}{{model=\"{model}\",version=\"{version}\",quantile=\"{quantile}\"}} {value}"
-                )?;
+                let quantile = quantile.to_string();
+                let value = value.unwrap_or(f64::NAN);
+                family.sample(&with_label(&labels, "quantile", &quantile), &value);
             }
-            writeln!(
-                out,
-                "{name}_sum{{model=\"{model}\",version=\"{version}\"}} {}",
-                reading.sum
-            )?;
-            writeln!(
-                out,
-                "{name}_count{{model=\"{model}\",version=\"{version}\"}} {}",
-                reading.count
-            )?;
+            family.suffixed("_sum", &labels, &reading.sum);
+            family.suffixed("_count", &labels, &reading.count);
         }
     }
-    Ok(())
+}
+
+/// The labels every per-model series carries.
+fn model_labels<'a>(model: &'a str, version: &'a str) -> [(&'a str, &'a str); 2] {
+    [("model", model), ("version", version)]
 }
 
 /// `nv_inference_first_response_histogram_ms` for the models that have it
 /// (`histogram_latencies=true`), as prometheus-cpp writes histograms: `_count`, `_sum`,
 /// then one cumulative `_bucket` sample per bound, `+Inf` last.
-fn write_first_response(out: &mut String, models: &[ModelMetrics]) -> std::fmt::Result {
+fn write_first_response(out: &mut String, models: &[ModelMetrics]) {
     let with: Vec<(&ModelStatsSnapshot, &HistogramReading)> = models
         .iter()
         .filter_map(|m| Some((&m.stats, m.latency.first_response.as_ref()?)))
         .collect();
     if with.is_empty() {
-        return Ok(());
+        return;
     }
-    let name = FIRST_RESPONSE_FAMILY;
     let help = "Duration from request to first response in milliseconds";
-    write_header(out, name, help, "histogram")?;
+    let mut family = Family::start(out, FIRST_RESPONSE_FAMILY, help, Kind::Histogram);
     for (m, reading) in with {
-        let labels = format!("model=\"{}\",version=\"{}\"", escape(&m.name), m.version);
-        write_histogram(out, name, &labels, reading)?;
+        let version = m.version.to_string();
+        family.histogram(&model_labels(&m.name, &version), reading);
     }
-    Ok(())
-}
-
-/// One histogram's samples as prometheus-cpp writes them: `_count`, `_sum`, then one
-/// cumulative `_bucket` per bound, `+Inf` last. `labels` are written as given (escape
-/// their values with [`escape`]); the family's header comes first ([`write_header`]).
-pub fn write_histogram(
-    out: &mut String,
-    name: &str,
-    labels: &str,
-    reading: &HistogramReading,
-) -> std::fmt::Result {
-    writeln!(out, "{name}_count{{{labels}}} {}", reading.count)?;
-    writeln!(out, "{name}_sum{{{labels}}} {}", reading.sum)?;
-    for (le, count) in &reading.buckets {
-        let le = if le.is_infinite() {
-            "+Inf".to_string()
-        } else {
-            le.to_string()
-        };
-        writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {count}")?;
-    }
-    Ok(())
 }
 
 /// `nv_model_load_duration_secs` (Triton's name and help from 2.52 on; 2.51 has no
 /// load-time family).
-fn write_load_durations(out: &mut String, models: &[ModelMetrics]) -> std::fmt::Result {
+fn write_load_durations(out: &mut String, models: &[ModelMetrics]) {
     if models.is_empty() {
-        return Ok(());
+        return;
     }
     let name = "nv_model_load_duration_secs";
-    write_header(out, name, "Model load time in seconds", "gauge")?;
+    let mut family = Family::start(out, name, "Model load time in seconds", Kind::Gauge);
     for m in models {
-        writeln!(
-            out,
-            "{name}{{model=\"{}\",version=\"{}\"}} {}",
-            escape(&m.stats.name),
-            m.stats.version,
-            m.load_duration.as_secs_f64()
-        )?;
+        let version = m.stats.version.to_string();
+        let labels = model_labels(&m.stats.name, &version);
+        family.sample(&labels, &m.load_duration.as_secs_f64());
     }
-    Ok(())
 }
 
 /// One gauge family read from a per-model value of type `T`.
@@ -353,143 +322,104 @@ fn write_gauges<T: Copy>(
     families: &[Gauge<T>],
     models: &[&ModelStatsSnapshot],
     value_of: fn(&ModelStatsSnapshot) -> Option<T>,
-) -> std::fmt::Result {
+) {
     let with: Vec<(&ModelStatsSnapshot, T)> = models
         .iter()
         .filter_map(|&m| value_of(m).map(|v| (m, v)))
         .collect();
     if with.is_empty() {
-        return Ok(());
+        return;
     }
     for (name, help, value) in families {
-        write_header(out, name, help, "gauge")?;
+        let mut family = Family::start(out, name, help, Kind::Gauge);
         for (m, v) in &with {
-            writeln!(
-                out,
-                "{name}{{model=\"{}\",version=\"{}\"}} {}",
-                escape(&m.name),
-                m.version,
-                value(v)
-            )?;
+            let version = m.version.to_string();
+            family.sample(&model_labels(&m.name, &version), &value(v));
         }
     }
-    Ok(())
-}
-
-/// A family's `# HELP` and `# TYPE` lines, the help text escaped as the text format
-/// needs (a plugin's description may hold a newline, which would end the line and
-/// break the whole scrape).
-pub fn write_header(out: &mut String, name: &str, help: &str, kind: &str) -> std::fmt::Result {
-    writeln!(out, "# HELP {name} {}", escape_help(help))?;
-    writeln!(out, "# TYPE {name} {kind}")
 }
 
 /// `families` for each of `models`.
 fn write_families<'a>(
     out: &mut String,
-    families: &[Family],
+    families: &[PerModel],
     models: impl Iterator<Item = &'a ModelStatsSnapshot> + Clone,
 ) {
-    for family in families {
-        let _ = write_header(out, family.name, family.help, family.kind);
+    for per_model in families {
+        let mut family = Family::start(out, per_model.name, per_model.help, per_model.kind);
         for s in models.clone() {
-            let _ = writeln!(
-                out,
-                "{}{{model=\"{}\",version=\"{}\"}} {}",
-                family.name,
-                escape(&s.name),
-                s.version,
-                (family.value)(s)
-            );
+            let version = s.version.to_string();
+            family.sample(&model_labels(&s.name, &version), &(per_model.value)(s));
         }
     }
 }
 
 /// The local cache's gauges, with Triton's names.
-fn write_cache(out: &mut String, c: &CacheSnapshot) -> std::fmt::Result {
-    let gauges: [(&str, &str, String); 8] = [
+fn write_cache(out: &mut String, c: &CacheSnapshot) {
+    let lookups = c.hits + c.misses;
+    let gauges: [(&str, &str, &dyn SampleValue); 8] = [
         (
             "nv_cache_num_entries",
             "Number of responses stored in response cache",
-            c.entries.to_string(),
+            &c.entries,
         ),
         (
             "nv_cache_num_lookups",
             "Number of cache lookups in response cache",
-            (c.hits + c.misses).to_string(),
+            &lookups,
         ),
         (
             "nv_cache_num_hits",
             "Number of cache hits in response cache",
-            c.hits.to_string(),
+            &c.hits,
         ),
         (
             "nv_cache_num_misses",
             "Number of cache misses in response cache",
-            c.misses.to_string(),
+            &c.misses,
         ),
         (
             "nv_cache_num_evictions",
             "Number of cache evictions in response cache",
-            c.evictions.to_string(),
+            &c.evictions,
         ),
         (
             "nv_cache_util",
             "Cache utilization [0.0 - 1.0]",
-            c.utilization.to_string(),
+            &c.utilization,
         ),
         (
             "nv_cache_lookup_duration",
             "Total cache lookup duration (hit and miss), in microseconds",
-            c.lookup_us.to_string(),
+            &c.lookup_us,
         ),
         (
             "nv_cache_insertion_duration",
             "Total cache insertion duration, in microseconds",
-            c.insertion_us.to_string(),
+            &c.insertion_us,
         ),
     ];
     for (name, help, value) in gauges {
-        write_header(out, name, help, "gauge")?;
-        writeln!(out, "{name} {value}")?;
+        Family::start(out, name, help, Kind::Gauge).sample(&[], value);
     }
-    Ok(())
 }
 
 /// `nv_inference_request_failure`, one sample per model and reason.
-fn write_failures(out: &mut String, models: &[&ModelStatsSnapshot]) -> std::fmt::Result {
-    writeln!(
-        out,
-        "# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes"
-    )?;
-    writeln!(out, "# TYPE nv_inference_request_failure counter")?;
+fn write_failures(out: &mut String, models: &[&ModelStatsSnapshot]) {
+    let name = "nv_inference_request_failure";
+    let help = "Number of failed inference requests, all batch sizes";
+    let mut family = Family::start(out, name, help, Kind::Counter);
     for s in models {
+        let version = s.version.to_string();
         for (reason, count) in FailureReason::ALL.iter().zip(s.failures) {
-            writeln!(
-                out,
-                "nv_inference_request_failure{{model=\"{}\",reason=\"{}\",version=\"{}\"}} {count}",
-                escape(&s.name),
-                reason.label(),
-                s.version
-            )?;
+            let labels: &Labels<'_> = &[
+                ("model", &s.name),
+                ("reason", reason.label()),
+                ("version", &version),
+            ];
+            family.sample(labels, &count);
         }
     }
-    Ok(())
-}
-
-/// Escapes a label value (backslash, quote, newline).
-/// A `# HELP` text as Prometheus' text format needs it: backslash and newline escaped
-/// (quotes stay as they are there).
-pub fn escape_help(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
-/// A label value as Prometheus' text format needs it: backslash, quote and newline
-/// escaped.
-pub fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::measured::ComputeTiming;
 use super::{FailureReason, ModelStats, StepTimes};
-use crate::backend::ComputeTiming;
 
 /// A request's open statistics entry.
 #[derive(Debug)]

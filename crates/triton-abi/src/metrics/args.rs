@@ -1,5 +1,6 @@
 //! `TRITONSERVER_MetricArgs`: what a metric needs beyond its family and labels — for a
 //! histogram, its bucket bounds (`TRITONSERVER_MetricNewWithArgs`).
+#![allow(unsafe_code)]
 
 use crate::error::{invalid_arg, ErrorPtr};
 use crate::ffi;

@@ -3,25 +3,24 @@
 //! plugin publishes its `nv_cache_*` gauges this way, Triton's identity backend its
 //! per-model counters, python models their `pb_utils.MetricFamily` metrics). Live metrics
 //! are kept in one registry that the metrics endpoint renders.
+#![allow(unsafe_code)]
 
 mod args;
-mod histogram;
 
 pub use args::{
     TRITONSERVER_MetricArgs, TRITONSERVER_MetricArgsDelete, TRITONSERVER_MetricArgsNew,
     TRITONSERVER_MetricArgsSetHistogram,
 };
-use histogram::Histogram;
 
 use std::collections::BTreeMap;
 use std::ffi::c_char;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use nereid_core::metrics::write_header;
+use nereid_core::metrics::text::{Family, Kind};
+use nereid_core::stats::histogram::Histogram;
 
 use crate::error::{internal, invalid_arg, unsupported, ErrorPtr};
 use crate::ffi;
@@ -42,17 +41,20 @@ struct FamilyEntry {
     kind: u32,
     name: String,
     description: String,
-    /// Per metric: its labels as Prometheus writes them (`{a="1",b="2"}`, or empty) and
-    /// its series.
-    metrics: BTreeMap<u64, (String, Arc<Series>)>,
+    /// Per metric: its labels sorted by name (as prometheus-cpp writes them) and its
+    /// series.
+    metrics: BTreeMap<u64, (Labels, Arc<Series>)>,
 }
+
+/// A metric's labels: names and values as the caller gave them, sorted by name.
+type Labels = Vec<(String, String)>;
 
 /// What one series holds.
 enum Series {
     /// A counter's or gauge's value, as `f64` bits.
     Value(AtomicU64),
     /// A histogram's buckets.
-    Histogram(Mutex<Histogram>),
+    Histogram(Histogram),
 }
 
 /// Every live family by id; ids only grow, so rendering order is creation order.
@@ -110,23 +112,26 @@ pub fn render(out: &mut String) {
             continue;
         }
         let kind = match family.kind {
-            kind::COUNTER => "counter",
-            kind::GAUGE => "gauge",
-            _ => "histogram",
+            kind::COUNTER => Kind::Counter,
+            kind::GAUGE => Kind::Gauge,
+            _ => Kind::Histogram,
         };
-        let _ = write_header(out, &family.name, &family.description, kind);
+        let mut text = Family::start(out, &family.name, &family.description, kind);
         // Two handles with the same labels are one series (they share a value).
         let mut written = std::collections::HashSet::new();
         for (labels, series) in family.metrics.values() {
-            if !written.insert(labels.as_str()) {
+            if !written.insert(labels) {
                 continue;
             }
+            let labels: Vec<(&str, &str)> = labels
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
             match &**series {
                 Series::Value(value) => {
-                    let value = f64::from_bits(value.load(Ordering::Relaxed));
-                    let _ = writeln!(out, "{}{labels} {value}", family.name);
+                    text.sample(&labels, &f64::from_bits(value.load(Ordering::Relaxed)));
                 }
-                Series::Histogram(histogram) => histogram.lock().render(&family.name, labels, out),
+                Series::Histogram(histogram) => text.histogram(&labels, &histogram.read()),
             }
         }
     }
@@ -197,17 +202,17 @@ pub unsafe extern "C" fn TRITONSERVER_MetricFamilyDelete(
     })
 }
 
-/// The labels' Prometheus text, `{key="value",...}` sorted by key (as prometheus-cpp
-/// writes them), or empty without labels. Each label is a STRING parameter.
+/// The labels, sorted by name (as prometheus-cpp writes them). Each label is a STRING
+/// parameter.
 ///
 /// # Safety
 /// `labels` holds `count` pointers to `TRITONSERVER_Parameter`s (or is null when 0).
-unsafe fn label_text(
+unsafe fn read_labels(
     labels: *const *const TRITONSERVER_Parameter,
     count: u64,
-) -> Result<String, ErrorPtr> {
+) -> Result<Labels, ErrorPtr> {
     if count == 0 {
-        return Ok(String::new());
+        return Ok(Labels::new());
     }
     if labels.is_null() {
         return Err(invalid_arg(
@@ -227,17 +232,10 @@ unsafe fn label_text(
         };
         sorted.insert(label.name(), value.to_string_lossy().into_owned());
     }
-    let mut text = String::from("{");
-    for (i, (key, value)) in sorted.iter().enumerate() {
-        let escaped = value
-            .replace('\\', "\\\\")
-            .replace('"', "\\\"")
-            .replace('\n', "\\n");
-        let comma = if i > 0 { "," } else { "" };
-        let _ = write!(text, "{comma}{key}=\"{escaped}\"");
-    }
-    text.push('}');
-    Ok(text)
+    Ok(sorted
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value))
+        .collect())
 }
 
 /// Writes the kind `kind_of` reads from `object` (a family or a metric, named `what`)
@@ -294,8 +292,10 @@ fn new_series(kind: u32, args: Option<&TRITONSERVER_MetricArgs>) -> Result<Serie
                 .histogram
                 .clone()
                 .ok_or_else(|| invalid_arg("Metric args not set to histogram kind."))?;
-            let histogram = Histogram::new(bounds).map_err(invalid_arg)?;
-            Ok(Series::Histogram(Mutex::new(histogram)))
+            // prometheus-cpp's message, which Triton passes on.
+            let histogram = Histogram::new(bounds)
+                .map_err(|_| invalid_arg("Bucket Boundaries must be strictly sorted"))?;
+            Ok(Series::Histogram(histogram))
         }
         (_, None) => Ok(Series::Value(AtomicU64::new(0f64.to_bits()))),
         (kind, Some(_)) => {
@@ -335,7 +335,7 @@ pub unsafe extern "C" fn TRITONSERVER_MetricNewWithArgs(
             new_series(family.kind, args)?;
         }
         // SAFETY: as the header requires, `label_count` parameters (checked for null).
-        let labels = unsafe { label_text(labels, label_count) }?;
+        let labels = unsafe { read_labels(labels, label_count) }?;
         let mut registry = REGISTRY.lock();
         let id = registry.next_id;
         registry.next_id += 1;
@@ -447,7 +447,7 @@ pub unsafe extern "C" fn TRITONSERVER_MetricObserve(
         let metric = unsafe { ffi::reference(metric, "metric") }?;
         match &*metric.series {
             Series::Histogram(histogram) => {
-                histogram.lock().observe(value);
+                histogram.observe(value);
                 Ok(())
             }
             Series::Value(_) => Err(unsupported(format!(
