@@ -31,7 +31,7 @@ use nereid_proto::inference::ModelConfig;
 
 use crate::error::{Error, Result};
 use crate::request::{InferResponse, OutputTensor};
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// Triton's bound on the elements of one classified row.
 pub const MAX_CLASSIFICATION_ELEMENTS: usize = 1_000_000;

@@ -181,7 +181,7 @@ fn unsupported_types_and_huge_rows_fail() {
     ] {
         let out = tensor(datatype, &[1, 2], vec![0; 4]);
         let e = classify(&out, 1, true, &Labels::default()).expect_err("unsupported");
-        assert_eq!(e.kind(), crate::ErrorKind::InvalidArg);
+        assert_eq!(e.kind(), crate::error::ErrorKind::InvalidArg);
         assert_eq!(
             e.message(),
             format!(
@@ -273,7 +273,7 @@ fn label_file_errors_are_tritons() {
     std::fs::write(root.path().join("outside.txt"), "x\n").expect("write");
     let missing =
         read_labels(&config_with_labels(&[("A", "nope.txt")]), &dir).expect_err("missing file");
-    assert_eq!(missing.kind(), crate::ErrorKind::Internal);
+    assert_eq!(missing.kind(), crate::error::ErrorKind::Internal);
     assert_eq!(
         missing.message(),
         format!(
@@ -283,7 +283,7 @@ fn label_file_errors_are_tritons() {
     );
     let outside =
         read_labels(&config_with_labels(&[("A", "../outside.txt")]), &dir).expect_err("outside");
-    assert_eq!(outside.kind(), crate::ErrorKind::Unsupported);
+    assert_eq!(outside.kind(), crate::error::ErrorKind::Unsupported);
     assert_eq!(
         outside.message(),
         format!(

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::request::InputTensor;
 use crate::validate::request_prefix;
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// The input tensor a raw request's `data` stands for in `spec`. A raw request carries no
 /// id, so messages have Triton's `[request id: <id_unknown>] ` prefix.

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::trace::{RequestTrace, TensorActivity};
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// A request or response parameter value (the KServe v2 `parameters` map).
 #[derive(Debug, Clone, PartialEq)]

@@ -16,7 +16,7 @@ use crate::repository::ModelRepository;
 use crate::request::{Answer, Classifications, InferRequest, InferResponse};
 use crate::response_stream::{ResponseStream, StreamedResponse};
 use crate::stats::ModelStatsSnapshot;
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// Protocol extensions that always work in this build; [`Server::extensions`] adds those
 /// that depend on how the server was started.

@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use crate::model::{format_dims, ModelSpec};
 use crate::request::{element_count, split_bytes_elements, InferRequest, InputTensor};
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// Validates `request` for `spec` and returns its batch size (1 for non-batching models).
 pub fn validate_request(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
@@ -304,7 +304,7 @@ mod tests {
         ]);
         r.requested_outputs = Some(vec!["OUTPUT1".into(), "OUTPUT0".into(), "OUTPUT1".into()]);
         let err = validate_request(&spec, &r).unwrap_err();
-        assert_eq!(err.kind(), crate::ErrorKind::InvalidArg);
+        assert_eq!(err.kind(), crate::error::ErrorKind::InvalidArg);
         assert_eq!(
             err.message(),
             "[request id: <id_unknown>] output 'OUTPUT1' already exists in request"

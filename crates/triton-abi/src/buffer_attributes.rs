@@ -1,6 +1,7 @@
 //! `TRITONSERVER_BufferAttributes`: a buffer's size, memory type, device and CUDA IPC
 //! handle, as one object C callers create, fill in and read back (cache plugins describe
 //! the buffers of a cache entry with it).
+#![allow(unsafe_code)]
 
 use std::ffi::c_void;
 

@@ -1,6 +1,7 @@
 //! Loading C libraries (cache plugins, backends, batch strategies): opening them where
 //! they can find this library's `TRITON*` functions, the loader's own error text, and
 //! entry point lookup with Triton's message when a required one is missing.
+#![allow(unsafe_code)]
 
 use std::ffi::c_void;
 use std::path::Path;

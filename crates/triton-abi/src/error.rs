@@ -1,6 +1,7 @@
 //! `TRITONSERVER_Error`: Triton's error object. Null means success everywhere in the ABI;
 //! a non-null error belongs to whoever receives it, who frees it with
 //! `TRITONSERVER_ErrorDelete`.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, CStr, CString};
 

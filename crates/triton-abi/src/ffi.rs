@@ -1,5 +1,6 @@
 //! Checks on what a C caller passes: null pointers and C strings become
 //! `TRITONSERVER_Error`s instead of crashes.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, CStr};
 

@@ -11,11 +11,11 @@
 //!
 //! Every handle is an opaque box owned across the boundary with explicit create and delete
 //! calls; every pointer a caller passes is checked for null; every failure is a
-//! [`error::TRITONSERVER_Error`] with Triton's codes. Outside this crate, `unsafe` code
-//! lives only in `nereid-shm` (raw memory), `nereid-alloc-track` (a test allocator), the
-//! ONNX backend's string tensors and the load generator's shared memory; the core forbids
-//! it.
-#![allow(unsafe_code)]
+//! [`error::TRITONSERVER_Error`] with Triton's codes. `unsafe` is allowed module by module,
+//! only in the files that hold it (the C boundary and the memory it hands over). Outside
+//! this crate, `unsafe` code lives only in `nereid-shm` (raw memory), `nereid-alloc-track`
+//! (a test allocator), the ONNX backend's string tensors and the load generator's shared
+//! memory; the core forbids it.
 // The exported names are Triton's, not Rust's.
 #![allow(non_camel_case_types, non_snake_case)]
 // The exported functions are called from C; their safety contract is the one Triton's

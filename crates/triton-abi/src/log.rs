@@ -1,6 +1,7 @@
 //! `TRITONSERVER_LogIsEnabled` and `TRITONSERVER_LogMessage`: what a plugin or an
 //! in-process caller logs goes to Nereid's own log (`tracing`), at the matching level,
 //! with the caller's file and line.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, CStr};
 

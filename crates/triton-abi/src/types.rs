@@ -1,5 +1,6 @@
 //! The ABI's enums and the functions that name them: API version, data types and memory
 //! types, with Triton's numbering.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, CStr};
 

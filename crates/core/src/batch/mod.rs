@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::presence::CallerPresence;
 use crate::request::{split_bytes_elements, InferRequest, OutputTensor};
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// One input gathered over a batch.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,7 @@ use super::{Batch, GatheredInput};
 use crate::error::{Error, Result};
 use crate::model::{BatchInputKind, BatchInputSpec, BatchOutputSpec};
 use crate::request::{element_count, InputTensor, OutputTensor};
-use crate::DataType;
+use nereid_proto::DataType;
 
 impl Batch<'_> {
     /// A ragged input's parts end to end, shaped `[elements]`.

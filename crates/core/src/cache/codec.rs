@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use super::key::{CacheKey, KeyData, KeyInput};
 use crate::request::OutputTensor;
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// Format version, first byte of every value: a change of layout makes old entries misses.
 const VERSION: u8 = 1;

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::request::InferRequest;
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// An input's bytes as a key holds them; keys compare the bytes whatever the variant.
 #[derive(Debug, Clone)]

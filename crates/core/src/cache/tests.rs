@@ -25,7 +25,7 @@ fn key(value: i32) -> CacheKey<'static> {
 fn outputs(value: i32) -> CachedOutputs {
     Arc::new(vec![OutputTensor {
         name: "OUT".into(),
-        datatype: crate::DataType::Int32,
+        datatype: nereid_proto::DataType::Int32,
         shape: vec![1, 1],
         data: testing::int32_bytes(&[value]),
     }])
@@ -99,7 +99,7 @@ async fn errors_and_oversized_answers_are_not_cached() {
     let small = self::cache(1024);
     let big: CachedOutputs = Arc::new(vec![OutputTensor {
         name: "OUT".into(),
-        datatype: crate::DataType::Uint8,
+        datatype: nereid_proto::DataType::Uint8,
         shape: vec![4096],
         data: bytes::Bytes::from(vec![1u8; 4096]),
     }]);

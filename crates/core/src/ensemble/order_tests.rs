@@ -47,7 +47,7 @@ fn echo(request: &InferRequest) -> InferResponse {
         parameters: Vec::new(),
         outputs: vec![OutputTensor {
             name: "OUT".into(),
-            datatype: crate::DataType::Int32,
+            datatype: nereid_proto::DataType::Int32,
             shape: vec![1],
             data: request.inputs[0].data.clone(),
         }]

@@ -29,7 +29,7 @@ use crate::request::{InferRequest, InputTensor, OutputTensor, Parameters};
 use crate::sequence_flags::SequenceFlags;
 use crate::stats::StepTimes;
 use crate::trace::RequestTrace;
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// One ensemble tensor's value.
 #[derive(Debug, Clone)]

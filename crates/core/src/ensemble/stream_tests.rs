@@ -62,7 +62,7 @@ fn fake(name: &str, decoupled: bool) -> Arc<Fake> {
 fn int32(name: &str, value: i32) -> OutputTensor {
     OutputTensor {
         name: name.into(),
-        datatype: crate::DataType::Int32,
+        datatype: nereid_proto::DataType::Int32,
         shape: vec![1],
         data: bytes::Bytes::copy_from_slice(&value.to_le_bytes()),
     }

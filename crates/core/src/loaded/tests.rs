@@ -129,7 +129,7 @@ async fn requested_outputs_are_selected_in_the_requested_order() {
 async fn a_requested_output_the_backend_did_not_produce_is_an_internal_error() {
     let only_out0 = TestBackend::new(Outputs::Fixed(vec![OutputTensor {
         name: "OUT0".into(),
-        datatype: crate::DataType::Int32,
+        datatype: nereid_proto::DataType::Int32,
         shape: vec![1, 1],
         data: testing::int32_bytes(&[8]),
     }]));

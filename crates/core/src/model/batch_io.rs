@@ -11,7 +11,7 @@ use nereid_proto::inference::{DataType as ConfigDataType, ModelConfig};
 use std::collections::HashSet;
 
 use crate::error::{Error, Result};
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// What a batch input holds, for each request of the batch in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

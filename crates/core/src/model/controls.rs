@@ -8,7 +8,7 @@ use nereid_proto::inference::{DataType as ConfigType, ModelSequenceBatching};
 
 use super::TensorSpec;
 use crate::error::{Error, Result};
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// A boolean control (START, END, READY): its tensor and the bytes of false and true.
 #[derive(Debug, Clone, PartialEq)]

@@ -35,7 +35,7 @@ pub use scheduling::{
 pub use state::{InitialState, StateSpec, MAX_STATE_BYTES};
 
 use crate::error::{Error, Result};
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// The largest `max_batch_size`. Batches are sized by the requests in them, but the
 /// `direct` sequence strategy keeps one slot per batch row and backends may pad to it;

@@ -124,7 +124,7 @@ impl ModelSpec {
 mod tests {
     use super::*;
     use crate::testing;
-    use crate::DataType;
+    use nereid_proto::DataType;
 
     #[test]
     fn shapes_move_between_layouts_with_the_batch_dimension_kept() {
@@ -218,7 +218,7 @@ mod tests {
     fn an_output_outside_its_reshape_is_an_internal_error() {
         let mut outputs = vec![output("OUT", &[1, 12, 1, 1])];
         let err = reshaped(0).reshape_outputs(&mut outputs).unwrap_err();
-        assert_eq!(err.kind(), crate::ErrorKind::Internal);
+        assert_eq!(err.kind(), crate::error::ErrorKind::Internal);
         assert_eq!(
             err.message(),
             "output 'OUT' of model 'm' has shape [1,12,1,1], which does not match its reshape [1,10,1,1]"

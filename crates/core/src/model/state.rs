@@ -8,7 +8,7 @@ use nereid_proto::inference::model_sequence_batching::State;
 use super::{over_limit, TensorSpec};
 use crate::error::{Error, Result};
 use crate::request::element_count;
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// The largest state tensor of one sequence, in bytes: the initial value the sequence
 /// batcher allocates (and reads from a data file) at load, and each state the stateful

@@ -20,7 +20,7 @@ use crate::model::ModelSpec;
 use crate::request::{InferRequest, InputTensor};
 use crate::scheduler::WarmupSample;
 use crate::validate::{request_prefix, validate_request};
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// Triton's folder for warmup data files, inside the model's directory.
 const WARMUP_FOLDER: &str = "warmup";

@@ -323,7 +323,7 @@ fn a_request_whose_input_region_is_truncated_while_it_runs_is_failed() {
     let mut request = crate::testing::request("m", "", Vec::new());
     request.inputs.push(crate::request::InputTensor {
         name: "INPUT0".into(),
-        datatype: crate::DataType::Uint8,
+        datatype: nereid_proto::DataType::Uint8,
         shape: vec![64],
         data: data.clone(),
     });

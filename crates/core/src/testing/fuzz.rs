@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{write_model, TestBackend};
-use crate::Server;
+use crate::server::Server;
 
 /// Environment variable with the number of iterations of every fuzz target.
 pub const ITERATIONS_VAR: &str = "NEREID_FUZZ_ITERATIONS";

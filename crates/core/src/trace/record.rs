@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use super::setting::{Setting, TraceLevel, TraceMode};
 use super::spans::{RemoteParent, SpanRecorder, SpanSink};
 use super::Clock;
-use crate::DataType;
+use nereid_proto::DataType;
 
 /// Trace ids, process-wide and from 1 as Triton's.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);

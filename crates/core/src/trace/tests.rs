@@ -1,7 +1,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::DataType;
+use nereid_proto::DataType;
 
 fn options(file: &std::path::Path, rate: u32, count: i32, log_frequency: u32) -> TraceOptions {
     TraceOptions {
@@ -239,7 +239,7 @@ fn bad_updates_are_refused_with_tritons_messages() {
     let refused = manager
         .update(None, &[scalar("trace_file", "/tmp/x")])
         .expect_err("refused");
-    assert_eq!(refused.kind(), crate::ErrorKind::Unsupported);
+    assert_eq!(refused.kind(), crate::error::ErrorKind::Unsupported);
     // Nothing changed.
     assert_eq!(manager.settings(None).rate, 1);
 }
@@ -348,7 +348,7 @@ fn opentelemetry_mode_needs_a_sink_and_lists_its_settings() {
         ..TraceOptions::default()
     };
     let refused = TraceManager::new(&options, None).err().expect("refused");
-    assert_eq!(refused.kind(), crate::ErrorKind::Unsupported);
+    assert_eq!(refused.kind(), crate::error::ErrorKind::Unsupported);
     let (manager, _) = otel_manager(1);
     let view = manager.settings(None);
     let names: Vec<&str> = view.entries().iter().map(|(n, _)| *n).collect();

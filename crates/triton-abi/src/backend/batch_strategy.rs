@@ -4,6 +4,7 @@
 //! dynamic batcher decides gets its own user pointer, and each queued request it
 //! considers is shown to the library as a `TRITONBACKEND_Request`. Works for every model
 //! the dynamic batcher serves, native or hosted.
+#![allow(unsafe_code)]
 
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};

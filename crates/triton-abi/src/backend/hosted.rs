@@ -2,6 +2,7 @@
 //! backend name and shared by every model that resolves to it; and the
 //! `TRITONBACKEND_Backend*` calls a library makes on its backend object (configuration,
 //! artifacts directory, state, attributes).
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void, CString};
 use std::path::{Path, PathBuf};

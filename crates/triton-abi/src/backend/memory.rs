@@ -1,5 +1,6 @@
 //! `TRITONBACKEND_MemoryManager`: the allocator a backend borrows buffers from. Nereid
 //! has CPU memory only; GPU requests are refused with Triton's wording.
+#![allow(unsafe_code)]
 
 use std::alloc::Layout;
 use std::ffi::c_void;

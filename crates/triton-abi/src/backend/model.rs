@@ -2,6 +2,7 @@
 //! that creates its instances, and the `TRITONBACKEND_Model*` calls a library makes on
 //! it (name, version, repository directory, configuration as JSON, state, the server
 //! handle for BLS).
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void, CString};
 use std::path::Path;

@@ -5,6 +5,7 @@
 //! in `hosted.rs`, `model.rs` and `instance.rs`, above this file. Only
 //! `TRITONBACKEND_ModelInstanceExecute` is required of a library, as in Triton (core
 //! `src/backend_manager.cc`); the other entry points are optional.
+#![allow(unsafe_code)]
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};

@@ -2,6 +2,7 @@
 //! reads it (id, correlation id, flags, parameters, inputs in the model's layout, the
 //! outputs to produce), owned by the backend from execute until it releases it. Tensor
 //! bytes are shared with the core request, not copied.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void, CString};
 use std::sync::{Arc, OnceLock};

@@ -2,6 +2,7 @@
 //! `TRITONBACKEND_State`: how a backend answers. A response collects outputs whose
 //! buffers Nereid allocates (CPU) and goes to the request's exchange when sent; a factory
 //! creates responses and sends flags after the request was released (decoupled models).
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;

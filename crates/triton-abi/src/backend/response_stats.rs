@@ -3,6 +3,7 @@
 //! instance, its request's factory, three timestamps and its error — and reports it; the
 //! model's statistics count it under the response's index within its request (Triton's
 //! `response_stats`).
+#![allow(unsafe_code)]
 
 use std::sync::Arc;
 

@@ -4,6 +4,7 @@
 //! backend may update such a state in place, without `TRITONBACKEND_StateUpdate`; the
 //! buffer's content when the response is sent is the sequence's next state, and the
 //! next request of the sequence is handed the same buffer again.
+#![allow(unsafe_code)]
 
 use std::cell::UnsafeCell;
 use std::collections::HashMap;

@@ -4,6 +4,7 @@
 //! matches the dependency by soname and loads nothing else, and the library's `TRITON*`
 //! calls resolve to this process's exports (the nereid executable, or the embedding
 //! program's libtritonserver.so), which come first in symbol lookup.
+#![allow(unsafe_code)]
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -1,6 +1,7 @@
 //! The TRITONBACKEND calls Nereid does not implement: each answers UNSUPPORTED and names
 //! itself, so a backend that needs one fails with a clear message instead of a missing
 //! symbol.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void};
 

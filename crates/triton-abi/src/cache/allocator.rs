@@ -2,6 +2,7 @@
 //! copies bytes between its own memory and the buffers of an entry, in the direction of
 //! the call (core `src/cache_manager.cc`: into the cache's buffers on insert, out of them
 //! on lookup).
+#![allow(unsafe_code)]
 
 use crate::error::{internal, invalid_arg, ErrorPtr};
 use crate::ffi;

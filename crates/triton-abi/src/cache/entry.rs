@@ -1,6 +1,7 @@
 //! `TRITONCACHE_CacheEntry`: the list of buffers Nereid and a cache plugin pass each other
 //! on insert and lookup, and the entry functions plugins call, with Triton's checks and
 //! messages (core `src/tritoncache.cc`).
+#![allow(unsafe_code)]
 
 use std::ffi::c_void;
 

@@ -3,6 +3,7 @@
 //! `TRITONCACHE_CacheFinalize` on drop (core `src/cache_manager.cc`, `TritonCache`).
 //! Errors a plugin returns become core errors; nothing a plugin does can unwind into
 //! Nereid.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
 //! The entry, allocator and buffer-attribute functions as a plugin calls them: Triton's
 //! checks and messages, and the copies in both directions.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_void, CStr};
 use std::ptr::null_mut;

@@ -1,5 +1,6 @@
 //! `TRITONSERVER_ResponseAllocator`: the caller's functions that provide (and take back)
 //! the memory each output tensor of a response is written into.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void};
 

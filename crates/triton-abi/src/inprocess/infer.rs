@@ -2,6 +2,7 @@
 //! answer comes, writes the outputs through the caller's allocator, calls the response
 //! callback (COMPLETE_FINAL) and then the release callback (RELEASE_ALL), in Triton's
 //! order: a backend sends its response before it releases the request.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_void, CString};
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! One input of an in-process request: its name, declared type and shape, and the chunks
 //! of the caller's memory that hold its data, read when the request is submitted. Below
 //! both the request (which holds its inputs) and the C functions that add them.
+#![allow(unsafe_code)]
 
 use bytes::{Bytes, BytesMut};
 use nereid_core::model::ModelSpec;

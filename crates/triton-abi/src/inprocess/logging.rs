@@ -8,6 +8,7 @@
 //! Nereid logs through `tracing`. `TRITONSERVER_ServerNew` installs, once per process, a
 //! small subscriber that ignores spans and hands each enabled event to the destination of
 //! the options the newest server was started with.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void, CString};
 use std::fmt::Write as _;

@@ -1,5 +1,6 @@
 //! `TRITONSERVER_Message`: a JSON document handed to C as serialized text (server and
 //! model metadata, configuration, statistics, repository index).
+#![allow(unsafe_code)]
 
 use std::ffi::c_char;
 

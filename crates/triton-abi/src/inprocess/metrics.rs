@@ -1,5 +1,6 @@
 //! `TRITONSERVER_Metrics`: the server's Prometheus metrics text, as the metrics port
 //! would serve it.
+#![allow(unsafe_code)]
 
 use std::ffi::c_char;
 

@@ -3,6 +3,7 @@
 //! pools, buffer threads) are accepted and ignored exactly where Triton accepts them, so
 //! programs written for Triton configure Nereid unchanged. The log settings decide where
 //! the server's records go ([`super::logging`]).
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void};
 use std::path::PathBuf;

@@ -1,5 +1,6 @@
 //! `TRITONSERVER_Parameter`: a named value (string, integer, boolean, double or bytes)
 //! passed to model loads, repository registration and metrics, and listed on responses.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void, CString};
 

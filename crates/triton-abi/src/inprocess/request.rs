@@ -1,6 +1,7 @@
 //! `TRITONSERVER_InferenceRequest`: the request object a program fills in before
 //! `TRITONSERVER_ServerInferAsync`: id, sequence flags and correlation id, priority,
 //! timeout, parameters and callbacks. Tensors are in [`super::tensors`].
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,6 +1,7 @@
 //! `TRITONSERVER_InferenceResponse`: a finished inference as C reads it: its error or its
 //! outputs, each written into a buffer the caller's allocator provided and handed back
 //! to the allocator when the response is deleted.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void, CString};
 use std::sync::{Arc, Mutex};

@@ -1,5 +1,6 @@
 //! `TRITONSERVER_Server`: the in-process server's stop and delete, health, metadata and
 //! model repository calls, each one call on the core facade (`start.rs` creates it).
+#![allow(unsafe_code)]
 
 use std::ffi::c_char;
 use std::path::Path;

@@ -3,6 +3,7 @@
 //! TRITONCACHE plugins — through `nereid_embed`'s choices, as the binary does. It also
 //! makes the hook that gives hosted backends their `TRITONSERVER_Server` handle, for the
 //! server being started here and for the binary's.
+#![allow(unsafe_code)]
 
 use std::sync::Arc;
 use std::time::Duration;

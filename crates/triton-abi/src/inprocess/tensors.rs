@@ -2,6 +2,7 @@
 //! in the caller's memory, and the requested outputs. As in Triton, the data is the
 //! caller's until the request is released: it is read (copied) when the request is
 //! submitted, so a program may change a buffer in place and submit the request again.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void};
 

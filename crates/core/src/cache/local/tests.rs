@@ -5,7 +5,7 @@ use bytes::Bytes;
 use super::*;
 use crate::cache::key::{KeyData, KeyInput};
 use crate::request::OutputTensor;
-use crate::DataType;
+use nereid_proto::DataType;
 
 fn key(model: &str, data: &[u8], shape: Vec<i64>, datatype: DataType) -> CacheKey<'static> {
     CacheKey::new(
