@@ -9,9 +9,11 @@
 #                    repository)
 #   NEREID_BIN       the server binary to test
 #   WORK_DIR         where the suites are copied, models generated and logs kept
-#   SUITE            suites to run (default: the ones listed in README.md's
-#                    "Triton QA suites" table); a suite name may carry extra
-#                    environment for its test.sh after a colon, e.g.
+#   SUITE            suites to run (default: those of the "Triton QA suites" table
+#                    in docs/src/compatibility.md, less L0_batch_custom, L0_decoupled
+#                    and the L0_backend_* suites, which are named explicitly); a
+#                    suite name may carry extra environment for its test.sh after a
+#                    colon, e.g.
 #                    L0_infer:TEST_SYSTEM_SHARED_MEMORY=1; a subtest of a suite
 #                    that runs others (L0_backend_python/lifecycle) runs alone,
 #                    with the environment its parent's test.sh gives it

@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
+# The documentation site: mdbook build of docs/, then every link and repository path of
+# README.md and docs/src checked (scripts/check_links.py).
+echo "test: docs (mdbook build + link check)" >&2
+scripts/check_docs.sh
+
 # The redis cache tests start real redis-server processes (Debian's package).
 if ! command -v redis-server >/dev/null; then
   echo "test: installing redis-server" >&2

@@ -1,7 +1,7 @@
 """Model configuration fields Nereid cannot honour, through the binary: a model that
 sets a refused field fails its load naming the field while the others serve; a field
-without effect is accepted and named in a warning (README "Model configuration
-fields")."""
+without effect is accepted and named in a warning (docs/src/reference/model-config.md,
+"Model configuration fields")."""
 
 import numpy as np
 import tritonclient.http as httpclient

@@ -1,7 +1,8 @@
 """Triton's own python backend inside Nereid: `libtriton_python.so`, its stub and
 `triton_python_backend_utils.py` from the nvidia-pytriton 0.7.0 wheel (Triton 2.51),
 loaded unchanged through `--backend-directory` (Nereid provides the hashed core library
-the backend names; see README "Triton backends"), driven with tritonclient.
+the backend names; see docs/src/features/backends.md, "Triton backends"), driven with
+tritonclient.
 
 The models are folders under tests/python_backend_models (config.pbtxt, 1/model.py),
 copied into a repository with a few configuration variants and the example ONNX add_sub.

@@ -26,7 +26,7 @@ CYCLES = {kind: int(os.environ.get("NEREID_UNLOAD_CYCLES", default))
 WARMUP_CYCLES = 5
 # Growth allowed over the measured cycles, MiB: a real leak of one session, state
 # buffer, metric series or stub connection per cycle passes it within 60 cycles.
-# Measured (500 cycles each): see README's Reliability table.
+# Measured (500 cycles each): see the Reliability table in docs/src/reliability.md.
 GROWTH_BOUND_MIB = {"onnx": 6, "stateful": 6, "ensemble": 6, "python": 6}
 
 DOUBLE_PY = '''

@@ -8,7 +8,7 @@
 //! A valid request must come back with its tensors echoed byte for byte; anything else
 //! must be answered with a client `Status` (never `INTERNAL` or `UNKNOWN`, the codes a
 //! bug produces), and a success must be well-formed. `NEREID_FUZZ_ITERATIONS` sets the
-//! iteration count (see the README, "Fuzzing").
+//! iteration count (see docs/src/development.md, "Fuzzing").
 
 use std::collections::HashMap;
 use std::sync::Arc;

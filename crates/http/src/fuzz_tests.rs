@@ -8,7 +8,7 @@
 //! must equal the inputs. Mutated (JSON bytes, binary tail, a header length that lies,
 //! a wrong encoding or path), the answer must be a success or a Triton error: a 4xx or
 //! 501 with a JSON `{"error": "..."}` body, never a 500 from a panic or a broken body.
-//! `NEREID_FUZZ_ITERATIONS` sets the iteration count (see the README, "Fuzzing").
+//! `NEREID_FUZZ_ITERATIONS` sets the iteration count (see docs/src/development.md, "Fuzzing").
 
 use axum::body::{to_bytes, Body};
 use axum::http::{Request, StatusCode};

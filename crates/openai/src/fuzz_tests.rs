@@ -7,7 +7,7 @@
 //! a JSON body or server-sent events ending in `[DONE]`). Mutated (JSON bytes, the path),
 //! the answer must be a success or an error in OpenAI's shape — a 4xx whose body is
 //! `{"error": {"message", "type", "param", "code"}}` — never a 5xx or a broken body.
-//! `NEREID_FUZZ_ITERATIONS` sets the iteration count (see the README, "Fuzzing").
+//! `NEREID_FUZZ_ITERATIONS` sets the iteration count (see docs/src/development.md, "Fuzzing").
 
 use std::sync::Arc;
 

@@ -5,7 +5,8 @@
 //! model in the tensor convention of Triton's vLLM or TensorRT-LLM backends
 //! ([`catalog`]); the text side (tokenizer, chat template, tool calls) is `nereid-chat`'s.
 //!
-//! Where Triton's Python frontend is weak this one differs, and says so in the README:
+//! Where Triton's Python frontend is weak this one differs, and says so in the docs
+//! (docs/src/features/llm.md):
 //! unknown fields are accepted (unless `--openai-strict`), every error has OpenAI's
 //! shape, `finish_reason` says `length` when the token budget ran out, a client that
 //! disconnects cancels its request at once, and each model may bring its own tokenizer.

@@ -4,7 +4,7 @@
 //! [`ModelSpec`] or ensemble [`Plan`], and the JSON the `/config` endpoint prints. Every
 //! rejection must be an [`Error`] of a client kind, never a panic or an `Internal` error,
 //! and every accepted configuration must print JSON that parses back to itself.
-//! `NEREID_FUZZ_ITERATIONS` sets the iteration count (see the README, "Fuzzing").
+//! `NEREID_FUZZ_ITERATIONS` sets the iteration count (see docs/src/development.md, "Fuzzing").
 
 use std::path::Path;
 

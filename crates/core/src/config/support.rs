@@ -3,7 +3,8 @@
 //! GPU and TensorRT settings, which Triton's own CPU build ignores too), or refused: a
 //! configuration that sets a refused field fails its load naming the field, so nothing
 //! a user configured is silently dropped. A field without an entry cannot exist: a
-//! test walks the proto, and another the README's table, against [`FIELDS`].
+//! test walks the proto, and another the docs' table (docs/src/reference/model-config.md),
+//! against [`FIELDS`].
 
 use prost_reflect::{DynamicMessage, MessageDescriptor, ReflectMessage, Value};
 

@@ -1,4 +1,4 @@
-//! The field table against the proto and the README, and the check on configurations.
+//! The field table against the proto and the docs page, and the check on configurations.
 
 use std::collections::BTreeSet;
 
@@ -55,11 +55,11 @@ fn every_field_of_the_proto_has_an_answer() {
 
 #[test]
 fn the_readme_table_lists_every_entry_with_its_answer() {
-    let readme = include_str!("../../../../README.md");
-    let start = readme
-        .find("### Model configuration fields")
-        .expect("README has the model configuration fields section");
-    let rows: Vec<(String, String)> = readme[start..]
+    let page = include_str!("../../../../docs/src/reference/model-config.md");
+    let start = page
+        .find("# Model configuration fields")
+        .expect("the docs page has the model configuration fields heading");
+    let rows: Vec<(String, String)> = page[start..]
         .lines()
         .skip_while(|l| !l.starts_with("| `"))
         .take_while(|l| l.starts_with('|'))
@@ -71,9 +71,9 @@ fn the_readme_table_lists_every_entry_with_its_answer() {
             ))
         })
         .collect();
-    assert_eq!(rows.len(), FIELDS.len(), "one README row per entry");
+    assert_eq!(rows.len(), FIELDS.len(), "one docs page row per entry");
     for ((path, support), (row_path, answer)) in FIELDS.iter().zip(&rows) {
-        assert_eq!(path, row_path, "README rows follow FIELDS' order");
+        assert_eq!(path, row_path, "docs page rows follow FIELDS' order");
         let expected = match support {
             Honoured => "honoured",
             NoEffect(_) => "no effect",

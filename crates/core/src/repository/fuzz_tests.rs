@@ -5,7 +5,7 @@
 //! mutated and absent, warm-up data files of every kind). The repository loads the tree in
 //! poll mode, the tree then changes and the repository polls it. Nothing may panic or hang
 //! (each step runs under a deadline), and every model that does not load must say why.
-//! `NEREID_FUZZ_ITERATIONS` sets the iteration count (see the README, "Fuzzing").
+//! `NEREID_FUZZ_ITERATIONS` sets the iteration count (see docs/src/development.md, "Fuzzing").
 
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};

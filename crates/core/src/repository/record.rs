@@ -78,7 +78,7 @@ impl ModelRecord {
     /// model lifecycle. A model with neither versions nor an error has nothing to serve
     /// and does. Unloading a failed model, or removing it from a polled repository,
     /// takes its record out of the reckoning; Triton 2.51 keeps the failure and stays
-    /// unready until a restart (README, "Deliberately differs").
+    /// unready until a restart (docs/src/differences.md).
     pub(super) fn holds_readiness(&self) -> bool {
         if self.versions.is_empty() {
             return self.error.is_none();
