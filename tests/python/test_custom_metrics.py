@@ -8,11 +8,13 @@ aborts now and then with `boost::interprocess::lock_exception` when a metric cal
 (python_backend's `custom_metrics` QA crashes Triton 2.51 the same way on this machine).
 """
 
+from pathlib import Path
+
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from conftest import ADD_SUB_IO
 from test_rate_limiter import backends  # noqa: F401  (the python backend fixture)
 
 pytestmark = pytest.mark.timeout(300)
@@ -92,18 +94,7 @@ class TritonPythonModel:
                 for r in requests]
 '''
 
-IDENTITY_PY = '''
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy())])
-                for r in requests]
-'''
-
-
-def test_hostile_help_and_label_text_still_parses(backends, tmp_path, start_server):  # noqa: F811
+def test_hostile_help_and_label_text_still_parses(backends, make_repo, start_server):  # noqa: F811
     """A plugin's description and label values with newlines, quotes and backslashes, and a
     model whose name holds them too, are escaped by the one Prometheus writer: the whole
     scrape parses with Prometheus' own text parser and every text comes back as written."""
@@ -111,18 +102,16 @@ def test_hostile_help_and_label_text_still_parses(backends, tmp_path, start_serv
 
     directory, env = backends
     hostile = 'line one\nline "two" with a back\\slash'
+    # An ONNX model: Triton's python backend starts its stub through a shell line, which a
+    # quote in the model's path breaks (Triton's limitation, not the metrics').
     model_name = 'quote"back\\slash'
-    write_python_model(tmp_path / "hostile", HOSTILE_PY)
-    write_python_model(tmp_path / model_name, IDENTITY_PY)
-    srv = start_server(str(tmp_path), "--backend-directory", directory, env=env)
-    client = srv.grpc_client()
-    tensor = grpcclient.InferInput("IN", [1], "FP32")
-    tensor.set_data_from_numpy(np.array([1.0], np.float32))
-    client.infer(model_name, [tensor])
+    repo = make_repo([], {model_name: f'backend: "onnxruntime"\nmax_batch_size: 8\n{ADD_SUB_IO}'})
+    write_python_model(Path(repo) / "hostile", HOSTILE_PY)
+    srv = start_server(repo, "--backend-directory", directory, env=env)
     families = {f.name: f for f in text_string_to_metric_families(srv.metrics())}
     family = families["test_hostile"]
     assert family.documentation == hostile
     assert family.type == "gauge"
     assert [(s.labels, s.value) for s in family.samples] == [({"note": hostile, "plain": "p"}, 2.5)]
     success = families["nv_inference_request_success"]
-    assert ({"model": model_name, "version": "1"}, 1.0) in [(s.labels, s.value) for s in success.samples]
+    assert {"model": model_name, "version": "1"} in [s.labels for s in success.samples]
