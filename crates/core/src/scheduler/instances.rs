@@ -390,6 +390,19 @@ enum Settled<T> {
 /// their results. A rescheduled job that is not part of an iterative sequence cannot
 /// run again and is refused (padding is dropped).
 fn settle_iterations<T>(payload: Vec<Job>, settled: Vec<Settled<T>>) -> (Vec<Job>, Vec<T>) {
+    // The common case, on every execution: nothing rescheduled, no iterative sequence.
+    if settled.iter().all(|s| matches!(s, Settled::Kept(_)))
+        && payload.iter().all(|j| j.on_iteration.is_none())
+    {
+        let results = settled
+            .into_iter()
+            .filter_map(|s| match s {
+                Settled::Kept(result) => Some(result),
+                Settled::Again(_) => None,
+            })
+            .collect();
+        return (payload, results);
+    }
     let mut left = (
         Vec::with_capacity(payload.len()),
         Vec::with_capacity(payload.len()),
