@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Builds Triton's own PyTorch backend (triton-inference-server/pytorch_backend, branch
+# r24.10: Triton 2.51, the backend API Nereid implements) from its source with its own
+# CMake files, against libtorch from PyPI's `torch` wheel, for Nereid's
+# --backend-directory: OUT_DIR/pytorch/libtriton_pytorch.so and the libraries it loads
+# beside it (its RUNPATH is $ORIGIN, as in Triton's image).
+#
+# Usage: scripts/build_pytorch_backend.sh OUT_DIR [--gpu]
+#
+# Which torch: 2.5.1, the PyPI release nearest the PyTorch 2.5.0a0 of NGC's 24.10
+# container that Triton 2.51's pytorch backend was built and tested against. PyPI's
+# Linux wheels are CUDA builds; a CPU build needs only libtorch_cpu.so and libc10.so
+# from it (plus the two small CUDA runtime libraries libtorch_cpu.so is linked to, from
+# the nvidia-cuda-runtime-cu12 and nvidia-cuda-cupti-cu12 wheels). The backend links
+# `-ltorch`; for the CPU build that is a two-line shared library made here that loads
+# libtorch_cpu.so and libc10.so (what libtorch.so is in PyTorch's own CPU packages),
+# instead of the wheel's, which would pull in libtorch_cuda.so and cuBLAS/cuDNN.
+# torch 2.5's PyPI wheels use the pre-C++11 string ABI, so everything is compiled with
+# _GLIBCXX_USE_CXX11_ABI=0 (the backend talks to Nereid through C only).
+#
+# --gpu: the GPU variant for a CUDA machine (TRITON_ENABLE_GPU=ON): links the wheel's own
+# libtorch.so and needs the CUDA toolkit (nvcc, for CMake's CUDAToolkit) and, at run
+# time, the nvidia-* wheels torch 2.5.1 depends on (pip install torch==2.5.1 puts them
+# in site-packages/nvidia/*/lib; add those folders to LD_LIBRARY_PATH).
+#
+# Inputs (cached outside the clone, built once):
+#   NEREID_TRITON_SRC  folder with pytorch_backend, core, backend, common at r24.10
+#                      (default /var/cache/nereid/triton-src/r24.10, exported there from
+#                      the bare repositories in NEREID_TRITON_MIRRORS, default
+#                      /work/.mirror/triton-inference-server+<name>/repo, when missing)
+#   NEREID_TORCH_CACHE wheels and the unpacked libtorch (default /var/cache/nereid/torch)
+#   PYTHON             a python with pip, to download the wheels (default .venv/bin/python)
+# Exit status: 0 built (or already built from the same inputs), 1 the build failed (log
+# named), 2 a prerequisite is missing (each one said on one line).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+[ $# -ge 1 ] || { sed -n '2,/^set -e/s/^# \{0,1\}//p' "$0" | sed '$d' >&2; exit 2; }
+mkdir -p "$1"
+OUT=$(cd "$1" && pwd)
+GPU=OFF
+[ "${2:-}" = --gpu ] && GPU=ON
+
+TORCH_VERSION=2.5.1
+CUDA_RT_VERSION=12.4.127
+BRANCH=r24.10
+SRC=${NEREID_TRITON_SRC:-/var/cache/nereid/triton-src/$BRANCH}
+MIRRORS=${NEREID_TRITON_MIRRORS:-/work/.mirror}
+CACHE=${NEREID_TORCH_CACHE:-/var/cache/nereid/torch}
+PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
+LIBTORCH=$CACHE/libtorch-$TORCH_VERSION
+
+log() { echo "[build_pytorch_backend] $*" >&2; }
+missing=0
+need() { log "MISSING: $*"; missing=$((missing + 1)); }
+
+# 1. Prerequisites, one line each.
+version_at_least() { # have want
+  [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]
+}
+if ! command -v cmake >/dev/null; then
+  need "cmake >= 3.18 (pytorch_backend $BRANCH's minimum; Debian: apt-get install cmake)"
+elif ! version_at_least "$(cmake --version | sed -n 's/^cmake version //p')" 3.18; then
+  need "cmake >= 3.18, found $(cmake --version | head -1)"
+fi
+command -v make >/dev/null || need "make (Debian: apt-get install make)"
+if ! command -v c++ >/dev/null; then
+  need "a C++17 compiler as c++ (Debian: apt-get install g++)"
+fi
+[ -f /usr/include/rapidjson/document.h ] || need "RapidJSON headers (Debian: apt-get install rapidjson-dev)"
+# torch's headers include Python.h: a python3 whose headers are installed, for CMake.
+PY_HEADERS=
+for py in $(which -a python3 2>/dev/null) /usr/bin/python3; do
+  include=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null) || continue
+  if [ -f "$include/Python.h" ]; then
+    PY_HEADERS=$include
+    PY_EXE=$("$py" -c 'import sys; print(sys.executable)')
+    break
+  fi
+done
+[ -n "$PY_HEADERS" ] || need "Python's C headers, which torch's headers include (Debian: apt-get install python3-dev)"
+GTEST=${GTEST_SOURCE_DIR:-/usr/src/googletest}
+[ -f "$GTEST/CMakeLists.txt" ] || need "googletest sources at $GTEST (Debian: apt-get install googletest)"
+command -v unzip >/dev/null || need "unzip (Debian: apt-get install unzip)"
+if [ ! -f "$CACHE/.wheels-$TORCH_VERSION" ] && ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
+  need "python with pip at $PYTHON to download torch==$TORCH_VERSION (run scripts/setup.sh or set PYTHON)"
+fi
+for name in pytorch_backend core backend common; do
+  if [ ! -d "$SRC/$name" ] && ! git -C "$MIRRORS/triton-inference-server+$name/repo" \
+      rev-parse -q --verify "$BRANCH" >/dev/null 2>&1; then
+    need "triton-inference-server/$name at $BRANCH: neither $SRC/$name nor a git copy at $MIRRORS/triton-inference-server+$name/repo"
+  fi
+done
+if [ "$GPU" = ON ] && ! command -v nvcc >/dev/null; then
+  need "the CUDA toolkit (nvcc on PATH) for --gpu"
+fi
+[ $missing -eq 0 ] || exit 2
+
+# 2. The sources, exported once from the bare repositories.
+for name in pytorch_backend core backend common; do
+  [ -d "$SRC/$name" ] && continue
+  log "exporting $name $BRANCH into $SRC/$name"
+  mkdir -p "$SRC/$name.part"
+  git -C "$MIRRORS/triton-inference-server+$name/repo" archive "$BRANCH" | tar -x -C "$SRC/$name.part"
+  mv "$SRC/$name.part" "$SRC/$name"
+done
+
+# 3. libtorch from the wheels: headers, libtorch_cpu/libc10 and what they load.
+mkdir -p "$CACHE"
+if [ ! -f "$CACHE/.wheels-$TORCH_VERSION" ]; then
+  log "downloading torch==$TORCH_VERSION and the CUDA runtime wheels into $CACHE (about 920 MB)"
+  "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --platform manylinux1_x86_64 \
+    --python-version 3.11 -d "$CACHE" "torch==$TORCH_VERSION"
+  "$PYTHON" -m pip download -q --no-deps --only-binary=:all: -d "$CACHE" \
+    "nvidia-cuda-runtime-cu12==$CUDA_RT_VERSION" "nvidia-cuda-cupti-cu12==$CUDA_RT_VERSION"
+  touch "$CACHE/.wheels-$TORCH_VERSION"
+fi
+if [ ! -f "$LIBTORCH/.unpacked" ]; then
+  log "unpacking libtorch into $LIBTORCH"
+  rm -rf "$LIBTORCH" && mkdir -p "$LIBTORCH/wheel" "$LIBTORCH/cpu"
+  unzip -q -o "$CACHE"/torch-"$TORCH_VERSION"-*.whl 'torch/lib/*' 'torch/include/*' -d "$LIBTORCH/wheel"
+  for wheel in "$CACHE"/nvidia_cuda_runtime_cu12-*.whl "$CACHE"/nvidia_cuda_cupti_cu12-*.whl; do
+    unzip -q -o "$wheel" 'nvidia/*/lib/*' -d "$LIBTORCH/wheel"
+  done
+  # The CPU build's library folder (the backend's CMake takes one): the CPU libtorch.so,
+  # no code of its own, loading libtorch_cpu.so and libc10.so, beside what those load.
+  cpu=$LIBTORCH/cpu
+  for lib in "$LIBTORCH"/wheel/torch/lib/{libtorch_cpu.so,libc10.so,libgomp-*.so.1} \
+    "$LIBTORCH"/wheel/nvidia/cuda_runtime/lib/libcudart.so.12 \
+    "$LIBTORCH"/wheel/nvidia/cuda_cupti/lib/libcupti.so.12; do
+    ln -sf "$lib" "$cpu/"
+  done
+  echo 'void nereid_cpu_libtorch(void) {}' >"$cpu/facade.c"
+  cc -shared -fPIC -o "$cpu/libtorch.so" -Wl,-soname,libtorch.so "$cpu/facade.c" \
+    -Wl,--no-as-needed -L"$cpu" -ltorch_cpu -lc10 -Wl,-rpath-link,"$cpu" -Wl,-rpath,'$ORIGIN'
+  rm "$cpu/facade.c"
+  # A header the backend includes (and uses nothing of) that PyPI's wheels leave out:
+  # the legacy fuser switches libtorch_cpu.so exports, declared here.
+  shim=$LIBTORCH/include-extra/torch/csrc/jit/codegen/fuser
+  mkdir -p "$shim"
+  cat >"$shim/interface.h" <<'HEADER'
+/* Not shipped in PyPI's torch wheels; pytorch_backend r24.10 includes it. */
+#pragma once
+#include <torch/csrc/Export.h>
+namespace torch::jit {
+TORCH_API bool canFuseOnCPU();
+TORCH_API bool canFuseOnGPU();
+TORCH_API void overrideCanFuseOnCPU(bool value);
+TORCH_API void overrideCanFuseOnGPU(bool value);
+}  // namespace torch::jit
+HEADER
+  touch "$LIBTORCH/.unpacked"
+fi
+TORCH_LIB=$LIBTORCH/wheel/torch/lib
+TORCH_INCLUDE="$LIBTORCH/wheel/torch/include;$LIBTORCH/wheel/torch/include/torch/csrc/api/include;$LIBTORCH/include-extra"
+if [ "$GPU" = ON ]; then LIB_DIR=$TORCH_LIB; else LIB_DIR=$LIBTORCH/cpu; fi
+
+# 4. The backend, with its own CMake files.
+dest=$OUT/pytorch
+stamp=$dest/.built-$BRANCH-torch$TORCH_VERSION-gpu$GPU
+if [ -f "$stamp" ] && [ -f "$dest/libtriton_pytorch.so" ]; then
+  log "already built: $dest/libtriton_pytorch.so"
+  exit 0
+fi
+build=$OUT/build/pytorch-$( [ "$GPU" = ON ] && echo gpu || echo cpu )
+logfile=$OUT/logs/pytorch.log
+rm -rf "$build" "$dest"
+mkdir -p "$OUT/logs" "$build"
+log "building pytorch_backend $BRANCH (TRITON_ENABLE_GPU=$GPU; a few minutes; log $logfile)"
+if ! { cmake -S "$SRC/pytorch_backend" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+         -DTRITON_ENABLE_GPU="$GPU" -DTRITON_PYTORCH_ENABLE_TORCHVISION=OFF \
+         -DPython3_EXECUTABLE="$PY_EXE" -DPython3_INCLUDE_DIR="$PY_HEADERS" \
+         -DTRITON_PYTORCH_INCLUDE_PATHS="$TORCH_INCLUDE" -DTRITON_PYTORCH_LIB_PATHS="$LIB_DIR" \
+         -DFETCHCONTENT_FULLY_DISCONNECTED=ON \
+         -DFETCHCONTENT_SOURCE_DIR_REPO-COMMON="$SRC/common" \
+         -DFETCHCONTENT_SOURCE_DIR_REPO-CORE="$SRC/core" \
+         -DFETCHCONTENT_SOURCE_DIR_REPO-BACKEND="$SRC/backend" \
+         -DFETCHCONTENT_SOURCE_DIR_GOOGLETEST="$GTEST" \
+         -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=0 ${CXXFLAGS:-}" >"$logfile" 2>&1 &&
+       cmake --build "$build" --target triton-pytorch-backend -j "${JOBS:-2}" >>"$logfile" 2>&1; }; then
+  log "FAILED: see $logfile"
+  tail -20 "$logfile" >&2
+  exit 1
+fi
+
+# 5. The backend folder: the library and, linked from the cache, what it loads.
+mkdir -p "$dest"
+cp "$build/libtriton_pytorch.so" "$dest/"
+if [ "$GPU" = ON ]; then
+  ln -sf "$TORCH_LIB"/*.so* "$LIBTORCH"/wheel/nvidia/*/lib/*.so* "$dest/"
+else
+  ln -sf "$LIBTORCH"/cpu/* "$dest/"
+fi
+touch "$stamp"
+log "built $dest/libtriton_pytorch.so"
