@@ -188,7 +188,7 @@ def test_pending_counts_requests_waiting_in_the_queue(make_repo, start_server):
 
 def test_metrics_interval_governs_the_cpu_poll(make_repo, start_server):
     repo = make_repo(["add_sub"])
-    # One poll a minute: within the test only the first poll exists, so utilization
+    # One poll a minute: within the test only the start-up poll exists, so utilization
     # (the share between the last two polls) stays 0 however busy the machine is.
     slow = start_server(repo, "--metrics-interval-ms", "60000")
     drive(slow, 20)

@@ -74,8 +74,9 @@ impl SystemMetrics {
         }
     }
 
-    /// Polls the `/proc` files every `interval` (the first poll at once) until the task
-    /// is dropped or aborted.
+    /// Polls the `/proc` files every `interval`, the first one an interval from now
+    /// ([`Self::poll_now`] made the one at start), until the task is dropped or aborted.
+    /// Polling again at once would measure utilization over a few microseconds: 0 or 1.
     pub async fn poll_every(self: Arc<Self>, interval: Duration) {
         self.poll_with(interval, read_proc).await;
     }
@@ -103,7 +104,8 @@ impl SystemMetrics {
         interval: Duration,
         read: impl Fn() -> (Option<String>, Option<String>),
     ) {
-        let mut ticker = tokio::time::interval(interval);
+        let first = tokio::time::Instant::now() + interval;
+        let mut ticker = tokio::time::interval_at(first, interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
@@ -192,22 +194,27 @@ mod tests {
         let polls = Arc::new(AtomicU64::new(0));
         let task = {
             let (metrics, polls) = (metrics.clone(), polls.clone());
+            // Each poll: 100 more jiffies, 25 of them busy.
+            let read = move || {
+                let n = polls.fetch_add(1, Ordering::SeqCst) + 1;
+                let stat = format!("cpu  {} 0 0 {} 0 0 0 0\n", 25 * n, 75 * n);
+                (
+                    Some(stat),
+                    Some("MemTotal: 4 kB\nMemAvailable: 1 kB\n".into()),
+                )
+            };
+            // As a server does: one poll at start, then the loop.
+            metrics.poll_once(&read);
             tokio::spawn(async move {
-                metrics
-                    .poll_with(Duration::from_millis(500), || {
-                        // Each poll: 100 more jiffies, 25 of them busy.
-                        let n = polls.fetch_add(1, Ordering::SeqCst) + 1;
-                        let stat = format!("cpu  {} 0 0 {} 0 0 0 0\n", 25 * n, 75 * n);
-                        (
-                            Some(stat),
-                            Some("MemTotal: 4 kB\nMemAvailable: 1 kB\n".into()),
-                        )
-                    })
-                    .await;
+                metrics.poll_with(Duration::from_millis(500), read).await;
             })
         };
         tokio::time::sleep(Duration::from_millis(1)).await;
-        assert_eq!(polls.load(Ordering::SeqCst), 1, "first poll at once");
+        assert_eq!(
+            polls.load(Ordering::SeqCst),
+            1,
+            "the loop waits an interval"
+        );
         let mut text = String::new();
         metrics.render(&mut text);
         assert!(text.contains("nv_cpu_utilization 0\n"), "{text}");
