@@ -71,6 +71,21 @@ cp target/suite/deps/libtritonserver.so target/release/libtritonserver.so
 echo "test: tritonclient conformance suite" >&2
 NEREID_BIN="$PWD/target/release/nereid" .venv/bin/python -m pytest -q tests/python
 
+# TorchScript models through Triton's own pytorch backend, built from source against
+# PyPI's torch wheel (scripts/build_pytorch_backend.sh; the wheel, sources and the built
+# backend are cached under /var/cache/nereid, so only a cold machine pays the ~4 minutes).
+for pkg in cmake:cmake rapidjson-dev:/usr/include/rapidjson/document.h \
+  googletest:/usr/src/googletest/CMakeLists.txt unzip:unzip python3-dev:/usr/include/python3*/Python.h; do
+  probe=${pkg#*:}
+  # shellcheck disable=SC2086 # the probe may be a glob
+  if ! command -v "$probe" >/dev/null && ! ls $probe >/dev/null 2>&1; then
+    echo "test: installing ${pkg%%:*}" >&2
+    apt-get update -qq && apt-get install -y -qq "${pkg%%:*}" >/dev/null
+  fi
+done
+echo "test: TorchScript models through Triton's pytorch backend" >&2
+NEREID_BIN="$PWD/target/release/nereid" scripts/test_pytorch_backend.sh
+
 # Triton's own Python packages (tritonserver, tritonfrontend 2.73: Python 3.12, glibc 2.38)
 # on the libtritonserver.so copied above, inside a Debian 13 root cached outside the clone.
 echo "test: Triton's Python packages on libtritonserver.so" >&2

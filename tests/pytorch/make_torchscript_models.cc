@@ -5,9 +5,14 @@
 // Usage: make_torchscript_models OUT_DIR
 //   OUT_DIR/add_sub.pt        forward(INPUT0, INPUT1) -> (INPUT0 + INPUT1, INPUT0 - INPUT1)
 //   OUT_DIR/identity.pt       forward(INPUT0) -> INPUT0 (any dtype, any shape)
-//   OUT_DIR/accumulate.pt     forward(INPUT, START, READY, CORRID, STATE_IN) ->
-//                             (OUTPUT, STATE_OUT): a running sum per sequence, the state
-//                             reset by START, in Triton's implicit-state convention
+//   OUT_DIR/accumulate.pt     forward(value, state, start, ready) -> (total, total): a
+//                             running sum per sequence kept in Triton's implicit state,
+//                             restarted by START. With a state the backend binds tensors
+//                             by the <name>__<index> of the configuration only, and takes
+//                             that convention only when some configured name is not an
+//                             argument name: hence arguments named unlike INPUT__0 etc.
+//   OUT_DIR/upper.pt          forward(INPUT__0: List[str]) -> List[str], each upper-cased
+//                             (the backend's BYTES tensors are lists of strings)
 #include <torch/script.h>
 
 #include <cstdio>
@@ -40,11 +45,15 @@ def forward(self, INPUT0: Tensor) -> Tensor:
     return INPUT0
 )");
     Write(out + "/accumulate.pt", "Accumulate", R"(
-def forward(self, INPUT: Tensor, START: Tensor, READY: Tensor, CORRID: Tensor,
-            STATE_IN: Tensor) -> Tuple[Tensor, Tensor]:
-    state = torch.where(START != 0, torch.zeros_like(STATE_IN), STATE_IN)
-    total = state + INPUT
+def forward(self, value: Tensor, state: Tensor, start: Tensor,
+            ready: Tensor) -> Tuple[Tensor, Tensor]:
+    keep = torch.logical_and(ready != 0, start == 0)
+    total = torch.where(keep, state, torch.zeros_like(state)) + value
     return total, total
+)");
+    Write(out + "/upper.pt", "Upper", R"(
+def forward(self, INPUT__0: List[str]) -> List[str]:
+    return [text.upper() for text in INPUT__0]
 )");
   }
   catch (const std::exception& e) {
