@@ -36,7 +36,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-[ $# -ge 1 ] || { sed -n '2,/^set -e/s/^# \{0,1\}//p' "$0" | sed '$d' >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,/^set -e/s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 mkdir -p "$1"
 OUT=$(cd "$1" && pwd)
 GPU=OFF
@@ -51,24 +51,13 @@ CACHE=${NEREID_TORCH_CACHE:-/var/cache/nereid/torch}
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 LIBTORCH=$CACHE/libtorch-$TORCH_VERSION
 
-log() { echo "[build_pytorch_backend] $*" >&2; }
-missing=0
-need() { log "MISSING: $*"; missing=$((missing + 1)); }
+LOG_NAME=build_pytorch_backend
+# shellcheck source=scripts/backend_build_lib.sh
+. "$ROOT/scripts/backend_build_lib.sh"
+SOURCES=(pytorch_backend core backend common)
 
 # 1. Prerequisites, one line each.
-version_at_least() { # have want
-  [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]
-}
-if ! command -v cmake >/dev/null; then
-  need "cmake >= 3.18 (pytorch_backend $BRANCH's minimum; Debian: apt-get install cmake)"
-elif ! version_at_least "$(cmake --version | sed -n 's/^cmake version //p')" 3.18; then
-  need "cmake >= 3.18, found $(cmake --version | head -1)"
-fi
-command -v make >/dev/null || need "make (Debian: apt-get install make)"
-if ! command -v c++ >/dev/null; then
-  need "a C++17 compiler as c++ (Debian: apt-get install g++)"
-fi
-[ -f /usr/include/rapidjson/document.h ] || need "RapidJSON headers (Debian: apt-get install rapidjson-dev)"
+need_build_tools 3.18
 # torch's headers include Python.h: a python3 whose headers are installed, for CMake.
 PY_HEADERS=
 for py in $(which -a python3 2>/dev/null) /usr/bin/python3; do
@@ -80,31 +69,15 @@ for py in $(which -a python3 2>/dev/null) /usr/bin/python3; do
   fi
 done
 [ -n "$PY_HEADERS" ] || need "Python's C headers, which torch's headers include (Debian: apt-get install python3-dev)"
-GTEST=${GTEST_SOURCE_DIR:-/usr/src/googletest}
-[ -f "$GTEST/CMakeLists.txt" ] || need "googletest sources at $GTEST (Debian: apt-get install googletest)"
-command -v unzip >/dev/null || need "unzip (Debian: apt-get install unzip)"
-if [ ! -f "$CACHE/.wheels-$TORCH_VERSION" ] && ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
-  need "python with pip at $PYTHON to download torch==$TORCH_VERSION (run scripts/setup.sh or set PYTHON)"
-fi
-for name in pytorch_backend core backend common; do
-  if [ ! -d "$SRC/$name" ] && ! git -C "$MIRRORS/triton-inference-server+$name/repo" \
-      rev-parse -q --verify "$BRANCH" >/dev/null 2>&1; then
-    need "triton-inference-server/$name at $BRANCH: neither $SRC/$name nor a git copy at $MIRRORS/triton-inference-server+$name/repo"
-  fi
-done
+need_pip "$PYTHON" "$CACHE/.wheels-$TORCH_VERSION" "torch==$TORCH_VERSION"
+need_sources "${SOURCES[@]}"
 if [ "$GPU" = ON ] && ! command -v nvcc >/dev/null; then
   need "the CUDA toolkit (nvcc on PATH) for --gpu"
 fi
 [ $missing -eq 0 ] || exit 2
 
 # 2. The sources, exported once from the bare repositories.
-for name in pytorch_backend core backend common; do
-  [ -d "$SRC/$name" ] && continue
-  log "exporting $name $BRANCH into $SRC/$name"
-  mkdir -p "$SRC/$name.part"
-  git -C "$MIRRORS/triton-inference-server+$name/repo" archive "$BRANCH" | tar -x -C "$SRC/$name.part"
-  mv "$SRC/$name.part" "$SRC/$name"
-done
+export_sources "${SOURCES[@]}"
 
 # 3. libtorch from the wheels: headers, libtorch_cpu/libc10 and what they load.
 mkdir -p "$CACHE"

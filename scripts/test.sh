@@ -86,6 +86,11 @@ done
 echo "test: TorchScript models through Triton's pytorch backend" >&2
 NEREID_BIN="$PWD/target/release/nereid" scripts/test_pytorch_backend.sh
 
+# OpenVINO IR models through Triton's own openvino backend, built from source against
+# PyPI's openvino wheel (scripts/build_openvino_backend.sh, cached like the pytorch one).
+echo "test: OpenVINO models through Triton's openvino backend" >&2
+NEREID_BIN="$PWD/target/release/nereid" scripts/test_openvino_backend.sh
+
 # Triton's own Python packages (tritonserver, tritonfrontend 2.73: Python 3.12, glibc 2.38)
 # on the libtritonserver.so copied above, inside a Debian 13 root cached outside the clone.
 echo "test: Triton's Python packages on libtritonserver.so" >&2

@@ -396,6 +396,58 @@ def test_json_over_the_limit(small_limit_server):
     )
 
 
+def test_declared_shapes_that_overflow_are_refused_in_tritons_order(small_limit_server):
+    """L0_http's test_buffer_size_overflow (server main, 2.7x): the element count is
+    checked before the batch size, then the byte size, in Triton's words."""
+
+    def infer(shape):
+        body = {"inputs": [{"name": "INPUT0", "shape": shape, "datatype": "FP32", "data": [1.0]}]}
+        return error(small_limit_server.request("POST", "/v2/models/identity_fp32/infer", body))
+
+    assert infer([2**4, 2**60 + 2]) == (
+        "invalid shape for input 'INPUT0': shape [16,1152921504606846978] causes total element "
+        "count to exceed maximum size of 9223372036854775807"
+    )
+    assert infer([2**2, 2**60 + 2]) == (
+        "byte size overflow for input 'INPUT0': element count (4611686018427387912) * data type "
+        "size (4) exceeds maximum allowed size (9223372036854775807)"
+    )
+    # Triton answers this one 500; Nereid keeps its words and answers 400 (docs: differences).
+    assert infer([2, -5]) == (
+        "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"
+    )
+    assert small_limit_server.http_client().is_server_live()
+
+
+def test_repository_index_refuses_a_ready_that_is_not_a_boolean(make_repo, start_server):
+    """L0_http's test_repository_index_deeply_nested_json: refused at the first bracket."""
+    server = start_server(make_repo(["identity_fp32"]))
+    nested = "[" * 250000 + "true" + "]" * 250000
+    for ready in (nested, '"yes"', "1", "null", "{}"):
+        body = ('{"ready":' + ready + "}").encode()
+        resp = server.request("POST", "/v2/repository/index", body)
+        assert error(resp) == "Invalid value for 'ready': expected a boolean", ready
+    # Malformed JSON keeps the parser's message.
+    resp = server.request("POST", "/v2/repository/index", b'{"ready":tru')
+    assert error(resp).startswith("failed to parse the request JSON buffer")
+    resp = server.request("POST", "/v2/repository/index", b'{"ready":true}')
+    assert resp.status == 200 and resp.json() == [
+        {"name": "identity_fp32", "version": "1", "state": "READY"}]
+
+
+def test_a_load_request_over_the_limit_is_refused_before_it_is_read(make_repo, start_server):
+    """L0_http's test_loading_large_invalid_model, with a 1 KiB limit for a 2 GiB body."""
+    server = start_server(make_repo(["identity_fp32"]), "--http-max-input-size", str(LIMIT),
+                          "--model-control-mode", "explicit")
+    body = json.dumps({"parameters": {"config": "{}", "file:1/model.onnx": "A" * 2 * LIMIT}}).encode()
+    resp = server.request("POST", "/v2/repository/models/invalid_onnx/load", body)
+    assert error(resp) == (
+        f"request JSON size of {len(body)} bytes exceeds the maximum allowed input size of "
+        f"{LIMIT} bytes. Use --http-max-input-size to increase the limit."
+    )
+    assert server.http_client().is_server_live()
+
+
 def test_decompressed_body_over_the_limit(small_limit_server):
     body = gzip.compress(b" " * (LIMIT + 1))
     resp = small_limit_server.request(

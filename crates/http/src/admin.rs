@@ -1,7 +1,8 @@
 //! Every endpoint but infer: health, metadata, config, statistics, repository.
 
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::extract::{Path, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine;
@@ -12,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
+use crate::infer::json_too_large;
 use crate::AppState;
 
 /// Model name and optional version from the matched path.
@@ -93,6 +95,28 @@ pub(crate) async fn all_stats(State(s): State<AppState>) -> ApiResult<Json<Value
     Ok(Json(s.server.statistics_json(None, None)?))
 }
 
+/// Refuses a JSON request whose declared length passes `--http-max-input-size` before its
+/// body is read, with Triton's message (a body without a length meets the route's body
+/// limit instead). Triton checks every JSON endpoint so; the infer and generate routes
+/// check their JSON part themselves, as their binary tail does not count.
+pub(crate) async fn limit_json_length(
+    State(max_input_size): State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    match declared {
+        Some(length) if length > max_input_size => {
+            ApiError(json_too_large(length, max_input_size)).into_response()
+        }
+        _ => next.run(request).await,
+    }
+}
+
 /// Parses an optional JSON body (empty means default).
 pub(crate) fn optional_body<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> Result<T> {
     if body.iter().all(u8::is_ascii_whitespace) {
@@ -102,17 +126,74 @@ pub(crate) fn optional_body<T: for<'de> Deserialize<'de> + Default>(body: &Bytes
         .map_err(|e| Error::invalid_arg(format!("failed to parse the request JSON buffer: {e}")))
 }
 
+/// Triton's words for a repository index request whose `ready` is not a boolean.
+const READY_NOT_BOOL: &str = "Invalid value for 'ready': expected a boolean";
+
 #[derive(Deserialize, Default)]
 struct IndexRequest {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "ready_flag")]
     ready: bool,
+}
+
+/// `ready` as a boolean, any other JSON value refused in Triton's words (a value nested
+/// 250,000 arrays deep is refused at its first bracket, never walked); malformed JSON
+/// keeps the parser's own message.
+fn ready_flag<'de, D: serde::Deserializer<'de>>(value: D) -> std::result::Result<bool, D::Error> {
+    value.deserialize_any(ReadyFlag)
+}
+
+/// The visitor of [`ready_flag`].
+struct ReadyFlag;
+
+impl ReadyFlag {
+    fn refuse<E: serde::de::Error>(self) -> std::result::Result<bool, E> {
+        Err(E::custom(READY_NOT_BOOL))
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ReadyFlag {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a boolean")
+    }
+    fn visit_bool<E>(self, v: bool) -> std::result::Result<bool, E> {
+        Ok(v)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> std::result::Result<bool, E> {
+        self.refuse()
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> std::result::Result<bool, E> {
+        self.refuse()
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> std::result::Result<bool, E> {
+        self.refuse()
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> std::result::Result<bool, E> {
+        self.refuse()
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<bool, E> {
+        self.refuse()
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, _: A) -> std::result::Result<bool, A::Error> {
+        self.refuse()
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, _: A) -> std::result::Result<bool, A::Error> {
+        self.refuse()
+    }
 }
 
 pub(crate) async fn repository_index(
     State(s): State<AppState>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    let request: IndexRequest = optional_body(&body)?;
+    let request: IndexRequest = optional_body(&body).map_err(|e| {
+        if e.message().contains(READY_NOT_BOOL) {
+            Error::invalid_arg(READY_NOT_BOOL)
+        } else {
+            e
+        }
+    })?;
     Ok(Json(s.server.repository_index_json(request.ready).await?))
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::response::Response;
 use bytes::Bytes;
-use nereid_core::model::ModelSpec;
+use nereid_core::model::{format_dims, ModelSpec};
 use nereid_core::raw_input::raw_input;
 use nereid_core::request::{
     element_count, Classifications, InferRequest, InferResponse, InputTensor, OutputTensor,
@@ -299,6 +299,13 @@ fn decode_inputs(
     let mut offset = 0usize;
     let mut out = Vec::with_capacity(inputs.len());
     for input in inputs {
+        // Triton reads each dimension as an unsigned integer; Nereid keeps its words but
+        // answers 400 (Triton's 500 blames the server for a client's request).
+        if input.shape.iter().any(|&d| d < 0) {
+            return Err(Error::invalid_arg(
+                "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer",
+            ));
+        }
         let datatype = DataType::parse(&input.datatype).ok_or_else(|| {
             Error::invalid_arg(format!(
                 "invalid datatype '{}' for input '{}'",
@@ -395,22 +402,39 @@ fn decode_inputs(
     Ok(out)
 }
 
-/// Triton's check that a JSON input's declared size (shape × element size) fits
-/// `--http-max-input-size`, before its data is read. BYTES sizes are bounded by the JSON.
+/// Triton's checks of a JSON input's declared size before its data is read, in its order
+/// and words: the element count must fit an `i64`, so must the byte size, and the byte
+/// size must fit `--http-max-input-size`. BYTES sizes are bounded by the JSON.
 fn check_json_input_size(
     name: &str,
     datatype: DataType,
     shape: &[i64],
     max_input_size: usize,
 ) -> Result<()> {
+    // A zero dimension makes the count 0 whatever follows (Triton stops there too).
+    let elements = if shape.contains(&0) {
+        Some(0)
+    } else {
+        shape.iter().try_fold(1i64, |n, &d| n.checked_mul(d))
+    };
+    let Some(elements) = elements else {
+        return Err(Error::invalid_arg(format!(
+            "invalid shape for input '{name}': shape {} causes total element count to exceed maximum size of {}",
+            format_dims(shape),
+            i64::MAX
+        )));
+    };
     let Some(element_size) = datatype.element_size() else {
         return Ok(());
     };
-    let Some(elements) = element_count(shape) else {
-        return Ok(());
+    let width = i64::try_from(element_size).unwrap_or(i64::MAX);
+    let Some(byte_size) = elements.checked_mul(width) else {
+        return Err(Error::invalid_arg(format!(
+            "byte size overflow for input '{name}': element count ({elements}) * data type size ({element_size}) exceeds maximum allowed size ({})",
+            i64::MAX
+        )));
     };
-    let byte_size = elements.saturating_mul(element_size);
-    if byte_size > max_input_size {
+    if usize::try_from(byte_size).map_or(true, |size| size > max_input_size) {
         return Err(Error::invalid_arg(format!(
             "JSON input '{name}' has a byte_size ({byte_size} bytes) that exceeds the maximum allowed value of {max_input_size} bytes. Use --http-max-input-size to increase the limit."
         )));

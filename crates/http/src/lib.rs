@@ -145,6 +145,10 @@ pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
             ),
         );
     let repository = ApiGroup::ModelRepository;
+    let json_length = axum::middleware::from_fn_with_state(
+        state.options.max_input_size,
+        admin::limit_json_length,
+    );
     Router::new()
         .route("/v2/health/live", guard(ApiGroup::Health, get(admin::live)))
         .route(
@@ -174,20 +178,25 @@ pub fn router(server: Arc<Server>, options: HttpOptions) -> Router {
             "/v2/logging",
             guard(
                 ApiGroup::Logging,
-                get(logging::get_settings).post(logging::update_settings),
+                get(logging::get_settings)
+                    .post(logging::update_settings)
+                    .layer(json_length.clone()),
             ),
         )
         .route(
             "/v2/repository/index",
-            guard(repository, post(admin::repository_index)),
+            guard(
+                repository,
+                post(admin::repository_index).layer(json_length.clone()),
+            ),
         )
         .route(
             "/v2/repository/models/{model}/load",
-            guard(repository, post(admin::load)),
+            guard(repository, post(admin::load).layer(json_length.clone())),
         )
         .route(
             "/v2/repository/models/{model}/unload",
-            guard(repository, post(admin::unload)),
+            guard(repository, post(admin::unload).layer(json_length)),
         )
         .route(
             "/v2/trace/setting",

@@ -8,10 +8,9 @@
 //! entries do not have and in practice never runs; a mismatched state then fails every
 //! request. Here the state is checked with those words, and its input likewise.
 
-use nereid_core::model::{ControlSpec, ModelSpec, StateSpec};
+use nereid_core::model::{format_dims, ControlSpec, ModelSpec, StateSpec};
 use nereid_core::{DataType, Error, Result};
 
-use super::shape::shape_text;
 use super::{check_datatype, Graph, ModelTensor, Side};
 use crate::convert::onnx_name;
 
@@ -54,7 +53,7 @@ fn check_control(
     if debatched != [1] {
         return Err(Error::invalid_arg(format!(
             "unable to load model '{model}', sequence control '{name}' in model has dims {} but dims [1] is expected",
-            shape_text(debatched)
+            format_dims(debatched)
         )));
     }
     if found.datatype != datatype {

@@ -3,7 +3,7 @@
 //! compared is the tensor's `reshape` when it has one (what the model sees), else its
 //! `dims`, after a -1 batch dimension when the model batches.
 
-use nereid_core::model::{ModelSpec, TensorSpec};
+use nereid_core::model::{format_dims, ModelSpec, TensorSpec};
 use nereid_core::{Error, Result};
 
 use super::Side;
@@ -24,7 +24,7 @@ pub(super) fn check_shape(
         if model_shape != [-1] {
             return Err(Error::invalid_arg(format!(
                 "unable to load model '{model}', configuration expects model provides input with shape [-1]  for ragged input '{name}', model provides {}",
-                shape_text(model_shape)
+                format_dims(model_shape)
             )));
         }
         return Ok(());
@@ -34,7 +34,7 @@ pub(super) fn check_shape(
         if dims.iter().any(|&d| d != 1) {
             return Err(Error::invalid_arg(format!(
                 "unable to load model '{model}', scalar tensor '{name}', should only provide 1 in the model configuration when the model doesn't support batching. Model configuration provided: {}.",
-                shape_text(dims)
+                format_dims(dims)
             )));
         }
         return Ok(());
@@ -75,15 +75,15 @@ fn compare_dims(
         return Err(Error::invalid_arg(format!(
             "model '{model}', tensor '{name}': the model expects {} dimensions (shape {}) but the model configuration specifies {} dimensions (shape {})",
             model_shape.len(),
-            shape_text(model_shape),
+            format_dims(model_shape),
             dims.len(),
-            shape_text(dims)
+            format_dims(dims)
         )));
     }
     if model_shape.first() != Some(&-1) {
         return Err(Error::invalid_arg(format!(
             "model '{model}', tensor '{name}': for the model to support batching the shape should have at least 1 dimension and the first dimension must be -1; but shape expected by the model is {}",
-            shape_text(model_shape)
+            format_dims(model_shape)
         )));
     }
     let full: Vec<i64> = std::iter::once(-1).chain(dims.iter().copied()).collect();
@@ -93,14 +93,8 @@ fn compare_dims(
     Err(Error::invalid_arg(format!(
         "model '{model}', tensor '{name}': the model expects {} dimensions (shape {}) but the model configuration specifies {} dimensions (an initial batch dimension because max_batch_size > 0 followed by the explicit tensor shape, making complete shape {})",
         model_shape.len(),
-        shape_text(model_shape),
+        format_dims(model_shape),
         full.len(),
-        shape_text(&full)
+        format_dims(&full)
     )))
-}
-
-/// Triton's `ShapeToString`: `[-1,3,224,224]`.
-pub(super) fn shape_text(shape: &[i64]) -> String {
-    let parts: Vec<String> = shape.iter().map(i64::to_string).collect();
-    format!("[{}]", parts.join(","))
 }

@@ -13,7 +13,7 @@ use super::graph::Plan;
 use super::{StepModel, StepModels};
 use crate::config::ensembling;
 use crate::error::{Error, Result};
-use crate::model::{ModelSpec, SchedulingSpec, TensorSpec};
+use crate::model::{format_dims, ModelSpec, SchedulingSpec, TensorSpec};
 
 /// What an ensemble tensor is known to be, and which model said so.
 struct TensorNode {
@@ -175,9 +175,9 @@ fn connect(
     if !dims_match(&first.dims, &node.dims) && !dims_match(&first.full_dims, &node.full_dims) {
         return Err(Error::invalid_arg(format!(
             "{prefix}inconsistent shape: {} is inferred from model {} while {} is inferred from model {}",
-            dims_text(&first.full_dims),
+            format_dims(&first.full_dims),
             first.model,
-            dims_text(&node.full_dims),
+            format_dims(&node.full_dims),
             node.model
         )));
     }
@@ -187,12 +187,6 @@ fn connect(
 /// Equal rank and every dimension equal or variable (-1) on either side.
 fn dims_match(a: &[i64], b: &[i64]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(&x, &y)| x == y || x == -1 || y == -1)
-}
-
-/// Triton's `DimsListToString`: `[-1,4]`.
-fn dims_text(dims: &[i64]) -> String {
-    let parts: Vec<String> = dims.iter().map(i64::to_string).collect();
-    format!("[{}]", parts.join(","))
 }
 
 /// The first step (looking into nested ensembles) whose model cannot use the response
@@ -227,7 +221,7 @@ mod tests {
         assert!(dims_match(&[-1, 4], &[3, 4]));
         assert!(!dims_match(&[4], &[3]));
         assert!(!dims_match(&[4], &[4, 1]));
-        assert_eq!(dims_text(&[-1, 3]), "[-1,3]");
+        assert_eq!(format_dims(&[-1, 3]), "[-1,3]");
         let mut known = HashMap::new();
         connect("e", "t", TensorNode::new("a", true, 11, &[4]), &mut known).expect("first");
         // A non-batching model may see the same tensor with its batch dimension spelled out.
