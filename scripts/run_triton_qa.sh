@@ -47,7 +47,12 @@
 # tests/python/triton_wheel.py unpacks it), with
 # TRITON_PYTHON_STUB_PATH (a bin folder whose python3 the stubs use: Python 3.11 with
 # numpy < 2) and TRITON_PYTHON_EXAMPLES (python_backend's examples folder, for the
-# python models some suites take from it).
+# python models some suites take from it), TORCH_PYTHON (a python whose `torch` can
+# script models, e.g. the CPU one scripts/torch_cpu_python.sh prints: the libtorch models
+# are then generated too, as Triton's gen_qa_model_repository has its PyTorch image
+# generate them, into the same repositories), TRITON_PYTORCH_BACKEND (a folder with
+# Triton's pytorch backend and the libtorch it loads, e.g. the pytorch folder of
+# scripts/build_pytorch_backend.sh's OUT_DIR; linked as the suites' backends/pytorch).
 # When SERVER_CHECKOUT also holds src/test/models, the models Triton's QA image
 # (Dockerfile.QA) adds to L0_backend_identity and L0_decoupled are added the same way.
 # Counts come from the unittest (or pytest) summaries in each suite's client logs: a
@@ -139,6 +144,26 @@ for path in glob.glob(sys.argv[1] + "/**/*.onnx", recursive=True):
     if changed:
         onnx.save(model, path)
 EOF
+# The libtorch models, after the ONNX ones (generate skips a repository that exists).
+generate_torch() { # repository generator-args...
+  local dir=$MODELS/$1
+  shift
+  [ -f "$dir.libtorch.done" ] && return 0
+  (cd "$WORK/qa/common" && "$TORCH_PYTHON" "$@" --libtorch --models_dir="$dir") > "$dir.libtorch.gen.log" 2>&1 ||
+    { echo "model generation failed: $* --libtorch (see $dir.libtorch.gen.log)" >&2; exit 1; }
+  touch "$dir.libtorch.done"
+}
+if [ -n "${TORCH_PYTHON:-}" ]; then
+  generate_torch qa_model_repository gen_qa_models.py
+  generate_torch qa_variable_model_repository gen_qa_models.py --variable
+  generate_torch qa_identity_model_repository gen_qa_identity_models.py
+  generate_torch qa_reshape_model_repository gen_qa_reshape_models.py --variable
+  generate_torch qa_sequence_model_repository gen_qa_sequence_models.py
+  generate_torch qa_variable_sequence_model_repository gen_qa_sequence_models.py --variable
+  generate_torch qa_sequence_implicit_model_repository gen_qa_implicit_models.py
+  generate_torch qa_variable_sequence_implicit_model_repository gen_qa_implicit_models.py --variable
+  generate_torch qa_dyna_sequence_model_repository gen_qa_dyna_sequence_models.py
+fi
 # Some generators write KIND_GPU instance groups for ONNX models outright (they fall back
 # to KIND_CPU only for their torch models); without a GPU those become CPU instances.
 if ! command -v nvidia-smi > /dev/null; then
@@ -167,6 +192,11 @@ if [ -n "${TRITON_BACKENDS:-}" ]; then
     rm -rf "$WORK/triton/backends/$name" && mkdir -p "$WORK/triton/backends/$name"
     cp "$lib" "$WORK/triton/backends/$name/"
   done
+fi
+if [ -n "${TRITON_PYTORCH_BACKEND:-}" ]; then
+  # A link: libtriton_pytorch.so loads libtorch from beside itself ($ORIGIN).
+  rm -rf "$WORK/triton/backends/pytorch" &&
+    ln -s "$(cd "$TRITON_PYTORCH_BACKEND" && pwd)" "$WORK/triton/backends/pytorch"
 fi
 stub_path=
 if [ -n "${TRITON_PYTHON_BACKEND:-}" ]; then

@@ -40,7 +40,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 F32 = np.float32
 A = np.array([[1.0, 2.0, 3.0, 4.0]], F32)
 B = np.array([[0.5, -1.0, 10.0, 2.25]], F32)
-BAD_HANDLE = "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t"
+def bad_handle(name):
+    # Triton's "invalid args" for a handle it cannot open (L0_grpc's aio test matches it).
+    return (f"failed to register shared memory region '{name}': invalid args "
+            "('raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t)")
 
 
 def has_real_cuda():
@@ -155,7 +158,7 @@ def test_without_cuda_register_fails_clearly(server, error_of, proto):
 def test_handle_must_be_64_bytes(server, error_of, proto):
     client = server.http_client() if proto == "http" else server.grpc_client()
     e = error_of(register, client, "short", b"\1" * 63, 0, 64)
-    assert e.message() == BAD_HANDLE
+    assert e.message() == bad_handle("short")
 
 
 def test_register_body_errors(server):
@@ -167,7 +170,7 @@ def test_register_body_errors(server):
     r = post("/v2/cudasharedmemory/region/r/register", {"raw_handle": {"b64": "AAAA"}, "device_id": 0})
     assert (r.status, r.json()) == (400, {"error": "Shared memory register request has no 'byte_size' field"})
     r = post("/v2/cudasharedmemory/region/r/register", {"raw_handle": {"b64": "!!not base64!!"}, "byte_size": 4})
-    assert (r.status, r.json()) == (400, {"error": BAD_HANDLE})
+    assert (r.status, r.json()) == (400, {"error": bad_handle("r")})
     r = post("/v2/cudasharedmemory/register", {"raw_handle": {"b64": "AAAA"}, "byte_size": 4})
     assert (r.status, r.json()) == (
         400,

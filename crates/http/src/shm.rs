@@ -136,9 +136,7 @@ async fn register_cuda(
     let byte_size = required(request.byte_size, "byte_size")?;
     let handle = base64::engine::general_purpose::STANDARD
         .decode(handle.b64.as_bytes())
-        .map_err(|_| {
-            Error::invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
-        })?;
+        .map_err(|_| nereid_core::shm::bad_handle(&name))?;
     s.server
         .shm_register_cuda(&name, &handle, i64::from(request.device_id), byte_size)?;
     Ok(StatusCode::OK)

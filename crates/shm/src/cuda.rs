@@ -16,6 +16,9 @@ use crate::error::{Error, Result};
 /// Size of `cudaIpcMemHandle_t` / `CUipcMemHandle`.
 pub const IPC_HANDLE_SIZE: usize = 64;
 
+/// Why a `raw_handle` was refused: not base64, or not [`IPC_HANDLE_SIZE`] bytes.
+pub const BAD_HANDLE: &str = "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t";
+
 /// Environment variable naming the CUDA driver library to load instead of `libcuda.so.1`.
 pub const LIBRARY_ENV: &str = "NEREID_CUDA_LIBRARY";
 
@@ -197,9 +200,9 @@ impl DeviceMemory {
     /// allocation's start. Errors are the reason only; the caller names the region.
     pub fn open(handle: &[u8], device: u32, len: usize) -> Result<Self> {
         let driver = driver()?;
-        let handle: [u8; IPC_HANDLE_SIZE] = handle.try_into().map_err(|_| {
-            Error::invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
-        })?;
+        let handle: [u8; IPC_HANDLE_SIZE] = handle
+            .try_into()
+            .map_err(|_| Error::invalid_arg(BAD_HANDLE))?;
         let context = driver.retain_device(device).map_err(Error::invalid_arg)?;
         let mut ptr: CuDevicePtr = 0;
         // SAFETY: `ptr` is a valid out-pointer and the handle is passed by value.

@@ -19,7 +19,8 @@ mod mapping;
 pub mod sigbus;
 
 pub use cuda::{
-    available as cuda_available, copy_device_to_host, DeviceMemory, IPC_HANDLE_SIZE, LIBRARY_ENV,
+    available as cuda_available, copy_device_to_host, DeviceMemory, BAD_HANDLE, IPC_HANDLE_SIZE,
+    LIBRARY_ENV,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use mapping::Mapping;

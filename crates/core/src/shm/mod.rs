@@ -354,9 +354,7 @@ impl ShmRegistry {
     ) -> Result<()> {
         self.client_access()?;
         if handle.len() != nereid_shm::IPC_HANDLE_SIZE {
-            return Err(Error::invalid_arg(
-                "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t",
-            ));
+            return Err(bad_handle(name));
         }
         self.check_room(&self.regions.lock(), name, byte_size)?;
         let len = usize::try_from(byte_size).map_err(|_| too_large(name))?;
@@ -581,6 +579,15 @@ impl OutputTarget {
         // The object may have shrunk under the copy: then the bytes went to zero pages.
         usable(&self.region)
     }
+}
+
+/// A CUDA region whose `raw_handle` is not a base64 `cudaIpcMemHandle_t`, refused in the
+/// words Triton uses when it cannot open a handle ("invalid args"), with the reason.
+pub fn bad_handle(name: &str) -> Error {
+    Error::invalid_arg(format!(
+        "failed to register shared memory region '{name}': invalid args ({})",
+        nereid_shm::BAD_HANDLE
+    ))
 }
 
 #[cfg(test)]

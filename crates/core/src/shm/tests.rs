@@ -194,7 +194,7 @@ fn cuda_handle_must_be_64_bytes_and_status_starts_empty() {
         .expect_err("short handle");
     assert_eq!(
         e.message(),
-        "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t"
+        "failed to register shared memory region 'c': invalid args ('raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t)"
     );
     assert!(registry.cuda_status(None).expect("status").is_empty());
     registry

@@ -1,0 +1,411 @@
+#!/usr/bin/env python3
+"""Census of Triton's QA suites (qa/L0_*) against what Nereid can run on a CPU machine.
+
+Usage: scripts/triton_qa_census.py [SERVER_REPO] [--commit REV] [--check-docs]
+
+  SERVER_REPO   a checkout of triton-inference-server/server, or its bare git mirror
+                (default /work/.mirror/triton-inference-server+server/repo)
+  --commit REV  the commit to read from a git repository (default HEAD); a plain
+                directory without .git is read as it is
+  --check-docs  also compare the result counts recorded below with the "Triton QA
+                suites" table of docs/src/compatibility.md and report any difference
+
+Prints markdown: a summary and one row per qa/L0_* folder. Each row joins
+  (a) markers found in the suite's test.sh and the Python/shell files beside it (what
+      it copies, starts and runs), computed at run time;
+  (b) FACTS: what the suite needs, whether it can run on this machine and why, as
+      established by reading each test.sh (kept by hand, below);
+  (c) RESULTS: the counts recorded in docs/src/compatibility.md and docs/src/features/.
+A folder with no FACTS entry is listed under "Not classified" and the script exits 1,
+so a suite Triton adds shows up instead of being missed. Standard library only.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+DEFAULT_REPO = "/work/.mirror/triton-inference-server+server/repo"
+
+# What a suite needs. The codes, in the order they are shown.
+NEEDS = {
+    "gpu": "a GPU (nvidia-smi, CUDA shared memory, KIND_GPU with no CPU path, GPU memory)",
+    "trt": "TensorRT (plan models, trtexec, the tensorrt backend)",
+    "tf": "TensorFlow models (graphdef/savedmodel)",
+    "torch": "libtorch models (Triton's pytorch backend; here the CPU build of scripts/build_pytorch_backend.sh)",
+    "ov": "OpenVINO models (Triton's openvino backend; here the CPU build)",
+    "py": "Triton's python backend (here from the nvidia-pytriton wheel)",
+    "custom": "Triton's C++ test/custom backends (here from scripts/build_triton_backends.sh)",
+    "capi": "C API programs built in Triton's image (simple, memory_alloc, multi_server, *_api_test ...)",
+    "unit": "unit tests of Triton's own C++ code (gtests of core/common internals, no server)",
+    "cc": "C++ client programs of Triton's client repository (simple_*_client, image_client ...)",
+    "pa": "perf_analyzer",
+    "nginx": "nginx",
+    "redis": "redis",
+    "valgrind": "valgrind",
+    "cloud": "cloud storage (S3, GCS, Azure, MinIO)",
+    "vllm": "vLLM",
+    "trtllm": "TensorRT-LLM",
+    "java": "Java (Maven, JavaCPP presets)",
+    "other": "another tool or language (Go, Node.js, Docker, conda, Kaldi, mkdocs, MLflow ...)",
+    "onnx": "ONNX models (Nereid's built-in ONNX Runtime backend)",
+}
+
+# (needs, runnable, note). runnable: "yes" (every trial can run here, given the builds
+# named in docs/src/features/backends.md), "partly" (the note says which trials),
+# "no" (the note says why). Established by reading each test.sh and what it runs.
+FACTS = {
+    "L0_additional_dependency_dirs": ("trt", "no", "tensorrt backend's additional-dependency-dirs with a plan model"),
+    "L0_async_work_queue": ("unit", "no", "gtest of Triton common's AsyncWorkQueue; no server involved"),
+    "L0_backend_bls": ("custom py tf", "partly", "bls example backend built from source; its addsub_tf is a SavedModel (replaced by ONNX by hand)"),
+    "L0_backend_config": ("onnx", "yes", "--backend-config defaults and overrides read from the server log, ONNX models"),
+    "L0_backend_fastertransformer": ("gpu other", "no", "clones and runs the FasterTransformer backend (GPU)"),
+    "L0_backend_identity": ("custom", "yes", "Triton's identity backend"),
+    "L0_backend_onnxruntime": ("onnx", "yes", "an ONNX BF16 model over HTTP and gRPC"),
+    "L0_backend_output_detail": ("capi py", "yes", "backend_output_detail_test (a C API gtest, to build against Nereid's libtritonserver.so) on a python add_sub model"),
+    "L0_backend_python": ("py torch gpu other", "partly", "subtests run one by one; bls/io/ensemble need torch or GPU tensors, env/variants need conda and a python_backend build"),
+    "L0_backend_release": ("cc onnx", "no", "only C++ clients (simple_http_infer_client, simple_grpc_sequence_stream_infer_client), not built here"),
+    "L0_backend_tutorial": ("custom", "yes", "minimal and recommended example backends built from source and their clients"),
+    "L0_batch_custom": ("onnx custom", "yes", "volume/single batching libraries over onnx_zero_1_float16; its KIND_GPU group kept on the CPU by the runner"),
+    "L0_batch_input": ("onnx torch trt", "partly", "onnx and libtorch trials of BACKENDS; plan needs TensorRT"),
+    "L0_batcher": ("onnx torch trt py custom gpu unit", "partly", "onnx, custom and python trials; plan, CUDA shared memory and instance_queue_test (unit test) not"),
+    "L0_buffer_attributes": ("py gpu", "no", "python models on KIND_GPU with CUDA shared memory buffers"),
+    "L0_client_build_variants": ("other", "no", "builds Triton's client repository in several configurations; no server"),
+    "L0_client_java": ("java cc", "no", "Java/Scala clients built with Maven"),
+    "L0_client_memory_growth": ("custom cc valgrind", "partly", "the python client runs under valgrind massif; the C++ memory_leak_test is not built here"),
+    "L0_client_nobatch": ("onnx", "yes", ""),
+    "L0_client_timeout": ("custom cc", "partly", "python timeout tests; client_timeout_test (C++) not built here"),
+    "L0_client_valgrind": ("custom cc valgrind", "no", "only the C++ memory_leak_test under valgrind"),
+    "L0_cmdline_trace": ("onnx", "yes", "trace flags and trace files (Triton trace and OpenTelemetry are implemented; not run through the runner yet)"),
+    "L0_compute_capability": ("gpu trt torch", "no", "--min-supported-compute-capability against KIND_GPU models"),
+    "L0_config_json": ("onnx custom", "yes", "model configuration JSON over HTTP"),
+    "L0_cuda_graph": ("trt gpu", "no", "TensorRT CUDA graphs"),
+    "L0_cuda_shared_memory": ("gpu py", "no", "CUDA shared memory"),
+    "L0_custom_model_config": ("onnx", "yes", "--model-config-name and custom config files"),
+    "L0_custom_ops": ("torch onnx other", "no", "custom-op libraries built in Triton's image (libtorch modulo/vision ops, ONNX Runtime's test op library)"),
+    "L0_data_compression": ("unit cc onnx", "partly", "python clients with deflate/gzip; data_compressor_test (unit test) and the C++ client not"),
+    "L0_decoupled": ("py custom torch", "partly", "python and custom trials; fan_repeat is a libtorch ensemble"),
+    "L0_device_memory_tracker": ("gpu trt", "no", "GPU memory accounting with TensorRT models"),
+    "L0_dlpack_multi_gpu": ("gpu py torch", "no", "DLPack between GPUs (torch and CuPy on CUDA)"),
+    "L0_doc_links": ("other", "no", "mkdocs link check of Triton's own documentation; no server"),
+    "L0_dyna_implicit_state": ("onnx trt custom", "partly", "L0_dyna_sequence_batcher with implicit state; onnx trial (plan needs TensorRT)"),
+    "L0_dyna_sequence_batcher": ("onnx torch trt custom", "partly", "onnx, libtorch and custom trials; plan not"),
+    "L0_grpc": ("onnx py custom cc nginx", "partly", "python tests and the nginx step; C++ clients not built here"),
+    "L0_grpc_state_cleanup": ("custom", "yes", "repeat backend and custom_zero_1_float32"),
+    "L0_http": ("onnx py custom cc nginx", "partly", "python tests and the nginx step; C++ clients not built here"),
+    "L0_http_fuzz": ("onnx other", "yes", "boofuzz over HTTP (installs conda and Python 3.8 packages)"),
+    "L0_https": ("nginx cc onnx", "partly", "python clients through an nginx TLS proxy (root for /etc/nginx); the C++ client not built here"),
+    "L0_implicit_state": ("onnx torch trt custom gpu", "partly", "onnx, libtorch and implicit_state trials; plan and the GPU state-buffer tests not"),
+    "L0_infer": ("onnx torch trt ov py custom gpu", "partly", "with TRITON_SERVER_CPU_ONLY=1: onnx, libtorch, openvino, python, custom; plan and the CUDA shared-memory variant not"),
+    "L0_infer_reshape": ("onnx torch trt custom", "partly", "onnx, libtorch and custom models; plan not"),
+    "L0_infer_variable": ("onnx torch trt gpu", "partly", "the cpu pass with onnx and libtorch; plan and the KIND_GPU pass not"),
+    "L0_infer_zero": ("onnx torch custom", "yes", "onnx, libtorch and identity models (libtorch ones need TORCH_PYTHON)"),
+    "L0_initializer_as_input": ("onnx", "yes", "an ONNX model with an initializer as input"),
+    "L0_input_validation": ("onnx trt py unit capi", "partly", "python input/shape/name validation with onnx models, input_byte_size_test (C API gtest); plan shape tensors and tensor_size_test (unit test) not"),
+    "L0_io": ("capi onnx torch trt py gpu", "partly", "memory_alloc (C API, to build) with CPU input/output on onnx, libtorch, python models; GPU devices, plan and dlpack not"),
+    "L0_iterative_sequence": ("custom", "yes", "iterative_sequence backend, generate_stream"),
+    "L0_java_memory_growth": ("java", "no", "Java bindings of the C API built with JavaCPP"),
+    "L0_java_resnet": ("java torch", "no", "Java bindings of the C API built with JavaCPP"),
+    "L0_java_sequence_batcher": ("java torch", "no", "Java bindings of the C API built with JavaCPP"),
+    "L0_java_simple_example": ("java", "no", "Java bindings of the C API built with JavaCPP"),
+    "L0_json": ("unit", "no", "gtest of Triton common's JSON wrapper; no server involved"),
+    "L0_large_payload": ("onnx torch trt py", "partly", "onnx, libtorch and python trials; plan not"),
+    "L0_libtorch_disable_cudnn": ("torch", "yes", "the backend logs the cuDNN setting on a CPU too"),
+    "L0_libtorch_inference_mode": ("torch", "yes", ""),
+    "L0_libtorch_instance_group_kind_model": ("torch gpu", "no", "KIND_MODEL across several GPUs (cuda:0..3)"),
+    "L0_libtorch_io_names": ("torch", "yes", ""),
+    "L0_libtorch_io_types": ("torch", "yes", "load errors for unsupported types, from the server log"),
+    "L0_libtorch_optimized_execution": ("torch", "yes", ""),
+    "L0_libtorch_shared_weights": ("torch gpu", "partly", "the KIND_CPU trial; KIND_GPU not"),
+    "L0_lifecycle": ("onnx torch trt ov py custom gpu", "partly", "onnx, libtorch, openvino, python, identity trials; plan and the KIND_GPU trial not"),
+    "L0_logging": ("onnx unit", "partly", "log settings over HTTP/gRPC and log formats; logging_test (unit test) not"),
+    "L0_long_running_stress": ("onnx torch custom gpu", "partly", "sequence/identity models on the CPU; needs resnet_v1_50 from Triton's onnx_model_store and hours"),
+    "L0_memory": ("unit py", "partly", "the python-model pinned-pool trials; memory_test and pinned_memory_manager_test (unit tests) not"),
+    "L0_memory_growth": ("trt pa valgrind py torch", "partly", "the python busy_op trial; resnet50 models come from Triton's perf_model_store and a TensorRT build"),
+    "L0_metrics": ("onnx py custom gpu unit", "partly", "CPU and model metrics tests; GPU and peer-memory trials and metrics_api_test (unit test) not"),
+    "L0_mlflow": ("onnx cloud other", "partly", "the MLflow plugin on a local repository; its S3 trial needs AWS"),
+    "L0_model_config": ("onnx torch trt ov py custom", "partly", "autofill and config checks for onnx, pytorch, openvino, python, custom; tensorrt cases not"),
+    "L0_model_namespacing": ("py", "yes", "python models in several repositories"),
+    "L0_model_queue": ("custom", "yes", "custom_zero_1_float32 with queue policies"),
+    "L0_model_update": ("py gpu", "partly", "instance updates of a python model; the tests with KIND_GPU groups not"),
+    "L0_multi_server": ("capi onnx trt", "partly", "multi_server (C API, to build) on the onnx models; plan not"),
+    "L0_nan_inf": ("py", "yes", ""),
+    "L0_nullchar_string": ("py torch", "yes", "a python string model and a libtorch identity model"),
+    "L0_onnx_optimization": ("onnx gpu", "partly", "CPU optimization settings and unknown accelerators; CUDA and TensorRT execution providers not"),
+    "L0_openai": ("vllm trtllm gpu", "partly", "its test.sh needs a vLLM or TensorRT-LLM model; the same tests run on Triton's CPU mock models by tests/python/test_triton_openai_suite.py"),
+    "L0_optional_input": ("custom py", "yes", "identity, ensembles and a python model"),
+    "L0_orca": ("trtllm gpu", "no", "ORCA load reporting with a TensorRT-LLM engine"),
+    "L0_output_name": ("onnx torch trt", "partly", "onnx and libtorch identity models; plan not"),
+    "L0_output_validation": ("torch", "no", "models from Triton's prebuilt libtorch_model_store2"),
+    "L0_parallel_copy": ("trt", "no", "a plan identity model"),
+    "L0_parameters": ("custom py", "yes", "request parameters through identity, ensemble and python models"),
+    "L0_passive_instance": ("custom pa", "yes", "distributed_addsub backend with a passive KIND_GPU group (run on the CPU by the runner)"),
+    "L0_perf_deeprecommender": ("trt pa torch", "no", "models from Triton's perf_model_store and a TensorRT build"),
+    "L0_perf_kaldi": ("other gpu", "no", "the Kaldi backend in a docker image"),
+    "L0_perf_nomodel": ("pa custom onnx torch trt py gpu", "partly", "perf_analyzer on custom, onnx, libtorch, python models; plan and CUDA shared memory not"),
+    "L0_perf_pyclients": ("custom", "yes", "python simple_perf_client against custom_zero_1_int32"),
+    "L0_perf_resnet": ("trt pa torch", "no", "resnet50 from Triton's perf_model_store and a TensorRT build"),
+    "L0_perf_tensorrt_llm": ("trtllm pa gpu", "no", ""),
+    "L0_perf_vllm": ("vllm pa gpu", "no", ""),
+    "L0_pinned_memory": ("pa custom torch gpu", "partly", "perf_analyzer runs with and without a pinned pool; the point (host/GPU copies) needs a GPU"),
+    "L0_priority": ("trt", "no", "CUDA stream priority of plan models"),
+    "L0_python_api": ("py", "yes", "Triton's tritonserver/tritonfrontend Python packages on Nereid's libtritonserver.so"),
+    "L0_python_client_unit_tests": ("other", "no", "unit tests of the tritonclient package; no server"),
+    "L0_pytorch_python_runtime": ("torch py other", "partly", "the pytorch backend's Python runtime (clones pytorch_backend); resnet50_libtorch comes from Triton's data"),
+    "L0_query": ("custom capi gpu", "partly", "query backend with query_test (C API, to build) and python tests on CPU memory; CUDA shared-memory cases not"),
+    "L0_rate_limiter": ("custom", "yes", "custom models whose KIND_GPU groups the runner keeps on the CPU"),
+    "L0_register": ("capi", "yes", "register_api_test (C API gtest, to build against Nereid's libtritonserver.so)"),
+    "L0_repoagent_checksum": ("custom", "yes", "the checksum repository agent (built into Nereid) over identity"),
+    "L0_request_cancellation": ("capi cc custom torch py", "partly", "python cancellation and scheduler tests, request_cancellation_test (C API, to build); grpc_cancellation_test (C++ client) not"),
+    "L0_response_cache": ("unit redis pa onnx custom", "partly", "local and redis cache with onnx, identity, ensembles; response_cache_test (unit test) not"),
+    "L0_response_statistics": ("custom", "yes", "the square backend's per-response statistics"),
+    "L0_sagemaker": ("onnx py", "yes", "through Triton's serve script (docker/sagemaker/serve of the server repository)"),
+    "L0_scalar_io": ("onnx", "yes", ""),
+    "L0_sdk": ("other java cc pa", "no", "checks the contents of Triton's SDK image"),
+    "L0_secure_grpc": ("onnx cc", "partly", "python clients over gRPC TLS; the C++ client not built here"),
+    "L0_sequence_batcher": ("onnx torch trt py custom gpu", "partly", "onnx, python, custom trials; plan and CUDA shared memory not"),
+    "L0_sequence_corrid_batcher": ("onnx torch trt py gpu", "partly", "onnx and libtorch dyna models (KIND_GPU count 4 kept on the CPU), python corrid types; plan not"),
+    "L0_sequence_stress": ("custom", "yes", "custom_sequence_int32 (KIND_GPU groups kept on the CPU)"),
+    "L0_server_status": ("onnx torch trt", "partly", "metadata of onnx and libtorch models; plan not"),
+    "L0_shared_memory": ("onnx py torch trt ov", "partly", "python, onnx, libtorch, openvino models; plan not"),
+    "L0_simple_ensemble": ("onnx py", "yes", "ensembles and back-pressure with python models"),
+    "L0_simple_example": ("cc onnx", "partly", "the python client; the C++ simple_http_infer_client not built here"),
+    "L0_simple_go_client": ("other", "no", "a Go client generated from a clone of Triton's repositories"),
+    "L0_simple_lib": ("capi onnx torch trt gpu", "partly", "simple (C API, runs here by scripts/run_triton_inprocess_example.sh) on onnx/libtorch with system and pinned memory; plan and gpu memory not"),
+    "L0_simple_nodejs_client": ("other", "no", "a Node.js client (npm install, clone of Triton's common repository)"),
+    "L0_socket": ("onnx", "yes", "port and address flags (uses ports 8000-8007)"),
+    "L0_storage_S3": ("cloud torch trt gpu", "no", "AWS S3"),
+    "L0_storage_S3_local": ("cloud onnx torch trt", "no", "MinIO downloaded from dl.min.io"),
+    "L0_storage_azure": ("cloud", "no", "Azure blob storage"),
+    "L0_storage_swiftstack": ("cloud gpu", "no", "an S3-compatible SwiftStack endpoint"),
+    "L0_string_io": ("onnx py", "yes", "string_identity is a python model"),
+    "L0_torch_aoti": ("torch", "no", "AOTInductor models need a newer pytorch backend than the r24.10 build"),
+    "L0_torch_aoti_hstu": ("torch gpu other", "no", "HSTU AOTI models with a FlexKV server"),
+    "L0_trace": ("onnx py cc", "partly", "trace settings, OpenTelemetry with python clients; C++ clients not built here"),
+    "L0_triton_repo_agent": ("unit capi", "no", "repo_agent_test (unit test) and Triton's relocation agent library, which Nereid does not host"),
+    "L0_trt_bf16_dtype": ("trt gpu", "no", ""),
+    "L0_trt_compat": ("trt gpu", "no", ""),
+    "L0_trt_data_dependent_shape": ("trt gpu", "no", ""),
+    "L0_trt_dla": ("trt gpu", "no", "DLA (Jetson)"),
+    "L0_trt_dynamic_shape": ("trt gpu pa", "no", ""),
+    "L0_trt_error_propagation": ("trt", "no", "error messages of the tensorrt backend for a bad plan"),
+    "L0_trt_plugin": ("trt gpu", "no", ""),
+    "L0_trt_reformat_free": ("trt gpu", "no", ""),
+    "L0_trt_shape_tensors": ("trt gpu", "no", ""),
+    "L0_vertex_ai": ("onnx py", "yes", "the Vertex AI endpoint (--allow-vertex-ai)"),
+    "L0_warmup": ("onnx torch trt py gpu cc", "partly", "warmup of onnx, libtorch, python models; plan, the KIND_GPU trial and the C++ image_client not"),
+}
+
+# Results recorded in docs/src/compatibility.md ("Triton QA suites", and "Triton's OpenAI
+# frontend tests" for L0_openai) and docs/src/features/ (embedding.md for L0_python_api,
+# backends.md for L0_backend_tutorial): suite -> (tests, passed, how).
+RESULTS = {
+    "L0_batcher": (88, 88, "44/44 with onnx models, 44/44 with libtorch"),
+    "L0_shared_memory": (36, 36, ""),
+    "L0_dyna_sequence_batcher": (10, 10, ""),
+    "L0_sequence_batcher": (270, 270, "90/90 onnx, 90/90 libtorch, 90/90 libtorch with implicit state"),
+    "L0_batch_custom": (5, 5, ""),
+    "L0_decoupled": (7, 2, ""),
+    "L0_backend_python": (80, 78, "subtests run one by one"),
+    "L0_backend_identity": (2, 2, ""),
+    "L0_backend_bls": (1, 1, "bls_client by hand"),
+    "L0_client_nobatch": (4, 4, ""),
+    "L0_scalar_io": (1, 1, ""),
+    "L0_implicit_state": (14, 10, "7/5 onnx, 7/5 libtorch"),
+    "L0_infer": (142, 142, "onnx and libtorch: 42/42 each, and 29/29 each with system shared memory"),
+    "L0_infer_zero": (28, 28, ""),
+    "L0_infer_reshape": (8, 6, ""),
+    "L0_infer_variable": (42, 16, ""),
+    "L0_string_io": (1, 0, ""),
+    "L0_http": (2, 0, "unittest cases; most checks are shell"),
+    "L0_grpc": (2, 1, "unittest cases; most checks are shell"),
+    "L0_python_api": (111, 106, "embedding.md: binding 59/62, api 20/20, kserve 23/25, logging callback 4/4"),
+    "L0_openai": (67, 47, "python/openai/tests on CPU mock models, not its test.sh"),
+    "L0_backend_tutorial": (2, 2, "minimal_client and recommended_client by hand"),
+    "L0_libtorch_inference_mode": (1, 1, ""),
+    "L0_libtorch_optimized_execution": (1, 1, ""),
+    "L0_libtorch_disable_cudnn": (1, 1, ""),
+    "L0_libtorch_io_names": (8, 8, ""),
+    "L0_libtorch_io_types": (3, 3, "three start-up checks"),
+    "L0_libtorch_shared_weights": (1, 1, "KIND_CPU passes"),
+}
+
+# Markers read from the files at run time: (label, pattern). Shown in the table so a
+# reader can see what a suite's files mention beside the hand-kept classification.
+MARKERS = [
+    ("nvidia-smi", r"nvidia-smi"),
+    ("KIND_GPU", r"KIND_GPU"),
+    ("cudashm", r"cuda_shared_memory|cudashm|CudaSharedMemory"),
+    ("plan", r"\bplan\b|\bplan_|_plan\b|tensorrt|trtexec"),
+    ("tf", r"graphdef|savedmodel|tensorflow"),
+    ("libtorch", r"libtorch|pytorch"),
+    ("openvino", r"openvino"),
+    ("python", r"python_models|backend: *\\?\"python|backend_python|python_backend"),
+    ("custom", r"custom_models|libtriton_\w+\.so|identity_backend"),
+    ("C++ client", r"\.\./clients/[A-Za-z_]+(?![\w.])"),
+    ("built test", r"\./\w+_test\b(?!\.)|LD_LIBRARY_PATH=/opt/tritonserver/lib"),
+    ("perf_analyzer", r"perf_analyzer|perf_client"),
+    ("nginx", r"nginx"),
+    ("redis", r"redis-server"),
+    ("valgrind", r"valgrind"),
+    ("docker", r"\bdocker\b"),
+    ("cloud", r"s3://|gs://|as://|\baz storage|minio"),
+    ("vllm", r"vllm"),
+    ("trtllm", r"tensorrt_llm|tensorrtllm|trtllm"),
+    ("dali", r"\bdali\b"),
+    ("java", r"\bmvn\b|\bjava\b"),
+    ("CPU_ONLY", r"TRITON_SERVER_CPU_ONLY"),
+]
+
+
+def list_files(repo, commit):
+    """{path: text} of test.sh and the .sh/.py files under qa/L0_*, and the L0 names."""
+    if os.path.isdir(os.path.join(repo, ".git")) or not os.path.isdir(os.path.join(repo, "qa")):
+        out = subprocess.run(["git", "-C", repo, "ls-tree", "-r", commit, "qa/"],
+                             capture_output=True, text=True, check=True).stdout
+        blobs = {}
+        suites = set()
+        for line in out.splitlines():
+            meta, path = line.split("\t", 1)
+            parts = path.split("/")
+            if len(parts) < 3 or not parts[1].startswith("L0_"):
+                continue
+            suites.add(parts[1])
+            if path.endswith((".sh", ".py")) and "/models/" not in path:
+                blobs[path] = meta.split()[2]
+        paths = sorted(blobs)
+        data = "".join(blobs[p] + "\n" for p in paths).encode()
+        raw = subprocess.run(["git", "-C", repo, "cat-file", "--batch"], input=data,
+                             capture_output=True, check=True).stdout
+        texts, pos = {}, 0
+        for p in paths:
+            end = raw.index(b"\n", pos)
+            size = int(raw[pos:end].split()[2])
+            texts[p] = raw[end + 1:end + 1 + size].decode("utf-8", "replace")
+            pos = end + 1 + size + 1
+        return sorted(suites), texts
+    qa = os.path.join(repo, "qa")
+    suites = sorted(d for d in os.listdir(qa) if d.startswith("L0_") and os.path.isdir(os.path.join(qa, d)))
+    texts = {}
+    for s in suites:
+        for root, dirs, files in os.walk(os.path.join(qa, s)):
+            dirs[:] = [d for d in dirs if d != "models"]
+            for f in files:
+                if f.endswith((".sh", ".py")):
+                    full = os.path.join(root, f)
+                    with open(full, encoding="utf-8", errors="replace") as fh:
+                        texts[os.path.relpath(full, repo)] = fh.read()
+    return suites, texts
+
+
+def markers(suite, texts):
+    body = "\n".join(t for p, t in texts.items() if p.startswith(f"qa/{suite}/"))
+    # Drop comment lines (license headers, notes), and the boilerplate
+    # CUDA_VISIBLE_DEVICES=0 nearly every test.sh sets.
+    body = "\n".join(l for l in body.splitlines()
+                     if not l.lstrip().startswith("#") and "CUDA_VISIBLE_DEVICES=0" not in l)
+    return [label for label, pat in MARKERS if re.search(pat, body)]
+
+
+def docs_counts(docs):
+    """Counts of the "Triton QA suites" table of compatibility.md: {suite: (tests, passed)}."""
+    path = os.path.join(docs, "src", "compatibility.md")
+    counts = {}
+    with open(path, encoding="utf-8") as f:
+        section = False
+        for line in f:
+            if line.startswith("## "):
+                section = line.strip() == "## Triton QA suites"
+            m = re.match(r"\|\s*(L0_\w+)([^|]*)\|\s*(\d+)\s*\|\s*(\d+)\s*\|", line) if section else None
+            if m:
+                t, p = counts.get(m.group(1), (0, 0))
+                counts[m.group(1)] = (t + int(m.group(3)), p + int(m.group(4)))
+    return counts
+
+
+def main(argv):
+    repo, commit, check = DEFAULT_REPO, "HEAD", False
+    args = list(argv)
+    while args:
+        a = args.pop(0)
+        if a == "--commit":
+            commit = args.pop(0)
+        elif a == "--check-docs":
+            check = True
+        elif a in ("-h", "--help"):
+            print(__doc__)
+            return 0
+        else:
+            repo = a
+    suites, texts = list_files(repo, commit)
+    missing = [s for s in suites if s not in FACTS]
+    stale = sorted(set(FACTS) - set(suites))
+
+    rows, tally = [], {"yes": [], "partly": [], "no": []}
+    need_count = {k: 0 for k in NEEDS}
+    for s in suites:
+        if s not in FACTS:
+            continue
+        needs, runnable, note = FACTS[s]
+        tally[runnable].append(s)
+        for n in needs.split():
+            need_count[n] += 1
+        if s in RESULTS:
+            t, p, how = RESULTS[s]
+            result = f"{t} / {p}" + (f" ({how})" if how else "")
+        else:
+            result = "not run" if runnable != "no" else "—"
+        rows.append(f"| {s} | {needs} | {runnable}{': ' + note if note else ''} | {result} | "
+                    f"{', '.join(markers(s, texts))} |")
+
+    runnable = tally["yes"] + tally["partly"]
+    run = [s for s in runnable if s in RESULTS]
+    tests = sum(RESULTS[s][0] for s in run)
+    passed = sum(RESULTS[s][1] for s in run)
+    label = commit
+    if not os.path.isdir(os.path.join(repo, "qa")) or os.path.isdir(os.path.join(repo, ".git")):
+        label = subprocess.run(["git", "-C", repo, "rev-parse", "--short=9", commit],
+                               capture_output=True, text=True).stdout.strip() or commit
+        label = f"commit {label}"
+    else:
+        label = f"the directory {repo}"
+    print(f"Suites: **{len(suites)}** `qa/L0_*` folders at {label}.\n")
+    print("| Runnable here | Suites | Run, with results | Not yet run | Tests run | Passed |")
+    print("|---|---|---|---|---|---|")
+    for k in ("yes", "partly"):
+        r = [s for s in tally[k] if s in RESULTS]
+        print(f"| {k} | {len(tally[k])} | {len(r)} | {len(tally[k]) - len(r)} | "
+              f"{sum(RESULTS[s][0] for s in r)} | {sum(RESULTS[s][1] for s in r)} |")
+    print(f"| no | {len(tally['no'])} | | | | |")
+    print(f"| **all runnable** | **{len(runnable)}** | **{len(run)}** | **{len(runnable) - len(run)}** "
+          f"| **{tests}** | **{passed}** |")
+    if missing:
+        print(f"| not classified | {len(missing)} | | | | |")
+    print("\nWhat the suites need (a suite counts under each of its needs):\n")
+    print("| Need | Suites | Meaning |")
+    print("|---|---|---|")
+    for k, meaning in NEEDS.items():
+        print(f"| {k} | {need_count[k]} | {meaning} |")
+    print("\n## All suites\n")
+    print("| Suite | Needs | Runs here | Tests / passed | Markers in its files |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows))
+    status = 0
+    if missing:
+        print("\n**Not classified** (new suites: read their test.sh and add them to FACTS): "
+              + ", ".join(missing))
+        status = 1
+    if stale:
+        print("\nIn FACTS but not at this commit: " + ", ".join(stale), file=sys.stderr)
+    if check:
+        docs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs")
+        for s, (t, p) in sorted(docs_counts(docs).items()):
+            if s not in RESULTS or RESULTS[s][:2] != (t, p):
+                print(f"check-docs: {s}: compatibility.md has {t}/{p}, the census "
+                      f"{RESULTS.get(s, ('none', 'none'))[:2]}", file=sys.stderr)
+                status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
