@@ -44,6 +44,13 @@ fn promote_this_library() {
         );
         return;
     }
+    // SAFETY: `dli_fname` is non-null and NUL-terminated (dladdr's contract).
+    let path = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    if is_main_program(path) {
+        // The nereid binary: its exports are in the global scope from the start, and
+        // the loader cannot re-open a main program by its path.
+        return;
+    }
     // SAFETY: `dli_fname` is the NUL-terminated path of an object already loaded;
     // RTLD_NOLOAD re-opens it without running anything.
     let handle = unsafe {
@@ -56,6 +63,16 @@ fn promote_this_library() {
         tracing::warn!(
             "cannot make this library's TRITON* functions global: plugins may fail to load"
         );
+    }
+}
+
+/// Whether `path` (as dladdr names an object) is this process's executable.
+fn is_main_program(path: &std::ffi::CStr) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let object = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
+    match (std::env::current_exe(), object.canonicalize()) {
+        (Ok(exe), Ok(object)) => exe.canonicalize().is_ok_and(|exe| exe == object),
+        _ => false,
     }
 }
 

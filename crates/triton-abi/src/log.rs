@@ -66,17 +66,6 @@ pub unsafe extern "C" fn TRITONSERVER_LogMessage(
         if msg.is_null() {
             return Err(invalid_arg("msg must not be null"));
         }
-        // Backends log verbose lines on every execution (the pytorch backend two per
-        // call): a level nobody listens to costs no text conversion.
-        let listened = match level {
-            Level::ERROR => tracing::enabled!(Level::ERROR),
-            Level::WARN => tracing::enabled!(Level::WARN),
-            Level::INFO => tracing::enabled!(Level::INFO),
-            _ => tracing::enabled!(Level::DEBUG),
-        };
-        if !listened {
-            return Ok(());
-        }
         // SAFETY: non-null, NUL-terminated by the caller's contract.
         let message = unsafe { CStr::from_ptr(msg) }.to_string_lossy();
         let file = if filename.is_null() {
