@@ -228,6 +228,22 @@ RESULTS = {
     "L0_libtorch_io_names": (8, 8, ""),
     "L0_libtorch_io_types": (3, 3, "three start-up checks"),
     "L0_libtorch_shared_weights": (1, 1, "KIND_CPU passes"),
+    "L0_backend_onnxruntime": (2, 0, "no BF16 Add in ONNX Runtime's CPU build"),
+    "L0_initializer_as_input": (2, 2, ""),
+    "L0_custom_model_config": (6, 6, "shell checks"),
+    "L0_backend_config": (14, 6, "shell checks; the rest grep Triton's verbose log lines"),
+    "L0_socket": (44, 40, "shell checks; negative ports of disabled endpoints refused"),
+    "L0_config_json": (25, 16, "shell checks"),
+    "L0_repoagent_checksum": (3, 2, "shell checks"),
+    "L0_response_statistics": (2, 2, ""),
+    "L0_iterative_sequence": (6, 4, ""),
+    "L0_grpc_state_cleanup": (18, 15, "last four by hand"),
+    "L0_model_queue": (7, 5, ""),
+    "L0_nan_inf": (3, 3, "client with numpy < 2"),
+    "L0_optional_input": (10, 7, ""),
+    "L0_parameters": (7, 7, ""),
+    "L0_model_namespacing": (8, 7, ""),
+    "L0_simple_ensemble": (7, 3, "stopped at 900 s in its backpressure client"),
 }
 
 # Markers read from the files at run time: (label, pattern). Shown in the table so a
