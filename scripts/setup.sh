@@ -30,5 +30,9 @@ if ! command -v cmake >/dev/null || ! ls /usr/lib/llvm-*/lib/libclang.so* >/dev/
   apt-get update -qq && apt-get install -y -qq cmake clang libclang-dev >/dev/null
 fi
 
-echo "setup: building nereid (release)" >&2
-cargo build --release --locked -p nereid-server
+# scripts/test.sh sets NEREID_SETUP_BUILD=0: its `cargo test --profile suite` builds the
+# binary it tests, and a second, LTO build here would double CI's compile time.
+if [ "${NEREID_SETUP_BUILD:-1}" = 1 ]; then
+  echo "setup: building nereid (release)" >&2
+  cargo build --release --locked -p nereid-server
+fi

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite: Rust unit and integration tests, then the tritonclient
-# conformance suite against the real nereid binary. Everything runs in the release
-# profile so dependencies are compiled once.
+# conformance suite against the real nereid binary. Everything is compiled once, in the
+# `suite` profile (release without LTO; .ci/run's clippy uses it too, so llama.cpp's C++
+# build is shared): the binary every later stage runs is the one `cargo test` builds,
+# target/suite/nereid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+NEREID_SETUP_BUILD=0 scripts/setup.sh
+bin_dir="$PWD/target/suite"
 
 # The documentation site: mdbook build of docs/, then every link and repository path of
 # README.md and docs/src checked (scripts/check_links.py).
@@ -66,10 +69,10 @@ echo "test: cargo test (suite profile: release without LTO)" >&2
 cargo test --profile suite --locked --workspace
 # The python tests relink Triton's own cache plugin against the libtritonserver.so beside
 # the nereid binary; `cargo test` built it (with the workspace's features) into deps/.
-cp target/suite/deps/libtritonserver.so target/release/libtritonserver.so
+cp "$bin_dir/deps/libtritonserver.so" "$bin_dir/libtritonserver.so"
 
 echo "test: tritonclient conformance suite" >&2
-NEREID_BIN="$PWD/target/release/nereid" .venv/bin/python -m pytest -q tests/python
+NEREID_BIN="$bin_dir/nereid" .venv/bin/python -m pytest -q tests/python
 
 # TorchScript models through Triton's own pytorch backend, built from source against
 # PyPI's torch wheel (scripts/build_pytorch_backend.sh; the wheel, sources and the built
@@ -84,24 +87,24 @@ for pkg in cmake:cmake rapidjson-dev:/usr/include/rapidjson/document.h \
   fi
 done
 echo "test: TorchScript models through Triton's pytorch backend" >&2
-NEREID_BIN="$PWD/target/release/nereid" scripts/test_pytorch_backend.sh
+NEREID_BIN="$bin_dir/nereid" scripts/test_pytorch_backend.sh
 
 # OpenVINO IR models through Triton's own openvino backend, built from source against
 # PyPI's openvino wheel (scripts/build_openvino_backend.sh, cached like the pytorch one).
 echo "test: OpenVINO models through Triton's openvino backend" >&2
-NEREID_BIN="$PWD/target/release/nereid" scripts/test_openvino_backend.sh
+NEREID_BIN="$bin_dir/nereid" scripts/test_openvino_backend.sh
 
 # Triton's own Python packages (tritonserver, tritonfrontend 2.73: Python 3.12, glibc 2.38)
 # on the libtritonserver.so copied above, inside a Debian 13 root cached outside the clone.
 echo "test: Triton's Python packages on libtritonserver.so" >&2
-NEREID_LIBTRITONSERVER_DIR="$PWD/target/release" scripts/test_python_packages.sh
+NEREID_LIBTRITONSERVER_DIR="$bin_dir" scripts/test_python_packages.sh
 
 # Two minutes of mixed, checked traffic while the repository changes, with the servers'
 # RSS, fds, threads, /dev/shm, pending requests and live sequences held to the bounds in
 # scripts/soak.py (after the python tests, which fetch Triton's python backend it uses).
 echo "test: soak (2 minutes)" >&2
 # Without the python model's load/unload cycles: see PYTHON_RELOADS in scripts/soak.py.
-NEREID_SOAK_PYTHON_RELOADS=0 NEREID_BIN="$PWD/target/release/nereid" scripts/soak.sh 120
+NEREID_SOAK_PYTHON_RELOADS=0 NEREID_BIN="$bin_dir/nereid" scripts/soak.sh 120
 
 # The container image: built offline from Debian packages and run under podman.
 # NEREID_SKIP_IMAGE=1 leaves it out (e.g. without root).
@@ -109,5 +112,5 @@ if [ "${NEREID_SKIP_IMAGE:-0}" = 1 ]; then
   echo "test: container image test skipped (NEREID_SKIP_IMAGE=1)" >&2
 else
   echo "test: container image" >&2
-  IMAGE_BUILD_OPTIONAL=1 scripts/test_image.sh target/release/nereid
+  IMAGE_BUILD_OPTIONAL=1 scripts/test_image.sh "$bin_dir/nereid"
 fi
