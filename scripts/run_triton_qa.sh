@@ -6,7 +6,7 @@
 #
 #   SERVER_CHECKOUT  a checkout (or `git archive`) of triton-inference-server/server
 #                    holding qa/common and the qa/L0_* suites (not kept in this
-#                    repository)
+#                    repository; with docker/sagemaker/serve too for L0_sagemaker)
 #   NEREID_BIN       the server binary to test
 #   WORK_DIR         where the suites are copied, models generated and logs kept
 #   SUITE            suites to run (default: those of the "Triton QA suites" table
@@ -16,7 +16,13 @@
 #                    colon, e.g.
 #                    L0_infer:TEST_SYSTEM_SHARED_MEMORY=1; a subtest of a suite
 #                    that runs others (L0_backend_python/lifecycle) runs alone,
-#                    with the environment its parent's test.sh gives it
+#                    with the environment its parent's test.sh gives it;
+#                    `all-runnable` alone runs every suite the census marks as
+#                    runnable here, as `scripts/triton_qa_census.py SERVER_CHECKOUT
+#                    --list-runnable` lists them (with the environment recorded for
+#                    each, e.g. L0_repoagent_checksum:QA_TRITON_DEFAULTS=1, and
+#                    L0_backend_python as its subtests; hours of work on 2 cores):
+#                    DRY_RUN=1 prints that list and stops
 #
 # Each test.sh runs as Triton's CI runs it, with BACKENDS=onnx and its paths under
 # /opt/tritonserver and /data/inferenceserver moved under WORK_DIR: its
@@ -55,6 +61,12 @@
 # scripts/build_pytorch_backend.sh's OUT_DIR; linked as the suites' backends/pytorch).
 # When SERVER_CHECKOUT also holds src/test/models, the models Triton's QA image
 # (Dockerfile.QA) adds to L0_backend_identity and L0_decoupled are added the same way.
+# Where Triton's image differs from this machine: scripts run by path whose first line
+# names /usr/bin/python take PATH's python; /opt/tritonserver/qa is the copied qa folder;
+# SageMaker's `serve` is on PATH (after the client's Python); `pip install torch` lines
+# are skipped (PyPI's torch is a CUDA build of GBs; L0_input_validation scripts its model
+# with TORCH_PYTHON instead), other pip steps run; L0_passive_instance's passive KIND_GPU
+# group is a CPU one without a GPU. perf_analyzer, nginx and redis-server come from PATH.
 # Counts come from the unittest (or pytest) summaries in each suite's client logs: a
 # test counts once per run, so a test.sh that runs a test under several configurations
 # counts each run; pytest's skipped tests are not counted.
@@ -69,13 +81,17 @@ NEREID=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 mkdir -p "$3" && WORK=$(cd "$3" && pwd) || exit 2
 shift 3
 SUITES=("$@")
-if [ ${#SUITES[@]} -eq 0 ]; then
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${SUITES[*]}" = all-runnable ]; then
+  mapfile -t SUITES < <(python3 "$ROOT/scripts/triton_qa_census.py" "$SRC" --list-runnable)
+  [ ${#SUITES[@]} -gt 0 ] || { echo "no runnable suites listed for $SRC" >&2; exit 2; }
+  if [ -n "${DRY_RUN:-}" ]; then printf '%s\n' "${SUITES[@]}"; exit 0; fi
+elif [ ${#SUITES[@]} -eq 0 ]; then
   SUITES=(L0_infer_variable L0_infer_reshape L0_infer_zero L0_scalar_io L0_client_nobatch
     L0_string_io L0_implicit_state L0_dyna_sequence_batcher L0_batcher L0_shared_memory
     L0_http L0_grpc L0_infer L0_infer:TEST_SYSTEM_SHARED_MEMORY=1 L0_sequence_batcher)
 fi
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 PYBIN=$(dirname "$PYTHON")
 # The suites start the server in their own directories, away from <repo>/.venv.
@@ -184,7 +200,9 @@ mkdir -p "$WORK/qa/clients"
 [ -n "${EXAMPLES_DIR:-}" ] && cp "$EXAMPLES_DIR"/*.py "$WORK/qa/clients/"
 
 # The suites start $TRITON_DIR/bin/tritonserver (some name /opt/tritonserver outright).
-mkdir -p "$WORK/triton/bin" "$WORK/triton/backends"
+# Triton's image also has the QA folder there (/opt/tritonserver/qa, which
+# L0_model_namespacing and L0_parameters read by default).
+mkdir -p "$WORK/triton/bin" "$WORK/triton/backends" && ln -sfn "$WORK/qa" "$WORK/triton/qa"
 if [ -n "${TRITON_BACKENDS:-}" ]; then
   for lib in "$TRITON_BACKENDS"/*/libtriton_*.so; do
     [ -e "$lib" ] || continue
@@ -226,6 +244,9 @@ echo \$\$ >> "$WORK/servers.pids"
 exec "$NEREID" "\${extra[@]}" "\${directory[@]}" "\${shm[@]}" "\$@"
 EOF
 chmod +x "$WORK/triton/bin/tritonserver"
+# SageMaker's entry point (docker/sagemaker/serve, which L0_sagemaker runs as `serve`)
+# starts `tritonserver` from PATH: both come from $WORK/triton/bin, last on the suites' PATH.
+[ -f "$SRC/docker/sagemaker/serve" ] && install -m 755 "$SRC/docker/sagemaker/serve" "$WORK/triton/bin/serve"
 
 # Prints "tests failed" summed over the unittest summaries of one suite's client
 # logs, or of its test.sh output when its tests print there instead (test.sh also
@@ -339,6 +360,14 @@ for s in "${SUITES[@]}"; do
     sed -i -e 's#s/kind: KIND_CPU/kind: KIND_GPU/#s/kind: KIND_CPU/kind: KIND_CPU count: 1/#' \
       -e '/s\/kind: KIND_GPU\//!s/kind: KIND_GPU/kind: KIND_CPU/g' "$WORK/qa/$name/test.sh"
   image_models "$name"
+  # `pip install torch` (L0_input_validation, L0_warmup) would bring PyPI's CUDA build of
+  # torch and its GBs of CUDA wheels into the client's Python; it is skipped (what the
+  # suites script with torch, TORCH_PYTHON's CPU torch does). Other pip steps run.
+  sed -i -E 's/^(\s*)(pip3? (un)?install (-y )?torch( .*)?)$/\1true # skipped: \2/' "$WORK/qa/$name/test.sh"
+  # Triton's image has /usr/bin/python, which scripts the suites run by path
+  # (qa/common/trace_summary.py, ...) name in their first line; here they take PATH's.
+  grep -rlZ --include='*.py' '^#!/usr/bin/python' "$WORK/qa/common" "$WORK/qa/$name" |
+    xargs -0r sed -i '1s@^#!/usr/bin/python@#!/usr/bin/env python@'
   # A subtest runs as its parent runs it: `bash -ex test.sh`.
   nested=() shell=(bash)
   case $name in
@@ -351,12 +380,20 @@ for s in "${SUITES[@]}"; do
     L0_http) add_examples L0_http simple simple_dyna_sequence simple_identity simple_sequence simple_string densenet_onnx ;;
     L0_grpc) add_examples L0_grpc simple simple_dyna_sequence simple_int8 simple_identity simple_sequence simple_string densenet_onnx ;;
     L0_shared_memory) add_examples L0_shared_memory simple ;;
+    # It scripts an identity model with torch (skipped above): TORCH_PYTHON's does it.
+    L0_input_validation)
+      [ -n "${TORCH_PYTHON:-}" ] &&
+        sed -i "s#^res=\"\$(python3 -c #res=\"\$($TORCH_PYTHON -c #" "$WORK/qa/$name/test.sh" ;;
+    # Its passive KIND_GPU group (never sent requests) is a CPU one without a GPU.
+    L0_passive_instance)
+      command -v nvidia-smi > /dev/null ||
+        sed -i 's/KIND_GPU/KIND_CPU/' "$WORK/qa/$name"/models/*/config.pbtxt ;;
   esac
   # Triton's own switch for a machine without a GPU: suites skip their GPU passes.
   cpu_only=0
   command -v nvidia-smi > /dev/null || cpu_only=1
   (cd "$WORK/qa/$name" &&
-    env PATH="$PYBIN:$PATH" PYTHONPATH="$WORK/qa/common" REPO_VERSION=nereid \
+    env PATH="$PYBIN:$PATH:$WORK/triton/bin" PYTHONPATH="$WORK/qa/common" REPO_VERSION=nereid \
       DATADIR="$MODELS" TRITON_DIR="$WORK/triton" BACKENDS=onnx TRITON_SERVER_CPU_ONLY=$cpu_only \
       "${nested[@]}" "${extra[@]}" timeout "${SUITE_TIMEOUT:-3600}" "${shell[@]}" ./test.sh nereid) > "$log" 2>&1
   # Some test.sh leave their server running when they stop early.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Census of Triton's QA suites (qa/L0_*) against what Nereid can run on a CPU machine.
 
-Usage: scripts/triton_qa_census.py [SERVER_REPO] [--commit REV] [--check-docs]
+Usage: scripts/triton_qa_census.py [SERVER_REPO] [--commit REV] [--check-docs | --list-runnable]
 
   SERVER_REPO   a checkout of triton-inference-server/server, or its bare git mirror
                 (default /work/.mirror/triton-inference-server+server/repo)
@@ -9,6 +9,11 @@ Usage: scripts/triton_qa_census.py [SERVER_REPO] [--commit REV] [--check-docs]
                 directory without .git is read as it is
   --check-docs  also compare the result counts recorded below with the "Triton QA
                 suites" table of docs/src/compatibility.md and report any difference
+  --list-runnable  print instead, one a line, the suite arguments of
+                scripts/run_triton_qa.sh for every suite that runs here ("yes" or
+                "partly"), with the environment recorded for it (RUN below), e.g.
+                L0_repoagent_checksum:QA_TRITON_DEFAULTS=1; what the runner's SUITE
+                `all-runnable` runs
 
 Prints markdown: a summary and one row per qa/L0_* folder. Each row joins
   (a) markers found in the suite's test.sh and the Python/shell files beside it (what
@@ -246,6 +251,30 @@ RESULTS = {
     "L0_simple_ensemble": (7, 3, "stopped at 900 s in its backpressure client"),
 }
 
+# How scripts/run_triton_qa.sh runs a runnable suite (--list-runnable, the runner's SUITE
+# `all-runnable`): its suite arguments, as the rows of compatibility.md record them. A
+# runnable suite not named here runs once as it is; one named with no arguments is left
+# out: another script runs it, or it runs for hours (the comment says which).
+RUN = {
+    "L0_long_running_stress": (),  # hours, and resnet_v1_50 from Triton's onnx_model_store
+    "L0_backend_bls": (),  # scripts/run_triton_backend_examples.sh
+    "L0_backend_tutorial": (),  # scripts/run_triton_backend_examples.sh
+    "L0_openai": (),  # tests/python/test_triton_openai_suite.py
+    "L0_python_api": (),  # scripts/run_triton_python_api_qa.sh
+    "L0_backend_python": tuple("L0_backend_python/" + t for t in (
+        "lifecycle:QA_TRITON_DEFAULTS=1", "response_sender", "decoupled", "async_execute",
+        "request_rescheduling", "logging", "argument_validation", "model_control",
+        "custom_metrics", "examples")),
+    "L0_infer": ("L0_infer", "L0_infer:TEST_SYSTEM_SHARED_MEMORY=1", "L0_infer:BACKENDS=libtorch",
+                 "L0_infer:BACKENDS=libtorch TEST_SYSTEM_SHARED_MEMORY=1"),
+    "L0_batcher": ("L0_batcher", "L0_batcher:BACKENDS=libtorch"),
+    "L0_sequence_batcher": ("L0_sequence_batcher", "L0_sequence_batcher:BACKENDS=libtorch",
+                            "L0_sequence_batcher:BACKENDS=libtorch IMPLICIT_STATE=1 ENSEMBLES=0"),
+    "L0_implicit_state": ("L0_implicit_state", "L0_implicit_state:BACKENDS=libtorch"),
+    "L0_repoagent_checksum": ("L0_repoagent_checksum:QA_TRITON_DEFAULTS=1",),
+    "L0_libtorch_io_types": ("L0_libtorch_io_types:QA_TRITON_DEFAULTS=1",),
+}
+
 # Markers read from the files at run time: (label, pattern). Shown in the table so a
 # reader can see what a suite's files mention beside the hand-kept classification.
 MARKERS = [
@@ -340,7 +369,7 @@ def docs_counts(docs):
 
 
 def main(argv):
-    repo, commit, check = DEFAULT_REPO, "HEAD", False
+    repo, commit, check, list_runnable = DEFAULT_REPO, "HEAD", False, False
     args = list(argv)
     while args:
         a = args.pop(0)
@@ -348,6 +377,8 @@ def main(argv):
             commit = args.pop(0)
         elif a == "--check-docs":
             check = True
+        elif a == "--list-runnable":
+            list_runnable = True
         elif a in ("-h", "--help"):
             print(__doc__)
             return 0
@@ -356,6 +387,12 @@ def main(argv):
     suites, texts = list_files(repo, commit)
     missing = [s for s in suites if s not in FACTS]
     stale = sorted(set(FACTS) - set(suites))
+    if list_runnable:
+        for s in suites:
+            if s in FACTS and FACTS[s][1] != "no":
+                for arg in RUN.get(s, (s,)):
+                    print(arg)
+        return 0
 
     rows, tally = [], {"yes": [], "partly": [], "no": []}
     need_count = {k: 0 for k in NEEDS}

@@ -87,7 +87,9 @@ def test_signal_exits_cleanly(make_repo, start_server, sig):
 
 def test_shutdown_ends_open_streams(make_repo, start_server, add_sub_io):
     # A client that keeps its ModelStreamInfer stream open must not hold the server up:
-    # at SIGTERM the stream stops taking requests, answers what it has, and ends.
+    # at SIGTERM the stream stops taking requests, answers what it has, and ends with
+    # UNAVAILABLE, so a client waiting for answers to requests sent later is told (as
+    # Triton's cancelled RPC tells L0_grpc_state_cleanup's client) instead of hanging.
     import queue
 
     import numpy as np
@@ -103,6 +105,10 @@ def test_shutdown_ends_open_streams(make_repo, start_server, add_sub_io):
     assert error is None
     assert np.array_equal(result.as_numpy("OUTPUT0"), a + a)
     server.signal(signal.SIGTERM)
+    result, error = answers.get(timeout=10)
+    assert result is None
+    assert error.status() == "StatusCode.UNAVAILABLE", error
+    assert "server is shutting down" in error.message()
     code = server.wait_exit(10)
     assert code == 0, f"exit code {code}\n{server.log()}"
     client.stop_stream(cancel_requests=True)

@@ -32,6 +32,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -67,8 +68,14 @@ type Written = Result<ModelStreamInferResponse, Status>;
 type Outgoing = mpsc::Sender<OutgoingMessage>;
 
 /// The outgoing half of a `ModelStreamInfer` call: each message given up to tonic
-/// releases the bytes it held.
-pub struct ResponseStream(ReceiverStream<OutgoingMessage>);
+/// releases the bytes it held. A stream the server stopped reading because it is
+/// shutting down ends, after the answers of every request it had read, with
+/// [`shutdown_status`]: the client's requests sent after that point were never read, and a
+/// stream ending with OK would leave a client waiting for their answers forever.
+pub struct ResponseStream {
+    messages: ReceiverStream<OutgoingMessage>,
+    cut_short: Arc<AtomicBool>,
+}
 
 impl futures::Stream for ResponseStream {
     type Item = Result<ModelStreamInferResponse, Status>;
@@ -77,10 +84,23 @@ impl futures::Stream for ResponseStream {
         mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
-        Pin::new(&mut self.0)
-            .poll_next(cx)
-            .map(|next| next.map(|(message, _held)| message))
+        Pin::new(&mut self.messages).poll_next(cx).map(|next| {
+            match next {
+                Some((message, _held)) => Some(message),
+                // Taken once: the stream ends after the status.
+                None => self
+                    .cut_short
+                    .swap(false, Ordering::Relaxed)
+                    .then(|| Err(shutdown_status())),
+            }
+        })
     }
+}
+
+/// The status of a stream cut short by shutdown (UNAVAILABLE: another server, or this
+/// one restarted, can take the requests not read).
+fn shutdown_status() -> Status {
+    Status::unavailable("server is shutting down: requests sent after shutdown began were not read")
 }
 
 /// A request read ahead, holding its share of [`READ_AHEAD_BYTES`] until admitted, with
@@ -167,36 +187,46 @@ pub fn start(
     // Both queues are bounded by what their items hold: read-ahead bytes, outgoing slots.
     let (read_ahead, to_admit) = mpsc::unbounded_channel();
     let (answers, in_order) = mpsc::unbounded_channel();
+    let cut_short = Arc::new(AtomicBool::new(false));
     tokio::spawn(read_requests(
         Arc::clone(&server),
         inbound,
         outgoing.clone(),
         read_ahead,
+        Arc::clone(&cut_short),
     ));
     tokio::spawn(write_in_order(in_order, outgoing.clone()));
     tokio::spawn(admit_in_order(
         server, metadata, to_admit, outgoing, answers,
     ));
-    ResponseStream(ReceiverStream::new(receiver))
+    ResponseStream {
+        messages: ReceiverStream::new(receiver),
+        cut_short,
+    }
 }
 
-/// Owns the inbound half: reads until the client closes it, fails, or stops listening.
+/// Owns the inbound half: reads until the client closes it, fails, or stops listening,
+/// or the server begins shutting down (then sets `cut_short`).
 async fn read_requests(
     server: Arc<Server>,
     mut inbound: Streaming<ModelInferRequest>,
     outgoing: Outgoing,
     read_ahead: mpsc::UnboundedSender<ReadAhead>,
+    cut_short: Arc<AtomicBool>,
 ) {
     let budget = Arc::new(Semaphore::new(READ_AHEAD_BYTES));
     loop {
         // Stamped only while tracing is on: one atomic check otherwise.
         let wait_start = server.trace().is_active().then(Instant::now);
         // At shutdown the stream takes no new requests; those read are still answered,
-        // then the response stream ends.
+        // then the response stream ends with the shutdown status.
         let next = tokio::select! {
             next = inbound.message() => next,
             () = outgoing.closed() => return,
-            () = server.stopped() => return,
+            () = server.stopped() => {
+                cut_short.store(true, Ordering::Relaxed);
+                return;
+            }
         };
         let request = match next {
             Ok(Some(request)) => request,
