@@ -39,8 +39,9 @@
 # qa/common/gen_qa_* generators; their ONNX files are rewritten to IR version 10 and
 # opset 21 at most, which the bundled ONNX Runtime reads (the generators write what
 # the installed `onnx` package defaults to), and on a machine without a GPU their
-# KIND_GPU instance groups become KIND_CPU and the suites get TRITON_SERVER_CPU_ONLY=1. Suites run one after another; a suite
-# may take tens of minutes (L0_sequence_batcher runs for hours in Triton's CI).
+# KIND_GPU instance groups become KIND_CPU and the suites get TRITON_SERVER_CPU_ONLY=1.
+# Suites run one after another; a suite may take tens of minutes (L0_sequence_batcher
+# runs for hours in Triton's CI).
 #
 # Environment: PYTHON (default: <repo>/.venv/bin/python with tritonclient[all],
 # numpy and onnx), TRITON_BACKENDS (the OUT_DIR of scripts/build_triton_backends.sh:
@@ -66,7 +67,16 @@
 # SageMaker's `serve` is on PATH (after the client's Python); `pip install torch` lines
 # are skipped (PyPI's torch is a CUDA build of GBs; L0_input_validation scripts its model
 # with TORCH_PYTHON instead), other pip steps run; L0_passive_instance's passive KIND_GPU
-# group is a CPU one without a GPU. perf_analyzer, nginx and redis-server come from PATH.
+# group is a CPU one without a GPU; a suite that runs or copies from a sibling suite
+# (`../L0_...`: L0_dyna_implicit_state, L0_trace) gets a fresh copy of it, and the
+# client logs of a sibling it runs in count for it; the server runs under the name
+# tritonserver (`ps | grep tritonserver`), with TRITON_SERVER_VERSION set to the version
+# it reports, as in Triton's image; the version folders and backend libraries
+# Dockerfile.QA adds beside some suites are added (empty version folders where the
+# backend comes from the backend directory), and its example `simple` model to
+# L0_https, L0_secure_grpc, L0_data_compression and L0_simple_example. The ragged
+# models (gen_qa_ragged_models.py, for L0_batch_input) are generated with the rest.
+# perf_analyzer, nginx and redis-server come from PATH.
 # Counts come from the unittest (or pytest) summaries in each suite's client logs: a
 # test counts once per run, so a test.sh that runs a test under several configurations
 # counts each run; pytest's skipped tests are not counted.
@@ -108,6 +118,9 @@ rm -rf "$WORK/qa" && mkdir -p "$WORK/qa" && cp -r "$SRC/qa/common" "$WORK/qa/" |
 for shared in ensemble_models python_models custom_models; do
   [ -d "$SRC/qa/$shared" ] && cp -r "$SRC/qa/$shared" "$WORK/qa/"
 done
+# Triton's image puts the sequence backends into these two models' version folders; here
+# the backends come from the backend directory, and the folders are made empty.
+mkdir -p "$WORK/qa/custom_models/custom_sequence_int32/1" "$WORK/qa/custom_models/custom_dyna_sequence_int32/1"
 # Triton's hand-written custom models ask for GPU instances; without a GPU they run on
 # the CPU, like the generated models below.
 command -v nvidia-smi > /dev/null ||
@@ -139,6 +152,7 @@ generate qa_variable_sequence_implicit_model_repository gen_qa_implicit_models.p
 generate qa_dyna_sequence_model_repository gen_qa_dyna_sequence_models.py --onnx
 generate qa_dyna_sequence_implicit_model_repository gen_qa_dyna_sequence_implicit_models.py --onnx
 generate qa_scalar_models gen_qa_ort_scalar_models.py
+generate qa_ragged_model_repository gen_qa_ragged_models.py --onnx
 mkdir -p "$MODELS/qa_ensemble_model_repository"
 for r in qa_model_repository:gen_qa_models.py qa_variable_model_repository:"gen_qa_models.py --variable" \
   qa_reshape_model_repository:gen_qa_reshape_models.py qa_identity_model_repository:gen_qa_identity_models.py \
@@ -179,6 +193,7 @@ if [ -n "${TORCH_PYTHON:-}" ]; then
   generate_torch qa_sequence_implicit_model_repository gen_qa_implicit_models.py
   generate_torch qa_variable_sequence_implicit_model_repository gen_qa_implicit_models.py --variable
   generate_torch qa_dyna_sequence_model_repository gen_qa_dyna_sequence_models.py
+  generate_torch qa_ragged_model_repository gen_qa_ragged_models.py
 fi
 # Some generators write KIND_GPU instance groups for ONNX models outright (they fall back
 # to KIND_CPU only for their torch models); without a GPU those become CPU instances.
@@ -223,6 +238,9 @@ if [ -n "${TRITON_PYTHON_BACKEND:-}" ]; then
     ln -s "$(cd "$TRITON_PYTHON_BACKEND" && pwd)" "$WORK/triton/backends/python"
   stub_path=${TRITON_PYTHON_STUB_PATH:-}
 fi
+# The server runs under the name tritonserver (a link to NEREID_BIN), as suites find it
+# with `ps | grep tritonserver` (L0_sagemaker).
+mkdir -p "$WORK/triton/bin/.nereid" && ln -sfn "$NEREID" "$WORK/triton/bin/.nereid/tritonserver"
 cat > "$WORK/triton/bin/tritonserver" <<EOF
 #!/bin/bash
 # The python backend's stubs take the first python3 on PATH.
@@ -241,7 +259,7 @@ for a in "\$@"; do
   esac
 done
 echo \$\$ >> "$WORK/servers.pids"
-exec "$NEREID" "\${extra[@]}" "\${directory[@]}" "\${shm[@]}" "\$@"
+exec "$WORK/triton/bin/.nereid/tritonserver" "\${extra[@]}" "\${directory[@]}" "\${shm[@]}" "\$@"
 EOF
 chmod +x "$WORK/triton/bin/tritonserver"
 # SageMaker's entry point (docker/sagemaker/serve, which L0_sagemaker runs as `serve`)
@@ -251,8 +269,8 @@ chmod +x "$WORK/triton/bin/tritonserver"
 # Prints "tests failed" summed over the unittest summaries of one suite's client
 # logs, or of its test.sh output when its tests print there instead (test.sh also
 # repeats a failed client log there, so the two are not added).
-tally() {
-  "$PYTHON" - "$1" "$2" <<'EOF'
+tally() { # test.sh-output suite-dir...
+  "$PYTHON" - "$@" <<'EOF'
 import glob, re, sys
 def count(paths):
     ran = failed = 0
@@ -270,10 +288,10 @@ def count(paths):
             ran += counts.get("passed", 0) + bad
             failed += bad
     return ran, failed
-ran, failed = count(glob.glob(sys.argv[1] + "/**/*.log", recursive=True)
-                   + glob.glob(sys.argv[1] + "/**/client.log_*", recursive=True))
+ran, failed = count([p for d in sys.argv[2:] for pattern in ("/**/*.log", "/**/client.log_*")
+                    for p in glob.glob(d + pattern, recursive=True)])
 if ran == 0:
-    ran, failed = count([sys.argv[2]])
+    ran, failed = count([sys.argv[1]])
 print(ran, failed)
 EOF
 }
@@ -295,7 +313,14 @@ offline_batch_custom() {
 # What Triton's Dockerfile.QA adds to a suite beside its test.sh: models from the server's
 # src/test/models with the backends built for them, and python_backend's examples.
 image_models() { # suite
-  local dir=$WORK/qa/$1 models=$SRC/src/test/models
+  local dir=$WORK/qa/$1 models=$SRC/src/test/models backends=$WORK/triton/backends
+  # Version folders and backend libraries Dockerfile.QA adds beside a suite.
+  case $1 in
+    L0_perf_pyclients) mkdir -p "$dir/custom_models/custom_zero_1_int32/1" ;;
+    L0_perf_nomodel) mkdir -p "$dir/custom_models/custom_zero_1_float32/1" ;;
+    L0_lifecycle) cp "$backends/identity/libtriton_identity.so" "$dir/" 2> /dev/null ;;
+    L0_model_config) cp "$backends/repeat/libtriton_repeat.so" "$dir/" 2> /dev/null ;;
+  esac
   [ -d "$models" ] || return 0
   case $1 in
     L0_backend_identity)
@@ -334,6 +359,36 @@ python_subtest() { # parent-dir subtest-dir
     TEST_WINDOWS=0 TEST_JETSON=1 PYTHON_ENV_VERSION=11
 }
 
+# A fresh copy of a suite, its test.sh adapted to this machine as described in the header.
+prepare_suite() { # suite
+  rm -rf "$WORK/qa/$1" && cp -r "$SRC/qa/$1" "$WORK/qa/$1"
+  sed -i -e "s#/opt/tritonserver#$WORK/triton#g" -e "s#/data/inferenceserver#$WORK/data#g" "$WORK/qa/$1/test.sh"
+  # Without a GPU, a test.sh that turns models to KIND_GPU itself (L0_sequence_batcher's
+  # nop models, L0_batcher's and L0_batch_custom's instance groups) keeps them on the
+  # CPU, as the generated models are kept above. A `sed` that looks for KIND_GPU (to add
+  # a count beside it) stays: it finds nothing in those models, while its KIND_CPU twin
+  # already adds the count.
+  # A group a test.sh moves to the GPU without a count is one instance on Triton's
+  # one-GPU CI machines (two on the CPU): L0_sequence_batcher's ensembles rely on their
+  # single nop instance to keep a sequence's requests in order.
+  command -v nvidia-smi > /dev/null ||
+    sed -i -e 's#s/kind: KIND_CPU/kind: KIND_GPU/#s/kind: KIND_CPU/kind: KIND_CPU count: 1/#' \
+      -e '/s\/kind: KIND_GPU\//!s/kind: KIND_GPU/kind: KIND_CPU/g' "$WORK/qa/$1/test.sh"
+  image_models "$1"
+  # `pip install torch` (L0_input_validation, L0_warmup) would bring PyPI's CUDA build of
+  # torch and its GBs of CUDA wheels into the client's Python; it is skipped (what the
+  # suites script with torch, TORCH_PYTHON's CPU torch does). Other pip steps run.
+  sed -i -E 's/^(\s*)(pip3? (un)?install (-y )?torch( .*)?)$/\1true # skipped: \2/' "$WORK/qa/$1/test.sh"
+  # Triton's image has /usr/bin/python, which scripts the suites run by path
+  # (qa/common/trace_summary.py, ...) name in their first line; here they take PATH's.
+  grep -rlZ --include='*.py' '^#!/usr/bin/python' "$WORK/qa/common" "$WORK/qa/$1" |
+    xargs -0r sed -i '1s@^#!/usr/bin/python@#!/usr/bin/env python@'
+}
+
+# Triton's image sets TRITON_SERVER_VERSION, the version its server reports in the
+# server metadata (L0_server_status compares the two); here, NEREID_BIN's.
+server_version=$("$NEREID" --version | awk '{print $NF}')
+
 status=0
 printf '%-45s %6s %6s %6s\n' suite tests passed failed
 for s in "${SUITES[@]}"; do
@@ -346,28 +401,20 @@ for s in "${SUITES[@]}"; do
   # logs.
   parent=${name%%/*}
   [ "$parent" = "$name" ] || [ -d "$WORK/qa/$parent" ] || cp -r "$SRC/qa/$parent" "$WORK/qa/"
-  rm -rf "$WORK/qa/$name" && cp -r "$SRC/qa/$name" "$WORK/qa/$name"
-  sed -i -e "s#/opt/tritonserver#$WORK/triton#g" -e "s#/data/inferenceserver#$WORK/data#g" "$WORK/qa/$name/test.sh"
-  # Without a GPU, a test.sh that turns models to KIND_GPU itself (L0_sequence_batcher's
-  # nop models, L0_batcher's and L0_batch_custom's instance groups) keeps them on the
-  # CPU, as the generated models are kept above. A `sed` that looks for KIND_GPU (to add
-  # a count beside it) stays: it finds nothing in those models, while its KIND_CPU twin
-  # already adds the count.
-  # A group a test.sh moves to the GPU without a count is one instance on Triton's
-  # one-GPU CI machines (two on the CPU): L0_sequence_batcher's ensembles rely on their
-  # single nop instance to keep a sequence's requests in order.
-  command -v nvidia-smi > /dev/null ||
-    sed -i -e 's#s/kind: KIND_CPU/kind: KIND_GPU/#s/kind: KIND_CPU/kind: KIND_CPU count: 1/#' \
-      -e '/s\/kind: KIND_GPU\//!s/kind: KIND_GPU/kind: KIND_CPU/g' "$WORK/qa/$name/test.sh"
-  image_models "$name"
-  # `pip install torch` (L0_input_validation, L0_warmup) would bring PyPI's CUDA build of
-  # torch and its GBs of CUDA wheels into the client's Python; it is skipped (what the
-  # suites script with torch, TORCH_PYTHON's CPU torch does). Other pip steps run.
-  sed -i -E 's/^(\s*)(pip3? (un)?install (-y )?torch( .*)?)$/\1true # skipped: \2/' "$WORK/qa/$name/test.sh"
-  # Triton's image has /usr/bin/python, which scripts the suites run by path
-  # (qa/common/trace_summary.py, ...) name in their first line; here they take PATH's.
-  grep -rlZ --include='*.py' '^#!/usr/bin/python' "$WORK/qa/common" "$WORK/qa/$name" |
-    xargs -0r sed -i '1s@^#!/usr/bin/python@#!/usr/bin/env python@'
+  prepare_suite "$name"
+  # A suite that runs or copies from a sibling suite (L0_dyna_implicit_state runs
+  # L0_dyna_sequence_batcher's test.sh, L0_trace copies L0_decoupled's models) gets a
+  # fresh copy of it beside it, prepared the same way; the logs of a sibling it runs in
+  # (`cd ../L0_...`) count for it.
+  siblings=() ran_in=()
+  for sibling in $(grep -o '\.\./L0_[A-Za-z0-9_]*' "$WORK/qa/$name/test.sh" | sort -u); do
+    sibling=${sibling#../}
+    [ "$sibling" = "$name" ] || [ "$sibling" = "$parent" ] || siblings+=("$sibling")
+  done
+  for sibling in "${siblings[@]}"; do
+    prepare_suite "$sibling"
+    grep -q "cd \.\./$sibling" "$WORK/qa/$name/test.sh" && ran_in+=("$WORK/qa/$sibling")
+  done
   # A subtest runs as its parent runs it: `bash -ex test.sh`.
   nested=() shell=(bash)
   case $name in
@@ -379,7 +426,8 @@ for s in "${SUITES[@]}"; do
     L0_batch_custom) offline_batch_custom ;;
     L0_http) add_examples L0_http simple simple_dyna_sequence simple_identity simple_sequence simple_string densenet_onnx ;;
     L0_grpc) add_examples L0_grpc simple simple_dyna_sequence simple_int8 simple_identity simple_sequence simple_string densenet_onnx ;;
-    L0_shared_memory) add_examples L0_shared_memory simple ;;
+    L0_shared_memory | L0_https | L0_secure_grpc | L0_data_compression | L0_simple_example)
+      add_examples "$name" simple ;;
     # It scripts an identity model with torch (skipped above): TORCH_PYTHON's does it.
     L0_input_validation)
       [ -n "${TORCH_PYTHON:-}" ] &&
@@ -393,13 +441,13 @@ for s in "${SUITES[@]}"; do
   cpu_only=0
   command -v nvidia-smi > /dev/null || cpu_only=1
   (cd "$WORK/qa/$name" &&
-    env PATH="$PYBIN:$PATH:$WORK/triton/bin" PYTHONPATH="$WORK/qa/common" REPO_VERSION=nereid \
+    env PATH="$PYBIN:$PATH:$WORK/triton/bin" PYTHONPATH="$WORK/qa/common" REPO_VERSION=nereid TRITON_SERVER_VERSION="$server_version" \
       DATADIR="$MODELS" TRITON_DIR="$WORK/triton" BACKENDS=onnx TRITON_SERVER_CPU_ONLY=$cpu_only \
       "${nested[@]}" "${extra[@]}" timeout "${SUITE_TIMEOUT:-3600}" "${shell[@]}" ./test.sh nereid) > "$log" 2>&1
   # Some test.sh leave their server running when they stop early.
   [ -f "$WORK/servers.pids" ] && xargs kill 2> /dev/null < "$WORK/servers.pids"
   rm -f "$WORK/servers.pids"
-  read -r ran failed < <(tally "$WORK/qa/$name" "$log")
+  read -r ran failed < <(tally "$log" "$WORK/qa/$name" "${ran_in[@]}")
   [ "$failed" -eq 0 ] && [ "$ran" -gt 0 ] || status=1
   printf '%-45s %6s %6s %6s\n' "$s" "$ran" "$((ran - failed))" "$failed"
 done

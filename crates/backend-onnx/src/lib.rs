@@ -74,21 +74,38 @@ impl OrtRuntime {
     }
 }
 
+/// Triton's `default-max-batch-size` when `--backend-config` does not set it.
+pub const DEFAULT_MAX_BATCH_SIZE: i32 = 4;
+
 /// The ONNX Runtime backend; one per server.
 pub struct OnnxBackend {
     runtime: Arc<OrtRuntime>,
     /// `max_batch_size` that auto-completion gives a model whose inputs and outputs all
-    /// have a variable first dimension (Triton's `default-max-batch-size`, 4).
-    default_max_batch_size: i32,
+    /// have a variable first dimension (`--backend-config`'s `default-max-batch-size`,
+    /// `None` when not given: [`DEFAULT_MAX_BATCH_SIZE`]).
+    default_max_batch_size: Option<i32>,
 }
 
 impl OnnxBackend {
     /// The backend over `runtime`; `default_max_batch_size` as Triton's
-    /// `--backend-config=onnxruntime,default-max-batch-size`.
-    pub fn new(runtime: Arc<OrtRuntime>, default_max_batch_size: i32) -> Self {
+    /// `--backend-config=onnxruntime,default-max-batch-size`, if given.
+    pub fn new(runtime: Arc<OrtRuntime>, default_max_batch_size: Option<i32>) -> Self {
         Self {
             runtime,
             default_max_batch_size,
+        }
+    }
+
+    /// Logs, as Triton does for each model it creates, where the model's
+    /// `default-max-batch-size` came from (L0_backend_config reads these lines).
+    fn log_default_max_batch_size(&self) {
+        match self.default_max_batch_size {
+            Some(given) => {
+                tracing::debug!("Found overwritten default setting: default-max-batch-size,{given}")
+            }
+            None => tracing::debug!(
+                "Adding default backend config setting: default-max-batch-size,{DEFAULT_MAX_BATCH_SIZE}"
+            ),
         }
     }
 }
@@ -105,10 +122,14 @@ impl Backend for OnnxBackend {
     fn autocomplete(&self, config: &mut ModelConfig, model_file: &Path) -> Result<()> {
         let environment = self.runtime.environment()?;
         let session = session_options::probe_session(&environment, &config.name, model_file)?;
-        autocomplete::complete(config, &session, self.default_max_batch_size)
+        let default_max_batch_size = self
+            .default_max_batch_size
+            .unwrap_or(DEFAULT_MAX_BATCH_SIZE);
+        autocomplete::complete(config, &session, default_max_batch_size)
     }
 
     fn load_model(&self, spec: Arc<ModelSpec>, model_file: &Path) -> Result<Box<dyn ModelBackend>> {
+        self.log_default_max_batch_size();
         Ok(Box::new(OnnxModel {
             environment: self.runtime.environment()?,
             spec,

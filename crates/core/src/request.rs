@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::trace::{RequestTrace, TensorActivity};
 use nereid_proto::DataType;
 
@@ -196,29 +196,22 @@ impl InferRequest {
 }
 
 /// Keeps the `wanted` outputs in the wanted order (all of them, in model order, when
-/// `None`). A wanted output the model did not produce is an internal error: requests are
-/// validated against the model's outputs before they run.
-pub fn select_outputs(
-    outputs: impl Into<Outputs>,
-    wanted: Option<&[String]>,
-    model: &str,
-) -> Result<Outputs> {
+/// `None`). A wanted output the model did not produce is left out, as Triton's response
+/// holds only what the backend produced: an ensemble passes it on as an absent tensor
+/// (an optional input left out downstream).
+pub fn select_outputs(outputs: impl Into<Outputs>, wanted: Option<&[String]>) -> Outputs {
     let outputs = outputs.into();
     let Some(wanted) = wanted else {
-        return Ok(outputs);
+        return outputs;
     };
     let mut outputs = outputs.into_vec();
     let mut selected = Vec::with_capacity(wanted.len());
     for name in wanted {
-        let index = outputs
-            .iter()
-            .position(|o| &o.name == name)
-            .ok_or_else(|| {
-                Error::internal(format!("model '{model}' did not produce output '{name}'"))
-            })?;
-        selected.push(outputs.swap_remove(index));
+        if let Some(index) = outputs.iter().position(|o| &o.name == name) {
+            selected.push(outputs.swap_remove(index));
+        }
     }
-    Ok(selected.into())
+    selected.into()
 }
 
 /// Splits a serialized `BYTES` tensor into its elements, or says where the framing breaks.
@@ -338,16 +331,16 @@ mod tests {
     }
 
     #[test]
-    fn selecting_keeps_the_wanted_order_or_shares_all() {
+    fn selecting_keeps_the_wanted_order_or_shares_all_and_skips_the_unproduced() {
         let all = Outputs::from(vec![output("A", 1), output("B", 2), output("C", 3)]);
         let kept = all.shared();
-        let every = select_outputs(all.clone(), None, "m").expect("all");
+        let every = select_outputs(all.clone(), None);
         assert!(
             Arc::ptr_eq(&every.shared(), &kept),
             "all outputs: the same list"
         );
         let wanted = ["C".to_string(), "A".to_string()];
-        let some = select_outputs(all, Some(&wanted), "m").expect("some");
+        let some = select_outputs(all, Some(&wanted));
         let names: Vec<&str> = some.iter().map(|o| o.name.as_str()).collect();
         assert_eq!(names, ["C", "A"]);
         assert_eq!(
@@ -355,8 +348,10 @@ mod tests {
             3,
             "selecting from a shared list leaves it whole"
         );
-        let missing = select_outputs(kept, Some(&["D".to_string()]), "m");
-        assert!(missing.is_err());
+        let wanted = ["D".to_string(), "B".to_string()];
+        let produced = select_outputs(kept, Some(&wanted));
+        let names: Vec<&str> = produced.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["B"], "an output not produced is left out");
     }
 
     #[test]

@@ -59,6 +59,31 @@ impl SequenceFlags {
     }
 }
 
+/// The sequence parameters Triton's ensemble puts on each response made from its steps'
+/// outputs: the request's correlation ID (0 without one; a string stays a string) and
+/// its START and END flags (core's ensemble scheduler carries them with every tensor a
+/// step produces; L0_simple_ensemble reads them from a streamed sequence).
+pub fn ensemble_response_parameters(request: &InferRequest) -> Vec<(String, ParamValue)> {
+    let id = match request.parameter("sequence_id") {
+        Some(ParamValue::String(s)) => ParamValue::String(s.clone()),
+        Some(ParamValue::Int(n)) => ParamValue::Int(*n),
+        // Triton sends the unsigned ID as int64.
+        Some(ParamValue::Uint(n)) => ParamValue::Int(*n as i64),
+        _ => ParamValue::Int(0),
+    };
+    let flag = |name| {
+        ParamValue::Bool(matches!(
+            request.parameter(name),
+            Some(ParamValue::Bool(true))
+        ))
+    };
+    vec![
+        ("sequence_id".to_string(), id),
+        ("sequence_start".to_string(), flag("sequence_start")),
+        ("sequence_end".to_string(), flag("sequence_end")),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,5 +122,35 @@ mod tests {
                 "inference request to model 'm' must specify a non-zero or non-empty correlation ID"
             );
         }
+    }
+
+    #[test]
+    fn ensemble_responses_carry_the_requests_sequence_or_zero() {
+        let named = |params: Vec<(String, ParamValue)>| {
+            params
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v:?}"))
+                .collect::<Vec<_>>()
+        };
+        let end = request(vec![
+            ("sequence_id", ParamValue::Uint(9)),
+            ("sequence_end", ParamValue::Bool(true)),
+        ]);
+        assert_eq!(
+            named(ensemble_response_parameters(&end)),
+            [
+                "sequence_id=Int(9)",
+                "sequence_start=Bool(false)",
+                "sequence_end=Bool(true)"
+            ]
+        );
+        assert_eq!(
+            named(ensemble_response_parameters(&request(vec![]))),
+            [
+                "sequence_id=Int(0)",
+                "sequence_start=Bool(false)",
+                "sequence_end=Bool(false)"
+            ]
+        );
     }
 }

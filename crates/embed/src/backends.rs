@@ -16,10 +16,6 @@ use crate::Options;
 /// no native implementation for are looked up (`<directory>/<name>/libtriton_<name>.so`).
 pub const DEFAULT_BACKEND_DIRECTORY: &str = "/opt/tritonserver/backends";
 
-/// `onnxruntime,default-max-batch-size` when not given (Triton's ONNX Runtime backend
-/// default for auto-completed configurations).
-const DEFAULT_MAX_BATCH_SIZE: i32 = 4;
-
 /// The registry for `options`. A missing ONNX Runtime library is logged, not fatal: the
 /// other backends still serve, and ONNX models fail to load with a reason.
 pub fn registry(options: &Options) -> Result<BackendRegistry> {
@@ -27,15 +23,16 @@ pub fn registry(options: &Options) -> Result<BackendRegistry> {
     let explicit = options
         .backend_setting("onnxruntime", "library-path")
         .map(PathBuf::from);
-    let default_max_batch_size =
-        match options.backend_setting("onnxruntime", "default-max-batch-size") {
-            Some(v) => v.parse().map_err(|_| {
+    let default_max_batch_size = options
+        .backend_setting("onnxruntime", "default-max-batch-size")
+        .map(|v| {
+            v.parse().map_err(|_| {
                 Error::invalid_arg(format!(
                     "--backend-config onnxruntime,default-max-batch-size={v}: not an integer"
                 ))
-            })?,
-            None => DEFAULT_MAX_BATCH_SIZE,
-        };
+            })
+        })
+        .transpose()?;
     match find_library(explicit.as_deref()) {
         Some(library_path) => {
             let runtime = ort_runtime(library_path);

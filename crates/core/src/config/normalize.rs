@@ -133,10 +133,13 @@ fn normalize_dynamic_batching(config: &mut ModelConfig) -> Result<()> {
             "default priority level must be in range [1, {levels}] for {model}"
         )));
     }
-    if db
-        .priority_queue_policy
-        .keys()
-        .any(|&k| k < 1 || k > levels)
+    // Triton checks the policies' levels only when there are levels: without them the
+    // policies are never used (L0_config_json).
+    if levels > 0
+        && db
+            .priority_queue_policy
+            .keys()
+            .any(|&k| k < 1 || k > levels)
     {
         return Err(Error::invalid_arg(format!(
             "priority queue policy must have priority level in range [1, {levels}] for {model}"

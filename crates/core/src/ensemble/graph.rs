@@ -183,6 +183,55 @@ impl Plan {
     }
 }
 
+/// What one request needs of a plan when it asks for some of the ensemble's outputs
+/// only: Triton prunes the steps whose outputs feed nothing asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Needed {
+    /// Per step: whether it runs.
+    pub steps: Vec<bool>,
+    /// Per ensemble output, in the plan's order: whether the request asked for it.
+    pub outputs: Vec<bool>,
+}
+
+impl Plan {
+    /// The steps and outputs a request asking for `wanted` needs; `None` when it needs
+    /// them all (no selection, or every output selected).
+    pub fn needed(&self, wanted: Option<&[String]>) -> Option<Needed> {
+        let wanted = wanted?;
+        let outputs: Vec<bool> = self
+            .outputs
+            .iter()
+            .map(|&id| wanted.contains(&self.tensors[id]))
+            .collect();
+        if outputs.iter().all(|&w| w) {
+            return None;
+        }
+        let mut tensors = vec![false; self.tensors.len()];
+        for (&id, &w) in self.outputs.iter().zip(&outputs) {
+            tensors[id] |= w;
+        }
+        // Backwards from the outputs asked for: a step runs when something needed reads
+        // one of its outputs; then its inputs are needed too. Each pass adds a step or ends.
+        let mut steps = vec![false; self.steps.len()];
+        loop {
+            let mut grew = false;
+            for (index, step) in self.steps.iter().enumerate() {
+                if steps[index] || !step.outputs.iter().any(|&(_, t)| tensors[t]) {
+                    continue;
+                }
+                steps[index] = true;
+                grew = true;
+                for &(_, t) in &step.inputs {
+                    tensors[t] = true;
+                }
+            }
+            if !grew {
+                return Some(Needed { steps, outputs });
+            }
+        }
+    }
+}
+
 /// Validates one step's fields and maps and records its tensors.
 fn plan_step(
     ensemble: &str,
@@ -263,6 +312,35 @@ mod tests {
 
     fn message(steps: &[String]) -> String {
         plan(steps).expect_err("invalid").message().to_string()
+    }
+
+    #[test]
+    fn a_request_for_some_outputs_needs_only_the_steps_feeding_them() {
+        let text = format!(
+            r#"name: "e" platform: "ensemble" max_batch_size: 8
+            input [ {{ name: "IN" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+            output [ {{ name: "OUT0" data_type: TYPE_FP32 dims: [ 4 ] }},
+                     {{ name: "OUT1" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+            ensemble_scheduling {{ step [ {}, {}, {} ] }}"#,
+            step("a", &[("X", "IN")], &[("Y", "mid")]),
+            step("b", &[("X", "mid")], &[("Y", "OUT0")]),
+            step("c", &[("X", "IN")], &[("Y", "OUT1")]),
+        );
+        let p = Plan::new(&parse_model_config(Path::new("config.pbtxt"), &text).expect("parses"))
+            .expect("valid");
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(p.needed(None), None, "no selection needs everything");
+        assert_eq!(p.needed(Some(&names(&["OUT1", "OUT0"]))), None);
+        let only_out0 = Needed {
+            steps: vec![true, true, false],
+            outputs: vec![true, false],
+        };
+        assert_eq!(p.needed(Some(&names(&["OUT0"]))), Some(only_out0));
+        let only_out1 = Needed {
+            steps: vec![false, false, true],
+            outputs: vec![false, true],
+        };
+        assert_eq!(p.needed(Some(&names(&["OUT1"]))), Some(only_out1));
     }
 
     #[test]

@@ -136,9 +136,15 @@ impl Ensemble {
     }
 
     /// Starts one validated request: the steps its inputs make ready are submitted now;
-    /// the returned run finishes the rest. Step times are summed into `times`.
-    pub fn start(&self, request: InferRequest, times: Arc<StepTimes>) -> Run {
-        Run::start(self, request, times)
+    /// the returned run finishes the rest. Step times are summed into `times`; only the
+    /// steps feeding the `wanted` outputs (all, for `None`) run, as Triton prunes them.
+    pub fn start(
+        &self,
+        request: InferRequest,
+        times: Arc<StepTimes>,
+        wanted: Option<&[String]>,
+    ) -> Run {
+        Run::start(self, request, times, wanted)
     }
 }
 

@@ -131,7 +131,7 @@ async fn a_later_request_reaches_the_next_step_after_the_earlier_one() {
     let runs: Vec<_> = [(1, true), (2, false), (3, false)]
         .into_iter()
         .map(|(value, start)| {
-            let run = ensemble.start(sequence_request(value, start), Arc::default());
+            let run = ensemble.start(sequence_request(value, start), Arc::default(), None);
             tokio::spawn(run.finish())
         })
         .collect();

@@ -21,7 +21,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::stream::{self, SelectAll, Stream, StreamExt};
 
-use super::graph::Plan;
+use super::graph::{Needed, Plan};
 use super::order::Ticket;
 use super::{batch_dims, Ensemble, StepModels};
 use crate::error::{Error, Result};
@@ -47,11 +47,23 @@ type Key = (usize, u64);
 
 /// What a running step yields.
 enum StepEvent {
-    /// An answer of step `.0` run in iteration `.1`; `.3` when its outputs start an
-    /// iteration of their own (a decoupled step's response).
-    Answer(usize, u64, Result<Vec<OutputTensor>>, bool, StepBatch),
-    /// Step `.0`'s request ended (after its one answer, or its stream's last message).
+    /// An answer of step `.0` run in iteration `.1`.
+    Answer(usize, u64, Result<Vec<OutputTensor>>, AnswerKind),
+    /// Step `.0`'s request ended with a final flag alone (a decoupled step's).
     Ended(usize),
+}
+
+/// How a step's answer stands in its request: whether its outputs start an iteration of
+/// their own (a decoupled step's response), the batch size of the step's request, and
+/// whether the step's request ends with it. Knowing the end together with the answer
+/// lets the ensemble's response made from it be its final one, as in Triton, where a
+/// client that did not ask for empty final responses sees `triton_final_response` only
+/// on a response.
+#[derive(Clone, Copy)]
+struct AnswerKind {
+    fresh: bool,
+    batch: StepBatch,
+    ends: bool,
 }
 
 /// The batch size of a step's request, which its outputs carry on.
@@ -64,6 +76,8 @@ type StepEvents = Pin<Box<dyn Stream<Item = StepEvent> + Send>>;
 pub struct Run {
     name: Arc<str>,
     plan: Arc<Plan>,
+    /// The steps and outputs this request needs, when it asked for some outputs only.
+    needed: Option<Needed>,
     models: Option<Arc<dyn StepModels>>,
     /// Whether a step is decoupled: then the run may answer any number of times.
     decoupled: bool,
@@ -82,6 +96,9 @@ pub struct Run {
     /// Inputs each step still waits for, per iteration, once one of them arrived.
     waiting: HashMap<Key, usize>,
     running: SelectAll<StepEvents>,
+    /// Steps submitted whose request has not ended (`running` may still hold a stream
+    /// that has yielded its last event).
+    steps_running: usize,
     /// `max_inflight_requests`: at most this many requests of one step at once (0: no
     /// bound); the others wait in `deferred` with their iteration.
     max_inflight: usize,
@@ -105,8 +122,14 @@ pub struct Run {
 
 impl Run {
     /// Takes the request's inputs and submits every step they make ready, before
-    /// returning (so requests admitted one after another reach the steps in order).
-    pub fn start(ensemble: &Ensemble, request: InferRequest, times: Arc<StepTimes>) -> Self {
+    /// returning (so requests admitted one after another reach the steps in order). Only
+    /// the steps feeding the `wanted` outputs (all, for `None`) run.
+    pub fn start(
+        ensemble: &Ensemble,
+        request: InferRequest,
+        times: Arc<StepTimes>,
+        wanted: Option<&[String]>,
+    ) -> Self {
         let sequence = SequenceFlags::of(&request, "").ok();
         let ticket = ensemble
             .order
@@ -126,6 +149,7 @@ impl Run {
             uses_left: HashMap::new(),
             waiting: HashMap::new(),
             running: SelectAll::new(),
+            steps_running: 0,
             max_inflight: ensemble.max_inflight,
             inflight: vec![0; ensemble.plan.steps.len()],
             deferred: vec![VecDeque::new(); ensemble.plan.steps.len()],
@@ -136,6 +160,7 @@ impl Run {
             failed: None,
             ticket,
             gated: Vec::new(),
+            needed: ensemble.plan.needed(wanted),
             plan: ensemble.plan.clone(),
         };
 
@@ -170,14 +195,24 @@ impl Run {
     fn arrive(&mut self, key: Key, value: Option<Value>) {
         let (id, iteration) = key;
         let plan = self.plan.clone();
-        let is_output = plan.outputs.contains(&id);
-        let uses = plan.consumers[id].len() + usize::from(is_output);
+        let is_output = plan
+            .outputs
+            .iter()
+            .position(|&o| o == id)
+            .is_some_and(|at| self.output_wanted(at));
+        let readers = plan.consumers[id]
+            .iter()
+            .filter(|&&step| self.step_needed(step));
+        let uses = readers.count() + usize::from(is_output);
         if uses == 0 {
             return;
         }
         self.values.insert(key, value);
         self.uses_left.insert(key, uses);
         for &step in &plan.consumers[id] {
+            if !self.step_needed(step) {
+                continue;
+            }
             let needed = plan.steps[step].inputs.len();
             let missing = self.waiting.entry((step, iteration)).or_insert(needed);
             *missing = missing.saturating_sub(1);
@@ -189,6 +224,16 @@ impl Run {
         if is_output {
             self.collect_outputs(iteration);
         }
+    }
+
+    /// Whether step `index` runs for this request.
+    fn step_needed(&self, index: usize) -> bool {
+        self.needed.as_ref().is_none_or(|n| n.steps[index])
+    }
+
+    /// Whether the request asked for the ensemble output at `at` in the plan's order.
+    fn output_wanted(&self, at: usize) -> bool {
+        self.needed.as_ref().is_none_or(|n| n.outputs[at])
     }
 
     /// The value of `key` for one reader, dropped after its last one.
@@ -207,24 +252,34 @@ impl Run {
     /// Makes a response of `iteration`'s ensemble outputs once they are all there.
     fn collect_outputs(&mut self, iteration: u64) {
         let plan = self.plan.clone();
-        if !plan
+        let mut wanted = plan
             .outputs
             .iter()
-            .all(|&id| self.values.contains_key(&(id, iteration)))
-        {
+            .enumerate()
+            .filter(|&(at, _)| self.output_wanted(at));
+        if !wanted.all(|(_, &id)| self.values.contains_key(&(id, iteration))) {
             return;
         }
         let mut outputs = Vec::with_capacity(plan.outputs.len());
         for (at, &id) in plan.outputs.iter().enumerate() {
-            if let Some(value) = self.read((id, iteration)) {
-                let dims = self.output_dims.get(at).map_or(&[][..], |d| &d[..]);
-                outputs.push(OutputTensor {
-                    name: plan.tensors[id].clone(),
-                    datatype: value.datatype,
-                    shape: batch_dims::reshape(dims, self.batching, value.batch, value.shape),
-                    data: value.data,
-                });
+            if !self.output_wanted(at) {
+                continue;
             }
+            let Some(value) = self.read((id, iteration)) else {
+                // Triton's verbose line (L0_simple_ensemble greps it).
+                tracing::debug!(
+                    "Composing models did not output tensor {}",
+                    plan.tensors[id]
+                );
+                continue;
+            };
+            let dims = self.output_dims.get(at).map_or(&[][..], |d| &d[..]);
+            outputs.push(OutputTensor {
+                name: plan.tensors[id].clone(),
+                datatype: value.datatype,
+                shape: batch_dims::reshape(dims, self.batching, value.batch, value.shape),
+                data: value.data,
+            });
         }
         self.ready.push(outputs);
     }
@@ -284,44 +339,65 @@ impl Run {
             classification: Vec::new(),
             trace: self.trace.as_ref().map(RequestTrace::child),
         };
-        let ended = stream::once(std::future::ready(StepEvent::Ended(index)));
         if !model.spec().decoupled {
             let answer = model.submit_step(request, Instant::now(), self.times.clone());
+            let kind = AnswerKind {
+                fresh: false,
+                batch,
+                ends: true,
+            };
             let answer = stream::once(async move {
                 let outputs = answer.await.map(|r| r.outputs.into_vec());
-                StepEvent::Answer(index, iteration, outputs, false, batch)
+                StepEvent::Answer(index, iteration, outputs, kind)
             });
-            self.running.push(Box::pin(answer.chain(ended)));
+            self.running.push(Box::pin(answer));
+            self.steps_running += 1;
             return;
         }
         match model.submit_step_stream(request, Instant::now()) {
             Ok(responses) => {
-                let responses = stream::unfold(responses, |mut rx| async move {
+                // The sender always ends its stream with a message marked last (an empty
+                // final one when dropped first), so every step request ends.
+                let messages = stream::unfold(responses, |mut rx| async move {
                     rx.recv().await.map(|message| (message, rx))
                 });
-                // A final flag alone carries nothing; an error ends the run.
-                let answers = responses.filter_map(move |message| {
-                    let event = message.result.map(|answer| {
+                let events = messages.map(move |message| match message.result {
+                    Some(answer) => {
+                        let kind = AnswerKind {
+                            fresh: true,
+                            batch,
+                            ends: message.last,
+                        };
                         StepEvent::Answer(
                             index,
                             iteration,
                             answer.map(|r| r.outputs.into_vec()),
-                            true,
-                            batch,
+                            kind,
                         )
-                    });
-                    std::future::ready(event)
+                    }
+                    None => StepEvent::Ended(index),
                 });
-                self.running.push(Box::pin(answers.chain(ended)));
+                self.running.push(Box::pin(events));
+                self.steps_running += 1;
             }
             Err(e) => self.failed = Some(e),
+        }
+    }
+
+    /// Step `index`'s request ended: the next of its deferred iterations may start.
+    fn step_ended(&mut self, index: usize) {
+        self.steps_running = self.steps_running.saturating_sub(1);
+        self.inflight[index] -= 1;
+        if let Some(iteration) = self.deferred[index].pop_front() {
+            self.launch(index, iteration);
         }
     }
 
     /// Records what step `index` of `iteration` answered.
     fn produced(
         &mut self,
-        (index, iteration, fresh, batch): (usize, u64, bool, StepBatch),
+        (index, iteration): (usize, u64),
+        AnswerKind { fresh, batch, .. }: AnswerKind,
         outputs: Vec<OutputTensor>,
     ) {
         let iteration = if fresh {
@@ -331,20 +407,26 @@ impl Run {
             iteration
         };
         let plan = self.plan.clone();
+        let mut values: Vec<Option<Value>> = vec![None; plan.steps[index].outputs.len()];
         for output in outputs {
             let planned = plan.steps[index]
                 .outputs
                 .iter()
-                .find(|(n, _)| *n == output.name);
-            if let Some(&(_, id)) = planned {
-                let value = Value {
+                .position(|(n, _)| *n == output.name);
+            if let Some(at) = planned {
+                values[at] = Some(Value {
                     datatype: output.datatype,
                     shape: output.shape,
                     data: output.data,
                     batch,
-                };
-                self.arrive((id, iteration), Some(value));
+                });
             }
+        }
+        // An output the step's model left out is an absent tensor, as in Triton: the
+        // steps reading it run without it (an optional input), and an ensemble output
+        // made of it is left out of the response.
+        for (&(_, id), value) in plan.steps[index].outputs.iter().zip(values) {
+            self.arrive((id, iteration), value);
         }
     }
 
@@ -361,7 +443,7 @@ impl Run {
             let ready = std::mem::take(&mut self.ready);
             self.answered |= !ready.is_empty();
             let count = ready.len();
-            let done = self.running.is_empty() && self.gated.is_empty();
+            let done = self.steps_running == 0 && self.gated.is_empty();
             for (i, outputs) in ready.into_iter().enumerate() {
                 respond(Some(Ok(outputs)), done && i + 1 == count);
             }
@@ -378,7 +460,7 @@ impl Run {
                 Some(ticket) => {
                     let wake = ticket.woken();
                     tokio::select! {
-                        event = self.running.next(), if !self.running.is_empty() => event,
+                        event = self.running.next(), if self.steps_running > 0 => event,
                         () = wake.notified() => {
                             for index in std::mem::take(&mut self.gated) {
                                 self.launch(index, 0);
@@ -390,17 +472,18 @@ impl Run {
                 None => self.running.next().await,
             };
             match event {
-                Some(StepEvent::Answer(index, iteration, answer, fresh, batch)) => match answer {
-                    Ok(outputs) => self.produced((index, iteration, fresh, batch), outputs),
-                    Err(e) => self.failed = Some(e),
-                },
-                Some(StepEvent::Ended(index)) => {
-                    self.inflight[index] -= 1;
-                    if let Some(iteration) = self.deferred[index].pop_front() {
-                        self.launch(index, iteration);
+                Some(StepEvent::Answer(index, iteration, answer, kind)) => {
+                    match answer {
+                        Ok(outputs) => self.produced((index, iteration), kind, outputs),
+                        Err(e) => self.failed = Some(e),
+                    }
+                    if kind.ends {
+                        self.step_ended(index);
                     }
                 }
-                None => {}
+                Some(StepEvent::Ended(index)) => self.step_ended(index),
+                // Every step stream is over: nothing more can come, whatever the count says.
+                None => self.steps_running = 0,
             }
         }
     }
@@ -428,7 +511,9 @@ impl Run {
             .plan
             .outputs
             .iter()
-            .find(|&&id| !self.values.contains_key(&(id, 0)))?;
+            .enumerate()
+            .find(|&(at, &id)| self.output_wanted(at) && !self.values.contains_key(&(id, 0)))
+            .map(|(_, id)| id)?;
         Some(Error::internal(format!(
             "in ensemble '{}', no step produced output '{}'",
             self.name, self.plan.tensors[*missing]

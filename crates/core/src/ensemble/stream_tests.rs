@@ -18,7 +18,8 @@ use crate::stats::StepTimes;
 use crate::testing::{self, int32s};
 
 /// `repeat` (decoupled: IN = n answers OUT = 0 .. n-1) or `square` (Y = X * X after
-/// 10 ms, counting how many of its requests run at once; Z, optional, is not read).
+/// 10 ms, counting how many of its requests run at once, Y left out for X = 7; Z,
+/// optional, is not read).
 struct Fake {
     spec: ModelSpec,
     running: AtomicUsize,
@@ -99,7 +100,13 @@ impl StepModel for Fake {
             self.most.fetch_max(now, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(10)).await;
             self.running.fetch_sub(1, Ordering::SeqCst);
-            Ok(response(vec![int32("Y", x * x)]))
+            // Leaves its output out for X = 7, as a model with an optional output may.
+            let outputs = if x == 7 {
+                vec![]
+            } else {
+                vec![int32("Y", x * x)]
+            };
+            Ok(response(outputs))
         })
     }
 
@@ -152,16 +159,26 @@ fn build(limit: &str, step_input: &str) -> (Arc<dyn StepModels>, Result<Ensemble
     (table, ensemble, square)
 }
 
-/// Runs the ensemble for N = `n`: its responses as (COUNT, SQUARE), sorted, and how
-/// many messages were marked last.
-async fn run(ensemble: &Ensemble, n: i32) -> (Vec<(i32, i32)>, usize) {
+/// What an ensemble run answered: its responses as (COUNT, SQUARE), sorted, how many
+/// messages were marked last, and how many of those were a final flag alone.
+#[derive(Debug, PartialEq)]
+struct Answered {
+    pairs: Vec<(i32, i32)>,
+    lasts: usize,
+    flags_alone: usize,
+}
+
+/// Runs the ensemble for N = `n`.
+async fn run(ensemble: &Ensemble, n: i32) -> Answered {
     let request = testing::request("counted", "r", vec![testing::int32_input("N", &[1], &[n])]);
     let mut pairs = Vec::new();
     let mut lasts = 0;
+    let mut flags_alone = 0;
     ensemble
-        .start(request, Arc::default())
+        .start(request, Arc::default(), None)
         .drive(|result, last| {
             lasts += usize::from(last);
+            flags_alone += usize::from(last && result.is_none());
             if let Some(result) = result {
                 let outputs = result.expect("no step fails");
                 let value = |name: &str| {
@@ -173,7 +190,11 @@ async fn run(ensemble: &Ensemble, n: i32) -> (Vec<(i32, i32)>, usize) {
         })
         .await;
     pairs.sort();
-    (pairs, lasts)
+    Answered {
+        pairs,
+        lasts,
+        flags_alone,
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -181,20 +202,68 @@ async fn each_response_of_a_decoupled_step_is_an_ensemble_response() {
     let (_table, ensemble, square) = build("", "COUNT");
     let ensemble = ensemble.expect("loads");
     assert!(ensemble.decoupled());
-    let (pairs, lasts) = run(&ensemble, 4).await;
-    assert_eq!(pairs, [(0, 0), (1, 1), (2, 4), (3, 9)]);
-    assert_eq!(lasts, 1, "one final flag");
+    let answered = run(&ensemble, 4).await;
+    assert_eq!(answered.pairs, [(0, 0), (1, 1), (2, 4), (3, 9)]);
+    assert_eq!(answered.lasts, 1, "one final flag");
+    // `repeat` ended before the last square step answered, so that answer's response is
+    // the final one (Triton's `triton_final_response: true` on a response), not a flag
+    // sent alone after it, which a client that asks for no empty responses never sees.
+    assert_eq!(answered.flags_alone, 0);
     // Without a bound, every response's square step runs at once.
     assert_eq!(square.most.load(Ordering::SeqCst), 4);
-    assert_eq!(run(&ensemble, 0).await, (vec![], 1));
+    let nothing = Answered {
+        pairs: vec![],
+        lasts: 1,
+        flags_alone: 1,
+    };
+    assert_eq!(run(&ensemble, 0).await, nothing);
 }
 
 #[tokio::test(start_paused = true)]
 async fn max_inflight_requests_bounds_a_steps_requests_at_once() {
     let (_table, ensemble, square) = build("max_inflight_requests: 2", "COUNT");
-    let (pairs, _) = run(&ensemble.expect("loads"), 5).await;
-    assert_eq!(pairs.len(), 5);
+    let answered = run(&ensemble.expect("loads"), 5).await;
+    assert_eq!(answered.pairs.len(), 5);
     assert_eq!(square.most.load(Ordering::SeqCst), 2);
+}
+
+/// The output names of each response of the `counted` ensemble for N = `n`, asking for
+/// `wanted` outputs (all, for `None`).
+async fn output_names(ensemble: &Ensemble, n: i32, wanted: Option<&[String]>) -> Vec<Vec<String>> {
+    let request = testing::request("counted", "r", vec![testing::int32_input("N", &[1], &[n])]);
+    let mut names = Vec::new();
+    ensemble
+        .start(request, Arc::default(), wanted)
+        .drive(|result, _| {
+            if let Some(result) = result {
+                let outputs = result.expect("no step fails");
+                names.push(outputs.iter().map(|o| o.name.clone()).collect());
+            }
+        })
+        .await;
+    names.sort();
+    names
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_feeding_only_outputs_not_asked_for_does_not_run() {
+    let (_table, ensemble, square) = build("", "COUNT");
+    let ensemble = ensemble.expect("loads");
+    let wanted = ["COUNT".to_string()];
+    let names = output_names(&ensemble, 3, Some(&wanted)).await;
+    assert_eq!(names, vec![vec!["COUNT".to_string()]; 3]);
+    assert_eq!(square.most.load(Ordering::SeqCst), 0, "square was pruned");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_output_a_step_left_out_is_left_out_of_that_response() {
+    let (_table, ensemble, _) = build("", "COUNT");
+    let names = output_names(&ensemble.expect("loads"), 9, None).await;
+    let both = vec!["COUNT".to_string(), "SQUARE".to_string()];
+    let mut expected = vec![both; 8];
+    expected.push(vec!["COUNT".to_string()]);
+    expected.sort();
+    assert_eq!(names, expected, "square left Y out for COUNT = 7 only");
 }
 
 #[test]

@@ -60,7 +60,7 @@ impl LoadedModel {
             Outcome::Uncached => {}
         }
         let hit = matches!(outcome, Outcome::Hit { .. });
-        let outputs = select_outputs(outputs?, wanted.as_deref(), &self.spec.name)?;
+        let outputs = select_outputs(outputs?, wanted.as_deref());
         if let (true, Some(trace)) = (hit, &trace) {
             trace_outputs(trace, &outputs);
         }

@@ -32,7 +32,7 @@ impl LoadedModel {
             if let Some(trace) = &trace {
                 trace_outputs(trace, &outputs);
             }
-            let mut outputs = select_outputs(outputs, wanted.as_deref(), &spec.name)?;
+            let mut outputs = select_outputs(outputs, wanted.as_deref());
             spec.reshape_outputs(&mut outputs)?;
             Ok(InferResponse {
                 model_name: spec.name.clone(),

@@ -10,17 +10,19 @@ use crate::ensemble::run::Run;
 use crate::ensemble::Ensemble;
 use crate::request::{select_outputs, Answer, InferRequest};
 use crate::response_stream::ResponseSender;
+use crate::sequence_flags::ensemble_response_parameters;
 use crate::stats::{FailureReason, RequestRecord, StepTimes};
 
 impl LoadedModel {
-    /// Starts the steps of an admitted request: its record (open until the steps are
-    /// done; a caller that goes away first leaves it cancelled), the run, and the sums of
-    /// the steps' times.
+    /// Starts the steps of an admitted request that feed the `wanted` outputs: its record
+    /// (open until the steps are done; a caller that goes away first leaves it
+    /// cancelled), the run, and the sums of the steps' times.
     fn begin(
         &self,
         ensemble: &Ensemble,
         mut request: InferRequest,
         admitted: &Admitted,
+        wanted: Option<&[String]>,
     ) -> (Run, RequestRecord, Arc<StepTimes>) {
         let times = Arc::new(StepTimes::default());
         let mut record = RequestRecord::open(
@@ -37,7 +39,11 @@ impl LoadedModel {
         if let (false, Some(trace)) = (admitted.queue_traced, &request.trace) {
             trace.timestamp("QUEUE_START", Instant::now());
         }
-        (ensemble.start(request, times.clone()), record, times)
+        (
+            ensemble.start(request, times.clone(), wanted),
+            record,
+            times,
+        )
     }
 
     /// Runs an ensemble request and records it as Triton does: one execution of the
@@ -50,7 +56,8 @@ impl LoadedModel {
     ) -> Answer {
         let wanted = request.requested_outputs.take();
         let id = request.id.clone();
-        let (run, record, times) = self.begin(ensemble, request, &admitted);
+        let parameters = ensemble_response_parameters(&request);
+        let (run, record, times) = self.begin(ensemble, request, &admitted, wanted.as_deref());
         let this = self.clone();
         Box::pin(async move {
             let outputs = run
@@ -68,8 +75,10 @@ impl LoadedModel {
             this.stats
                 .execution_finished(admitted.batch_size, admitted.batch_size, timing);
             record.succeeded(queue, timing);
-            let outputs = select_outputs(outputs, wanted.as_deref(), &this.spec.name)?;
-            Ok(this.response(id, outputs))
+            let outputs = select_outputs(outputs, wanted.as_deref());
+            let mut response = this.response(id, outputs);
+            response.parameters = parameters;
+            Ok(response)
         })
     }
 
@@ -79,18 +88,21 @@ impl LoadedModel {
     pub(super) fn stream_ensemble(
         self: &Arc<Self>,
         ensemble: &Ensemble,
-        request: InferRequest,
+        mut request: InferRequest,
         admitted: Admitted,
         sender: ResponseSender,
     ) {
-        let (run, record, times) = self.begin(ensemble, request, &admitted);
+        // The sender selects the outputs of each response; the run needs to know them.
+        let wanted = request.requested_outputs.take();
+        let parameters = ensemble_response_parameters(&request);
+        let (run, record, times) = self.begin(ensemble, request, &admitted, wanted.as_deref());
         let this = self.clone();
         tokio::spawn(async move {
             let mut failed = false;
             run.drive(|result, last| match result {
                 Some(result) => {
                     failed |= result.is_err();
-                    sender.send(result, last);
+                    sender.send_with_parameters(result, parameters.clone(), last);
                 }
                 None => {
                     sender.close();

@@ -74,17 +74,18 @@ fn candidate_sequences_and_slots_are_bounded() {
 }
 
 #[test]
-fn priority_levels_are_bounded() {
-    assert_eq!(
-        refused(&with(
-            "dynamic_batching { priority_levels: 1000000000 default_priority_level: 1 }"
-        )),
-        "model 'm': dynamic_batching.priority_levels 1000000000 exceeds the limit of 65536"
-    );
-    build(&with(
-        "dynamic_batching { priority_levels: 65536 default_priority_level: 1 }",
+fn any_number_of_priority_levels_loads() {
+    // Triton's L0_model_queue loads u64::MAX levels: a level costs nothing until used.
+    let spec = build(&with(
+        "dynamic_batching { priority_levels: 18446744073709551615 default_priority_level: 18446744073709551615 }",
     ))
-    .expect("at the limit");
+    .expect("loads");
+    let batching = match &spec.scheduling {
+        crate::model::SchedulingSpec::Dynamic(d) => d,
+        other => panic!("dynamic batching expected, got {other:?}"),
+    };
+    assert_eq!(batching.level_of(Some(u64::MAX - 1)), u64::MAX - 1);
+    assert_eq!(batching.level_of(None), u64::MAX);
 }
 
 #[test]

@@ -30,7 +30,7 @@ pub use batch_io::{BatchInputKind, BatchInputSpec, BatchOutputSpec};
 pub use controls::{ControlSpec, CorridSpec, SwitchSpec};
 pub use scheduling::{
     DynamicBatchingSpec, QueuePolicy, SchedulingSpec, SequenceSpec, SequenceStrategy,
-    MAX_PRIORITY_LEVELS, MAX_SEQUENCE_SLOTS,
+    MAX_SEQUENCE_SLOTS,
 };
 pub use state::{InitialState, StateSpec, MAX_STATE_BYTES};
 

@@ -1,6 +1,7 @@
 //! How a model's requests are scheduled, read once from the normalized configuration:
 //! the scheduler chosen at load receives these typed settings and never sees the proto.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nereid_proto::inference::model_config::SchedulingChoice;
@@ -22,10 +23,6 @@ use crate::error::Result;
 /// deployments hold thousands of sequences per instance (the stateful backend's example
 /// holds 1280).
 pub const MAX_SEQUENCE_SLOTS: usize = 1 << 20;
-
-/// The largest `dynamic_batching.priority_levels`. Each level gets its own queue and
-/// policy at load; Triton users configure a handful of levels, 2^16 is plenty.
-pub const MAX_PRIORITY_LEVELS: u64 = 1 << 16;
 
 /// The scheduler a model gets, with its settings (Triton's choice at load: sequence
 /// batching, dynamic batching, otherwise the default scheduler).
@@ -50,10 +47,16 @@ pub struct DynamicBatchingSpec {
     pub max_queue_delay: Duration,
     /// Answers go out in arrival order, whichever instance finishes first.
     pub preserve_ordering: bool,
-    /// One queue policy per priority level (index 0 is level 1, the highest); at least one.
-    pub levels: Vec<QueuePolicy>,
-    /// Index into `levels` for requests without a valid `priority`.
-    pub default_level: usize,
+    /// `priority_levels`: requests may ask for levels 1 (the highest) to this (0: there
+    /// are no priorities). Any number is fine: a level costs nothing until a request
+    /// waits at it, as in Triton, which makes queues only for levels in use.
+    pub priority_levels: u64,
+    /// The level of a request without a valid `priority` (1 without priorities).
+    pub default_level: u64,
+    /// `priority_queue_policy`: the levels with a policy of their own.
+    pub level_policies: BTreeMap<u64, QueuePolicy>,
+    /// `default_queue_policy`: every other level's policy.
+    pub default_policy: QueuePolicy,
 }
 
 /// A priority level's queue policy (`default_queue_policy` / `priority_queue_policy`).
@@ -114,14 +117,6 @@ impl SchedulingSpec {
         Ok(match &config.scheduling_choice {
             None => SchedulingSpec::Default,
             Some(SchedulingChoice::DynamicBatching(d)) => {
-                if d.priority_levels > MAX_PRIORITY_LEVELS {
-                    return Err(over_limit(
-                        &config.name,
-                        "dynamic_batching.priority_levels",
-                        d.priority_levels,
-                        MAX_PRIORITY_LEVELS,
-                    ));
-                }
                 SchedulingSpec::Dynamic(DynamicBatchingSpec::from_config(d, max_batch))
             }
             Some(SchedulingChoice::SequenceBatching(s)) => SchedulingSpec::Sequence(Box::new(
@@ -141,7 +136,7 @@ impl SchedulingSpec {
 }
 
 impl DynamicBatchingSpec {
-    /// The settings of `config`, whose `priority_levels` the caller bounded.
+    /// The settings of `config`.
     fn from_config(config: &ModelDynamicBatching, max_batch_size: usize) -> Self {
         let max_batch = max_batch_size.max(1);
         let mut preferred_batch_sizes: Vec<usize> = config
@@ -152,29 +147,44 @@ impl DynamicBatchingSpec {
             .collect();
         preferred_batch_sizes.sort_unstable();
         preferred_batch_sizes.dedup();
-        let count = config.priority_levels.max(1);
-        let levels = (1..=count)
-            .map(|level| {
-                QueuePolicy::from_config(
-                    config
-                        .priority_queue_policy
-                        .get(&level)
-                        .or(config.default_queue_policy.as_ref()),
-                )
-            })
+        // Policies for levels requests cannot ask for are never used.
+        let level_policies = config
+            .priority_queue_policy
+            .iter()
+            .filter(|(&level, _)| level >= 1 && level <= config.priority_levels)
+            .map(|(&level, policy)| (level, QueuePolicy::from_config(Some(policy))))
             .collect();
         let default_level = if config.priority_levels == 0 {
-            0
+            1
         } else {
-            usize::try_from(config.default_priority_level.max(1) - 1).unwrap_or(0)
+            config.default_priority_level.max(1)
         };
         Self {
             preferred_batch_sizes,
             max_queue_delay: Duration::from_micros(config.max_queue_delay_microseconds),
             preserve_ordering: config.preserve_ordering,
-            levels,
+            priority_levels: config.priority_levels,
             default_level,
+            level_policies,
+            default_policy: QueuePolicy::from_config(config.default_queue_policy.as_ref()),
         }
+    }
+
+    /// The level a request asking for `priority` waits at: the default level for none,
+    /// 0 or one out of range, as in Triton.
+    pub fn level_of(&self, priority: Option<u64>) -> u64 {
+        match priority {
+            Some(p) if p >= 1 && p <= self.priority_levels => p,
+            _ => self.default_level,
+        }
+    }
+
+    /// The queue policy of `level`.
+    pub fn policy(&self, level: u64) -> QueuePolicy {
+        self.level_policies
+            .get(&level)
+            .copied()
+            .unwrap_or(self.default_policy)
     }
 }
 

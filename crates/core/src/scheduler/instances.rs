@@ -353,11 +353,7 @@ impl Worker {
         outputs: Vec<OutputTensor>,
         parameters: Parameters,
     ) -> Result<InferResponse> {
-        let mut outputs = select_outputs(
-            outputs,
-            job.request.requested_outputs.as_deref(),
-            &self.spec.name,
-        )?;
+        let mut outputs = select_outputs(outputs, job.request.requested_outputs.as_deref());
         self.spec.reshape_outputs(&mut outputs)?;
         Ok(InferResponse {
             model_name: self.spec.name.clone(),

@@ -74,6 +74,12 @@ impl DynamicBatcher {
             slots: Arc::new(Semaphore::new(instances.max(1))),
             hold: Hold::until(hooks.queued),
         };
+        // Triton's verbose line, which L0_backend_config reads to see batching is on (the
+        // batcher here is a task on the runtime, not a thread of its own).
+        tracing::debug!(
+            "Starting dynamic-batcher thread for {} at default nice...",
+            task.spec.name
+        );
         runtime.spawn(task.run());
         Ok(Self {
             intake: Intake::new(sender),

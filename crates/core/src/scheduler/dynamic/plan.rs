@@ -17,9 +17,13 @@ pub enum Plan {
     WaitUntil(Instant),
 }
 
-/// Whether `job` may share a batch with `first`: same shapes for every input that does not
-/// allow ragged batches (the batch dimension aside).
+/// Whether `job` may share a batch with `first`: the same inputs (requests leaving out
+/// different optional inputs never batch together, as in Triton), with the same shapes
+/// for every input that does not allow ragged batches (the batch dimension aside).
 fn compatible(spec: &ModelSpec, first: &Job, job: &Job) -> bool {
+    if first.request.inputs.len() != job.request.inputs.len() {
+        return false;
+    }
     first.request.inputs.iter().all(|a| {
         if spec.input(&a.name).is_some_and(|t| t.allow_ragged_batch) {
             return true;

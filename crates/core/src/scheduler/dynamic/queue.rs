@@ -1,9 +1,10 @@
-//! The dynamic batcher's queue: one FIFO per priority level (1 is the highest), each with
-//! its queue policy (`max_queue_size`, request timeouts with REJECT or DELAY). Requests are
-//! served level by level; within a level, requests delayed by a timeout come after the
-//! ones that have not timed out.
+//! The dynamic batcher's queue: one FIFO per priority level in use (1 is the highest),
+//! each with its queue policy (`max_queue_size`, request timeouts with REJECT or DELAY).
+//! Requests are served level by level; within a level, requests delayed by a timeout come
+//! after the ones that have not timed out. A level exists only while requests wait at it,
+//! so `priority_levels` may be any number, as in Triton.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use crate::model::{DynamicBatchingSpec, QueuePolicy};
@@ -30,34 +31,26 @@ impl Level {
     }
 }
 
-/// All priority levels of one model.
+/// The priority levels of one model that have requests waiting.
 #[derive(Debug)]
 pub struct PriorityQueues {
-    levels: Vec<Level>,
-    default_level: usize,
+    config: DynamicBatchingSpec,
+    /// By level number, so iteration is service order.
+    levels: BTreeMap<u64, Level>,
 }
 
 impl PriorityQueues {
     /// Queues for the batching settings `config`.
     pub fn new(config: &DynamicBatchingSpec) -> Self {
-        let levels = config
-            .levels
-            .iter()
-            .map(|&policy| Level {
-                policy,
-                ready: VecDeque::new(),
-                delayed: VecDeque::new(),
-            })
-            .collect();
         Self {
-            levels,
-            default_level: config.default_level,
+            config: config.clone(),
+            levels: BTreeMap::new(),
         }
     }
 
     /// Number of queued jobs.
     pub fn len(&self) -> usize {
-        self.levels.iter().map(Level::len).sum()
+        self.levels.values().map(Level::len).sum()
     }
 
     /// Whether nothing is queued.
@@ -68,11 +61,13 @@ impl PriorityQueues {
     /// Queues `job` at its priority (0 or out of range means the default level, as in
     /// Triton); a full level (`max_queue_size`) hands it back.
     pub fn push(&mut self, job: Job) -> Result<(), Box<Job>> {
-        let index = match job.request.u64_parameter("priority") {
-            Some(p) if p >= 1 && (p as usize) <= self.levels.len() => p as usize - 1,
-            _ => self.default_level,
-        };
-        let level = &mut self.levels[index];
+        let number = self.config.level_of(job.request.u64_parameter("priority"));
+        let config = &self.config;
+        let level = self.levels.entry(number).or_insert_with(|| Level {
+            policy: config.policy(number),
+            ready: VecDeque::new(),
+            delayed: VecDeque::new(),
+        });
         if level.policy.max_queue_size > 0 && level.len() >= level.policy.max_queue_size {
             return Err(Box::new(job));
         }
@@ -88,7 +83,7 @@ impl PriorityQueues {
     /// move them behind the level's other requests.
     pub fn expire(&mut self, now: Instant) -> Vec<Job> {
         let mut rejected = Vec::new();
-        for level in &mut self.levels {
+        for level in self.levels.values_mut() {
             let mut kept = VecDeque::with_capacity(level.ready.len());
             for mut q in level.ready.drain(..) {
                 match q.deadline {
@@ -105,13 +100,14 @@ impl PriorityQueues {
             }
             level.ready = kept;
         }
+        self.forget_empty_levels();
         rejected
     }
 
     /// The earliest timeout among queued jobs.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.levels
-            .iter()
+            .values()
             .flat_map(|l| l.ready.iter().filter_map(|q| q.deadline))
             .min()
     }
@@ -119,7 +115,7 @@ impl PriorityQueues {
     /// Jobs in service order: level by level, ready before delayed.
     pub fn iter(&self) -> impl Iterator<Item = &Job> {
         self.levels
-            .iter()
+            .values()
             .flat_map(|l| l.ready.iter().chain(l.delayed.iter()))
             .map(|q| &q.job)
     }
@@ -127,7 +123,7 @@ impl PriorityQueues {
     /// Removes and returns the first `n` jobs in service order.
     pub fn take(&mut self, mut n: usize) -> Vec<Job> {
         let mut out = Vec::with_capacity(n);
-        for level in &mut self.levels {
+        for level in self.levels.values_mut() {
             for queue in [&mut level.ready, &mut level.delayed] {
                 while n > 0 {
                     let Some(q) = queue.pop_front() else { break };
@@ -136,6 +132,12 @@ impl PriorityQueues {
                 }
             }
         }
+        self.forget_empty_levels();
         out
+    }
+
+    /// Drops the levels nothing waits at, so levels used once cost nothing after.
+    fn forget_empty_levels(&mut self) {
+        self.levels.retain(|_, level| level.len() > 0);
     }
 }

@@ -156,6 +156,36 @@ fn plan_respects_max_batch_size_and_shapes() {
     );
 }
 
+#[test]
+fn requests_with_different_inputs_are_not_batched_together() {
+    // Triton's L0_optional_input: a request with an optional input the first one left
+    // out (or the other way round) starts a batch of its own.
+    let spec = spec("");
+    let s = batching(&spec);
+    let with_optional = |value: i32| {
+        let (mut job, _) = job(value, 1, 2, vec![]);
+        job.request
+            .inputs
+            .push(testing::int32_input("OPT", &[1, 1], &[value]));
+        job
+    };
+    let jobs = vec![
+        job(0, 1, 2, vec![]).0,
+        with_optional(1),
+        job(2, 1, 2, vec![]).0,
+    ];
+    let now = jobs[0].enqueued_at;
+    assert_eq!(
+        plan_batch(s, &spec, &queues_of(&spec, jobs), None, now),
+        Plan::Execute(1)
+    );
+    let jobs = vec![with_optional(0), with_optional(1), job(2, 1, 2, vec![]).0];
+    assert_eq!(
+        plan_batch(s, &spec, &queues_of(&spec, jobs), None, now),
+        Plan::Execute(2)
+    );
+}
+
 /// A strategy taking requests while their input bytes fit a volume, as Triton's
 /// `volume_batching` example does; it records each decision's calls.
 struct Volume {
