@@ -80,15 +80,14 @@ BAD = {
         add_sub_config(name="batch", max_batch_size=2000000000),
         "max_batch_size 2000000000 exceeds the limit of 1048576",
     ),
-    "priorities": (
-        "add_sub",
-        add_sub_config(
-            name="priorities",
-            extra="dynamic_batching { priority_levels: 100000000 default_priority_level: 1 }",
-        ),
-        "dynamic_batching.priority_levels 100000000 exceeds the limit of 65536",
-    ),
 }
+
+# Any number of priority levels loads, as in Triton (L0_model_queue's u64::MAX): a level
+# has a queue only while requests wait at it.
+PRIORITIES = add_sub_config(
+    name="priorities",
+    extra="dynamic_batching { priority_levels: 18446744073709551615 default_priority_level: 1 }",
+)
 
 
 def add_model(repo, name, graph, config):
@@ -106,6 +105,7 @@ def bounded(tmp_path_factory):
     shutil.copytree(os.path.join(EXAMPLE_MODELS, "add_sub"), os.path.join(repo, "add_sub"))
     for name, (graph, config, _) in BAD.items():
         add_model(repo, name, graph, config)
+    add_model(repo, "priorities", "add_sub", PRIORITIES)
     endless = sequence(
         "endless_initial_state",
         initial='initial_state { name: "i" data_type: TYPE_FP32 dims: [ 1 ] data_file: "zero" }',
@@ -160,4 +160,18 @@ def test_an_absurd_size_fails_the_load_naming_field_and_limit(bounded, name):
 def test_an_endless_initial_state_file_is_read_only_as_far_as_needed(bounded):
     resp = bounded.request("POST", "/v2/repository/models/endless_initial_state/load")
     assert resp.status == 200, resp
+    assert_healthy(bounded)
+
+
+def test_any_number_of_priority_levels_loads_and_costs_nothing_until_used(bounded):
+    resp = bounded.request("POST", "/v2/repository/models/priorities/load")
+    assert resp.status == 200, resp
+    client = bounded.http_client()
+    try:
+        a = np.arange(4, dtype=np.float32).reshape(1, 4)
+        for priority in (2**64 - 1, 1, 0):
+            result = client.infer("priorities", add_sub_inputs(httpclient, a, a), priority=priority)
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + a)
+    finally:
+        client.close()
     assert_healthy(bounded)

@@ -280,7 +280,10 @@ def test_many_concurrent_streams_complete_or_are_refused(server):
     assert not any(t.is_alive() for t in threads), "a stream hung"
     assert len(outcomes) == 100
     assert set(outcomes) <= {"length", "Exceeds maximum queue size"}, set(outcomes)
-    assert outcomes.count("length") >= 12, outcomes.count("length")
+    # The 8 queue places always take the first 8 streams; the 4 slots add more only as
+    # fast as the engine thread moves queued streams into them, which a loaded machine
+    # may delay past the burst.
+    assert outcomes.count("length") >= 8, outcomes.count("length")
 
 
 def test_concurrent_sequences_are_batched_together(server):

@@ -19,8 +19,9 @@ DEFAULTS = {
     "log_verbose_level": 0,
     "log_format": "default",
 }
-ISO8601_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
-DEFAULT_LINE = re.compile(r"^\d{4} \d\d:\d\d:\d\d\.\d{6} ")
+# Triton's lines: level letter, stamp, pid, file:line, then the message escaped in quotes.
+ISO8601_LINE = re.compile(r'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ [IWE] \d+ [\w.]+:\d+\] "')
+DEFAULT_LINE = re.compile(r'^[IWE]\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ [\w.]+:\d+\] "')
 
 
 def grpc_settings(client, settings=None):

@@ -3,6 +3,7 @@ Each test reproduces a failure that used to freeze or kill the server, against t
 real binary."""
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -154,8 +155,10 @@ def test_a_closed_log_pipe_does_not_stop_the_server(make_repo):
         for raw in proc.stdout:
             line = raw.decode("utf-8", "replace")
             for key, label in (("http", "HTTPService"), ("metrics", "Metrics Service")):
-                if f"Started {label} at " in line:
-                    ports[key] = int(line.rsplit(":", 1)[1].split()[0])
+                # `... "Started HTTPService at 0.0.0.0:8000"`: Triton's quoted message.
+                found = re.search(rf"Started {label} at \S+:(\d+)", line)
+                if found:
+                    ports[key] = int(found.group(1))
             if "server started" in line:
                 break
         proc.stdout.close()

@@ -34,6 +34,7 @@ pub mod ensemble;
 pub mod error;
 pub mod header_forward;
 pub mod loaded;
+pub mod log_line;
 pub mod log_settings;
 pub mod metrics;
 pub mod model;

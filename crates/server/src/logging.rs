@@ -11,14 +11,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
+use nereid_core::log_line::LogLine;
 use nereid_core::log_settings::{LogControl, LogFormat, LogSettings, LogSink};
 use nereid_core::metrics::text::{Family, Kind};
 use tracing::level_filters::LevelFilter;
-use tracing::{Level, Metadata};
-use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::time::FormatTime;
-use tracing_subscriber::fmt::MakeWriter;
+use tracing::{Event, Level, Metadata, Subscriber};
+use tracing_subscriber::fmt::format::{FormatEvent, FormatFields, Writer};
+use tracing_subscriber::fmt::{FmtContext, MakeWriter};
 use tracing_subscriber::layer::{Context as LayerContext, Filter, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
@@ -66,9 +67,10 @@ pub fn init(config: &Config) -> anyhow::Result<Arc<LogControl>> {
         // panics when stderr is what failed.
         .log_internal_errors(false)
         .with_ansi(false)
-        .with_target(false)
-        .with_timer(Stamp(switches.clone()))
-        .compact()
+        .event_format(TritonLines {
+            switches: switches.clone(),
+            escape: escapes_messages(std::env::var(ESCAPE_VARIABLE).ok().as_deref()),
+        })
         .with_filter(Levels(switches.clone()));
     tracing_subscriber::registry().with(layer).init();
     Ok(Arc::new(LogControl::new(
@@ -159,21 +161,46 @@ impl<S> Filter<S> for Levels {
     }
 }
 
-/// The time stamp of `--log-format`: `default` is glog's `MMDD HH:MM:SS.uuuuuu`, as
-/// Triton's lines start; `ISO8601` is `YYYY-MM-DDTHH:MM:SSZ`. Both in UTC.
-struct Stamp(Arc<Switches>);
+/// Writes each event as Triton's log line, `I1129 10:00:00.123456 42 serve.rs:7] "text"`
+/// (or `--log-format=ISO8601`'s), the text escaped in quotes as Triton escapes messages,
+/// so what scripts grep from Triton's log (`^E[0-9]{4}`, `] "message`) is found here.
+struct TritonLines {
+    switches: Arc<Switches>,
+    /// Whether the text is escaped in quotes (see [`escapes_messages`]).
+    escape: bool,
+}
 
-impl FormatTime for Stamp {
-    fn format_time(&self, w: &mut Writer<'_>) -> std::fmt::Result {
+/// Triton's switch for escaping log messages.
+const ESCAPE_VARIABLE: &str = "TRITON_SERVER_ESCAPE_LOG_MESSAGES";
+
+/// Whether messages are escaped given [`ESCAPE_VARIABLE`]'s value: unless it is `0`, as
+/// in Triton.
+fn escapes_messages(value: Option<&str>) -> bool {
+    value != Some("0")
+}
+
+impl<S, N> FormatEvent<S, N> for TritonLines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
-        let format = if self.0.iso8601.load(Ordering::Relaxed) {
+        let format = if self.switches.iso8601.load(Ordering::Relaxed) {
             LogFormat::Iso8601
         } else {
             LogFormat::Default
         };
-        format.write_stamp(w, now)
+        let level = event.metadata().level();
+        LogLine::of(event).write(&mut writer, level, format, now, self.escape)?;
+        writeln!(writer)
     }
 }
 
@@ -217,6 +244,17 @@ impl Write for LogWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_are_escaped_unless_the_variable_says_0() {
+        assert!(escapes_messages(None));
+        assert!(escapes_messages(Some("1")));
+        assert!(
+            escapes_messages(Some("false")),
+            "only '0' turns it off, as in Triton"
+        );
+        assert!(!escapes_messages(Some("0")));
+    }
 
     #[test]
     fn switches_select_levels_one_by_one() {

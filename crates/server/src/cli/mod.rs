@@ -28,10 +28,14 @@ pub use values::NamedSetting;
 
 /// Raw command-line flags, in tritonserver's groups (`--help` shows them so).
 #[derive(Debug, Parser)]
+// tritonserver parses with getopt_long: a flag given twice keeps its last value, and an
+// unambiguous prefix of a long flag (`--log-warn`) names it; Triton's QA launch lines use both.
 #[command(
     name = "nereid",
     version,
-    about = "A Triton-compatible inference server"
+    about = "A Triton-compatible inference server",
+    args_override_self = true,
+    infer_long_args = true
 )]
 pub struct Cli {
     // ---- Server

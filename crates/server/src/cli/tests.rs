@@ -466,3 +466,14 @@ fn grpc_tls_files_are_read_when_ssl_is_on() {
         .tls
         .is_none());
 }
+
+#[test]
+fn a_repeated_flag_keeps_its_last_value_and_a_long_prefix_names_its_flag() {
+    // getopt_long's rules, which Triton's QA launch lines rely on (L0_vertex_ai,
+    // L0_secure_grpc, L0_client_timeout: repeated flags; L0_logging: `--log-warn`).
+    let c = parse(&["--log-verbose=1", "--log-verbose=2", "--log-warn=false"]).expect("valid");
+    assert_eq!(c.cli.log_verbose, 2);
+    assert!(!c.cli.log_warning);
+    let c = parse(&["--allow-http", "true", "--allow-http=false"]).expect("valid");
+    assert!(!c.allow_http);
+}

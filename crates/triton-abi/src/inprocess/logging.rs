@@ -11,7 +11,6 @@
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void, CString};
-use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -19,9 +18,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use nereid_core::log_line::LogLine;
 use nereid_core::log_settings::LogFormat;
 use parking_lot::{Mutex, RwLock};
-use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
 use tracing::{Event, Level, Metadata, Subscriber};
@@ -236,50 +235,32 @@ struct LogRecord {
     file: CString,
     line: i32,
     message: CString,
+    /// The same, for writing as a line.
+    parts: LogLine,
 }
 
 impl LogRecord {
-    /// Triton's log line: `I1128 17:00:00.123456 42 file.rs:7] message` (default), or
-    /// `2026-11-28T17:00:00Z I 42 file.rs:7] message` (ISO 8601); verbose lines are `I`.
+    /// Triton's log line (see [`LogLine`]); verbose lines are `I`. The text is written as
+    /// given, as the in-process library has always written it.
     fn line_text(&self, level: u32, format: LogFormat, now: Duration) -> String {
-        let letter = match level {
-            level::ERROR => 'E',
-            level::WARN => 'W',
-            _ => 'I',
+        let level = match level {
+            level::ERROR => Level::ERROR,
+            level::WARN => Level::WARN,
+            _ => Level::INFO,
         };
-        let mut stamp = String::new();
-        let _ = format.write_stamp(&mut stamp, now);
-        let pid = std::process::id();
-        let (file, message) = (self.file.to_string_lossy(), self.message.to_string_lossy());
-        match format {
-            LogFormat::Default => {
-                format!("{letter}{stamp} {pid} {file}:{}] {message}\n", self.line)
-            }
-            LogFormat::Iso8601 => {
-                format!("{stamp} {letter} {pid} {file}:{}] {message}\n", self.line)
-            }
-        }
+        let mut line = String::new();
+        let _ = self.parts.write(&mut line, &level, format, now, false);
+        line.push('\n');
+        line
     }
 
     fn of(event: &Event<'_>) -> Self {
-        let mut fields = Fields::default();
-        event.record(&mut fields);
-        let metadata = event.metadata();
-        // `TRITONSERVER_LogMessage` passes its caller's file and line as fields.
-        let file = fields
-            .file
-            .take()
-            .or_else(|| metadata.file().map(str::to_owned))
-            .unwrap_or_default();
-        let file = file.rsplit('/').next().unwrap_or_default().to_owned();
-        let line = fields
-            .line
-            .or_else(|| metadata.line().and_then(|l| i32::try_from(l).ok()))
-            .unwrap_or(0);
+        let parts = LogLine::of(event);
         Self {
-            file: c_text(file),
-            line,
-            message: c_text(fields.text),
+            file: c_text(parts.file.clone()),
+            line: parts.line,
+            message: c_text(parts.text.clone()),
+            parts,
         }
     }
 }
@@ -290,49 +271,6 @@ fn c_text(text: String) -> CString {
         let cleaned = String::from_utf8_lossy(&e.into_vec()).replace('\0', " ");
         CString::new(cleaned).unwrap_or_default()
     })
-}
-
-/// Collects an event's message and fields.
-#[derive(Default)]
-struct Fields {
-    text: String,
-    file: Option<String>,
-    line: Option<i32>,
-}
-
-impl Visit for Fields {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        match field.name() {
-            "file" if self.file.is_none() => self.file = Some(value.to_owned()),
-            name => self.push(name, value),
-        }
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        match field.name() {
-            "line" => self.line = i32::try_from(value).ok(),
-            name => self.push(name, value),
-        }
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        match field.name() {
-            "file" if self.file.is_none() => self.file = Some(format!("{value:?}")),
-            name => self.push(name, format_args!("{value:?}")),
-        }
-    }
-}
-
-impl Fields {
-    /// The message first, then ` name=value` for every other field.
-    fn push(&mut self, name: &str, value: impl std::fmt::Display) {
-        if name == "message" {
-            let rest = std::mem::take(&mut self.text);
-            let _ = write!(self.text, "{value}{rest}");
-        } else {
-            let _ = write!(self.text, " {name}={value}");
-        }
-    }
 }
 
 #[cfg(test)]
