@@ -266,7 +266,7 @@ RESULTS = {
     "L0_trace": (0, 0, "driven by C++ clients not built here"),
     "L0_metrics": (2, 1, ""),
     "L0_warmup": (13, 5, "shell checks"),
-    "L0_model_config": (492, 3, "shell cases"),
+    "L0_model_config": (492, 69, "shell cases"),
     "L0_data_compression": (12, 12, "shell checks, python clients"),
     "L0_https": (8, 8, "shell checks, python clients"),
     "L0_secure_grpc": (0, 0, "no server starts"),
