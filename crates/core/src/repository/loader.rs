@@ -103,6 +103,12 @@ pub fn load_model(
         },
     };
     run_load_agents(&config, dir, &settings.flags.repoagent_directory)?;
+    if settings.strict_model_config {
+        // Triton checks a configuration when it reads the repository, before it looks
+        // for versions: without auto-completion the configuration is complete as
+        // written, so its faults are the error even when no version folder exists.
+        normalize_and_validate(&mut config.clone(), name, settings.normalize)?;
+    }
     let versions = versions_to_load(&config, name, dir)?;
     let newest = *versions
         .last()

@@ -291,6 +291,35 @@ async fn version_policies_choose_the_versions_loaded() {
     );
 }
 
+/// Without auto-completion, a configuration's faults are reported before the missing
+/// versions, as Triton validates when it reads the repository (L0_model_config's
+/// `noautofill_platform` cases have no version folder).
+#[tokio::test]
+async fn a_strict_configuration_is_validated_before_its_versions_are_looked_for() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let bad_group = format!("{CONFIG} instance_group [ {{ kind: KIND_CPU gpus: [ 0 ] }} ]");
+    testing::write_model(root.path(), "bad", &bad_group, &[]);
+    testing::write_model(root.path(), "good", CONFIG, &[]);
+    let repo = repository(root.path(), ControlMode::Explicit);
+    let message = |name: &'static str| {
+        let repo = repo.clone();
+        async move {
+            repo.load(name, LoadRequest::default())
+                .await
+                .expect_err("no version")
+                .message()
+                .to_string()
+        }
+    };
+    assert_eq!(
+        message("bad").await,
+        "failed to load 'bad', failed to poll from model repository: instance group bad_0 of model bad has kind KIND_CPU but specifies one or more GPUs"
+    );
+    assert!(message("good").await.ends_with(
+        "at least one version must be available under the version policy of model 'good'"
+    ),);
+}
+
 #[tokio::test]
 async fn a_failed_reload_keeps_the_loaded_version_serving() {
     let root = tempfile::tempdir().expect("temp dir");
