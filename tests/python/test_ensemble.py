@@ -343,7 +343,7 @@ BAD = {
     "ens_self": (ensemble("ens_self", [step("ens_self", {"INPUT0": "INPUT0", "INPUT1": "INPUT1"}, {"OUTPUT0": "OUTPUT0", "OUTPUT1": "OUTPUT1"})]),
                  "load failed for model 'ens_self': circular dependency between ensembles: ens_self -> ... -> ens_self -> ens_self"),
     "ens_broken": (ensemble("ens_broken", [step("broken", {"INPUT0": "INPUT0", "INPUT1": "INPUT1"}, {"OUTPUT0": "OUTPUT0", "OUTPUT1": "OUTPUT1"})]),
-                   "load failed for model 'ens_broken': ensemble 'ens_broken' depends on 'broken' which has no loaded version. Model 'broken' loading failed with error: version 1 is at UNAVAILABLE state: model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size dimension, got 0 for broken;"),
+                   "load failed for model 'ens_broken': ensemble 'ens_broken' depends on 'broken' which has no loaded version. Model 'broken' loading failed with error: version 1 is at UNAVAILABLE state: model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for broken;"),
 }
 CYCLE = {
     "ens_cyc_a": ensemble("ens_cyc_a", [step("ens_cyc_b", {"INPUT0": "INPUT0", "INPUT1": "INPUT1"}, {"OUTPUT0": "OUTPUT0", "OUTPUT1": "OUTPUT1"})]),

@@ -18,6 +18,7 @@
 //! - [`compression`]: the response compression level of the inference calls.
 //! - [`restrict`]: `--grpc-restricted-protocol`, refusing calls to restricted groups.
 //! - [`deadline`]: a call's `grpc-timeout`, ended with DEADLINE_EXCEEDED as gRPC does.
+//! - [`response_delay`]: Triton's test hook delaying non-inference answers.
 //! - [`status`]: core error → gRPC status.
 
 pub mod admin;
@@ -30,6 +31,7 @@ pub mod frames;
 pub mod limits;
 pub mod logging;
 pub mod policy;
+pub mod response_delay;
 pub mod restrict;
 pub mod shm;
 pub mod status;
@@ -40,7 +42,7 @@ pub mod watch;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nereid_core::header_forward::HeaderForward;
 use nereid_core::restricted::Restrictions;
@@ -104,6 +106,9 @@ pub struct GrpcOptions {
     /// Metadata to forward to the model as request parameters on `ModelInfer` and
     /// `ModelStreamInfer` (`--grpc-header-forward-pattern`).
     pub header_forward: Option<Arc<HeaderForward>>,
+    /// How long every non-inference answer waits before it is written
+    /// (`TRITONSERVER_SERVER_DELAY_GRPC_RESPONSE_SEC`, Triton's test hook); `None`: no wait.
+    pub response_delay: Option<Duration>,
 }
 
 impl Default for GrpcOptions {
@@ -117,6 +122,7 @@ impl Default for GrpcOptions {
             tls: None,
             restrictions: Arc::default(),
             header_forward: None,
+            response_delay: None,
         }
     }
 }
@@ -182,6 +188,7 @@ pub async fn serve_with(
         .layer(limits::TrackCallsLayer {
             unary_body_timeout: options.limits.body_timeout,
         })
+        .layer(response_delay::ResponseDelayLayer(options.response_delay))
         .layer(restrict::RestrictLayer(options.restrictions))
         .layer(tower::util::option_layer(
             (level != CompressionLevel::None).then_some(compression::LevelLayer(level)),

@@ -16,6 +16,10 @@ use crate::error::{Error, Result};
 /// Sequence idle timeout Triton applies when the config leaves it at 0 (one second).
 const DEFAULT_MAX_SEQUENCE_IDLE_US: u64 = 1_000_000;
 
+/// The CUDA compute capability Triton's GPU checks name by default
+/// (`--min-supported-compute-capability`, 6.0).
+const MIN_COMPUTE_CAPABILITY: f64 = 6.0;
+
 /// Facts about the server that the defaults depend on.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NormalizeOptions {
@@ -77,7 +81,7 @@ pub fn normalize_and_validate(
 /// instance groups, an optimization policy or warmup.
 fn validate_ensemble_fields(config: &ModelConfig) -> Result<()> {
     let model = &config.name;
-    let refused = if !config.backend.is_empty() {
+    let refused = if config.platform == "ensemble" && !config.backend.is_empty() {
         Some(format!(
             "Ensemble model '{model}' must have platform type 'ensemble' and empty backend type"
         ))
@@ -223,12 +227,7 @@ fn normalize_instance_groups(config: &mut ModelConfig, options: NormalizeOptions
         };
         group.kind = kind as i32;
         match kind {
-            Kind::Gpu if options.gpu_count == 0 => {
-                return Err(Error::invalid_arg(format!(
-                    "instance group {} of model {model} has kind KIND_GPU but no GPU is available on this server",
-                    group.name
-                )));
-            }
+            Kind::Gpu => check_gpu_ids(group, &model, options.gpu_count)?,
             Kind::Cpu | Kind::Model if !group.gpus.is_empty() => {
                 return Err(Error::invalid_arg(format!(
                     "instance group {} of model {model} has kind {} but specifies one or more GPUs",
@@ -249,8 +248,60 @@ fn normalize_instance_groups(config: &mut ModelConfig, options: NormalizeOptions
     Ok(())
 }
 
+/// Triton's `ValidateInstanceGroup` for a `KIND_GPU` group, in its words: the group
+/// names no GPU while there are none, or a GPU that is not among the usable ones.
+fn check_gpu_ids(
+    group: &nereid_proto::inference::ModelInstanceGroup,
+    model: &str,
+    gpu_count: usize,
+) -> Result<()> {
+    let usable = |id: i32| usize::try_from(id).is_ok_and(|id| id < gpu_count);
+    if group.gpus.is_empty() && gpu_count == 0 {
+        return Err(Error::invalid_arg(format!(
+            "instance group {} of model {model} has kind KIND_GPU but no GPUs are available",
+            group.name
+        )));
+    }
+    match group.gpus.iter().find(|&&id| !usable(id)) {
+        Some(id) => {
+            let ids: Vec<String> = (0..gpu_count).map(|i| i.to_string()).collect();
+            Err(Error::invalid_arg(format!(
+                "instance group {} of model {model} specifies invalid or unsupported gpu id {id}. GPUs with at least the minimum required CUDA compute compatibility of {MIN_COMPUTE_CAPABILITY:.6} are: {}",
+                group.name,
+                ids.join(", ")
+            )))
+        }
+        None => Ok(()),
+    }
+}
+
+/// The backend a framework platform belongs to (Triton's `GetBackendTypeFromPlatform`).
+fn backend_of_platform(platform: &str) -> Option<&'static str> {
+    match platform {
+        "tensorflow_graphdef" | "tensorflow_savedmodel" => Some("tensorflow"),
+        "tensorrt_plan" => Some("tensorrt"),
+        "onnxruntime_onnx" => Some("onnxruntime"),
+        "pytorch_libtorch" => Some("pytorch"),
+        _ => None,
+    }
+}
+
 fn validate(config: &ModelConfig) -> Result<()> {
     let model = &config.name;
+    // A framework backend must be named with its own platform; other backends take any.
+    let framework_backend = matches!(
+        config.backend.as_str(),
+        "tensorflow" | "tensorrt" | "onnxruntime" | "pytorch"
+    );
+    if framework_backend
+        && !config.platform.is_empty()
+        && backend_of_platform(&config.platform) != Some(config.backend.as_str())
+    {
+        return Err(Error::invalid_arg(format!(
+            "unexpected 'platform' and 'backend' pair, got:{}, {}",
+            config.platform, config.backend
+        )));
+    }
     if config.max_batch_size < 0 {
         return Err(Error::invalid_arg(format!(
             "'max_batch_size' must be non-negative value for {model}"
@@ -321,9 +372,9 @@ fn validate_io(config: &ModelConfig, io: &Io<'_>) -> Result<()> {
     let prefix = format!("model {what} '{name}' ");
     let for_model = |e: Error| Error::invalid_arg(format!("{} for {model}", e.message()));
     reshape::check_empty(&prefix, io.reshape, config.max_batch_size).map_err(for_model)?;
-    if let Some(bad) = io.dims.iter().find(|&&d| d < -1 || d == 0) {
+    if io.dims.iter().any(|&d| d < -1 || d == 0) {
         return Err(Error::invalid_arg(format!(
-            "{prefix}dimension must be integer >= 1, or -1 to indicate a variable-size dimension, got {bad} for {model}"
+            "{prefix}dimension must be integer >= 1, or -1 to indicate a variable-size dimension for {model}"
         )));
     }
     if let Some(shape) = io.reshape {
@@ -364,7 +415,27 @@ mod tests {
     #[test]
     fn rejects_gpu_without_gpus_and_bad_dims() {
         let err = normalized("instance_group { kind: KIND_GPU }").unwrap_err();
-        assert!(err.message().contains("KIND_GPU"), "{}", err.message());
+        assert_eq!(
+            err.message(),
+            "instance group m_0 of model m has kind KIND_GPU but no GPUs are available"
+        );
+        let err = normalized("instance_group { kind: KIND_GPU gpus: [ 0, 42 ] }").unwrap_err();
+        assert_eq!(
+            err.message(),
+            "instance group m_0 of model m specifies invalid or unsupported gpu id 0. GPUs with at least the minimum required CUDA compute compatibility of 6.000000 are: "
+        );
+        let mut two_gpus = parse_model_config(
+            Path::new("config.pbtxt"),
+            "instance_group { kind: KIND_GPU gpus: [ 1, -1 ] }",
+        )
+        .expect("parses");
+        let err = normalize_and_validate(&mut two_gpus, "m", NormalizeOptions { gpu_count: 2 })
+            .unwrap_err();
+        assert!(
+            err.message().ends_with("gpu id -1. GPUs with at least the minimum required CUDA compute compatibility of 6.000000 are: 0, 1"),
+            "{}",
+            err.message()
+        );
         let err =
             normalized(r#"input { name: "x" data_type: TYPE_FP32 dims: [ -2 ] }"#).unwrap_err();
         assert!(err.message().contains("dimension"), "{}", err.message());
@@ -401,6 +472,17 @@ mod tests {
         let err = normalized(&ENSEMBLE.replace(r#"platform: "ensemble""#, r#"platform: "x""#))
             .unwrap_err();
         assert!(err.message().contains("whose platform is not ensemble"));
+        let err = normalized(r#"platform: "pytorch_libtorch" backend: "onnxruntime""#).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "unexpected 'platform' and 'backend' pair, got:pytorch_libtorch, onnxruntime"
+        );
+        // The backend ONNX Runtime's platform implies is no ensemble backend (L0_model_config).
+        let onnx = ENSEMBLE.replace(r#"platform: "ensemble""#, r#"platform: "onnxruntime_onnx""#);
+        assert_eq!(
+            normalized(&onnx).unwrap_err().message(),
+            "ensemble scheduling cannot be set for model 'm' whose platform is not ensemble"
+        );
     }
 
     #[test]

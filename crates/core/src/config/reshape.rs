@@ -207,7 +207,7 @@ mod tests {
         // The dims checks come first; an empty non-batching reshape before the dims.
         assert_eq!(
             input_error(0, "dims: [ 0 ] reshape { shape: [ 0 ] }"),
-            Some("model input 'x' dimension must be integer >= 1, or -1 to indicate a variable-size dimension, got 0 for m".into())
+            Some("model input 'x' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for m".into())
         );
         assert_eq!(
             input_error(0, "dims: [ 0 ] reshape { shape: [ ] }"),

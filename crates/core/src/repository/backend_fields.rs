@@ -76,7 +76,19 @@ pub(super) fn complete(
     name: &str,
     newest_version_dir: &Path,
 ) -> Result<()> {
-    if !config.backend.is_empty() || !config.platform.is_empty() {
+    if !config.backend.is_empty() {
+        return Ok(());
+    }
+    if !config.platform.is_empty() {
+        // A platform Nereid does not know: the default model file may still name a
+        // backend (all but TensorFlow's, which needs its platform), and the platform is
+        // kept for the configuration check to refuse the pair, as Triton does.
+        if let Some(framework) = FRAMEWORKS
+            .iter()
+            .find(|f| f.backend != "tensorflow" && f.file == config.default_model_filename)
+        {
+            config.backend = framework.backend.into();
+        }
         return Ok(());
     }
     let framework = match config.default_model_filename.as_str() {
@@ -221,6 +233,17 @@ mod tests {
         assert_eq!(
             completed("m", config, &["model.py"]).expect("left").0,
             "identity"
+        );
+        // A misspelt platform beside a framework's file: the file's backend, the platform
+        // kept (L0_model_config's invalid_platform).
+        let config = ModelConfig {
+            platform: "onnxruntim".into(),
+            default_model_filename: "model.onnx".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            completed("m", config, &[]).expect("named"),
+            triple("onnxruntime", "onnxruntim", "model.onnx")
         );
     }
 }

@@ -107,7 +107,9 @@ pub fn load_model(
         // Triton checks a configuration when it reads the repository, before it looks
         // for versions: without auto-completion the configuration is complete as
         // written, so its faults are the error even when no version folder exists.
-        normalize_and_validate(&mut config.clone(), name, settings.normalize)?;
+        let mut checked = config.clone();
+        normalize_and_validate(&mut checked, name, settings.normalize)?;
+        ModelSpec::new(checked, 0)?;
     }
     let versions = versions_to_load(&config, name, dir)?;
     let newest = *versions

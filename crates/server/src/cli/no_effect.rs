@@ -85,6 +85,9 @@ pub fn deprecations(config: &Config) -> Vec<String> {
     if cli.strict_model_config.is_some() {
         warnings.push("Warning: '--strict-model-config' has been deprecated! Please use '--disable-auto-complete-config' instead.".to_string());
     }
+    if cli.disable_auto_complete_config && cli.strict_model_config == Some(false) {
+        warnings.push("Warning: Overriding deprecated '--strict-model-config' from False to True in favor of '--disable-auto-complete-config'!".to_string());
+    }
     if let Some(size) = cli.response_cache_byte_size {
         warnings.push(format!("Warning: '--response-cache-byte-size' has been deprecated! This will default to the 'local' cache implementation with the provided byte size for its config. Please use '--cache-config' instead. The equivalent --cache-config CLI args would be: '--cache-config=local,size={size}'"));
     }
@@ -125,5 +128,13 @@ mod tests {
         let warnings = deprecations(&config(&["--strict-model-config=false"]));
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].starts_with("Warning: '--strict-model-config' has been deprecated!"));
+        let warnings = deprecations(&config(&[
+            "--disable-auto-complete-config",
+            "--strict-model-config=false",
+        ]));
+        assert_eq!(
+            warnings[1],
+            "Warning: Overriding deprecated '--strict-model-config' from False to True in favor of '--disable-auto-complete-config'!"
+        );
     }
 }

@@ -157,6 +157,11 @@ impl Config {
             tls,
             restrictions: self.grpc_restrictions.clone(),
             header_forward: self.grpc_header_forward.clone(),
+            response_delay: nereid_grpc::response_delay::delay_from(
+                std::env::var(nereid_grpc::response_delay::DELAY_VAR)
+                    .ok()
+                    .as_deref(),
+            ),
         })
     }
 
