@@ -88,3 +88,18 @@ def test_strict_config_rejects_noconfig(make_repo, start_server, flag):
         assert client.is_model_ready("add_sub")
     finally:
         client.close()
+
+
+def test_autofill_refuses_batching_for_a_model_that_cannot_batch(make_repo, start_server):
+    # accumulate_fp32's tensors have a fixed first dimension (4): the ONNX Runtime
+    # backend's auto-completion (AutoCompleteMaxBatch) refuses a non-zero
+    # max_batch_size for it when it completes the outputs (L0_model_config).
+    config = 'platform: "onnxruntime_onnx"\ndefault_model_filename: "accumulate_fp32.onnx"\nmax_batch_size: 1\ninput [ { name: "Input" data_type: TYPE_FP32 dims: [ -1, 5 ] } ]\n'
+    repo = make_repo(["accumulate_fp32"], {"accumulate_fp32": config})
+    server = start_server(repo, "--exit-on-error=false")
+    entries = {e["name"]: e for e in server.request("POST", "/v2/repository/index").json()}
+    assert entries["accumulate_fp32"]["state"] == "UNAVAILABLE"
+    assert entries["accumulate_fp32"]["reason"] == (
+        "autofill failed for model 'accumulate_fp32': model does not support batching "
+        "while non-zero max_batch_size is specified"
+    )

@@ -33,6 +33,12 @@ pub fn complete(config: &mut ModelConfig, session: &Session, default_max_batch: 
         .iter()
         .chain(&outputs)
         .all(|t| t.dims.first() == Some(&-1));
+    if fill_io && !all_batched && config.max_batch_size != 0 {
+        return Err(Error::invalid_arg(format!(
+            "autofill failed for model '{}': model does not support batching while non-zero max_batch_size is specified",
+            config.name
+        )));
+    }
     if config.max_batch_size == 0 && fill_io && all_batched && default_max_batch > 0 {
         config.max_batch_size = default_max_batch;
         // Triton's backend also turns dynamic batching on for a model it made batching.

@@ -25,6 +25,7 @@ pub const EXTENSIONS: &[&str] = &[
     "system_shared_memory",
     "cuda_shared_memory",
     "model_repository",
+    "schedule_policy",
     "model_configuration",
     "binary_tensor_data",
     "parameters",

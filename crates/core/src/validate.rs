@@ -9,8 +9,10 @@ use nereid_proto::DataType;
 
 /// Validates `request` for `spec` and returns its batch size (1 for non-batching models).
 pub fn validate_request(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
-    let batch_size = check(spec, request).map_err(|e| e.prefixed(&request_prefix(&request.id)))?;
-    // Triton reports unknown requested outputs without the request-id prefix.
+    let prefixed = |e: Error| e.prefixed(&request_prefix(&request.id));
+    check_repeats(request).map_err(prefixed)?;
+    // Triton checks the requested outputs before the inputs, and reports an unknown one
+    // without the request-id prefix.
     if let Some(outputs) = &request.requested_outputs {
         for name in outputs {
             if spec.output(name).is_none() {
@@ -21,7 +23,7 @@ pub fn validate_request(spec: &ModelSpec, request: &InferRequest) -> Result<usiz
             }
         }
     }
-    Ok(batch_size)
+    check(spec, request).map_err(prefixed)
 }
 
 /// Triton's `[request id: ...] ` prefix for request errors.
@@ -42,9 +44,8 @@ pub fn request_prefix(id: &str) -> String {
 /// The longest part of a request id echoed in an error message.
 const MAX_ECHOED_ID_BYTES: usize = 256;
 
-fn check(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
-    let model = &spec.name;
-    // Triton refuses a name given twice when the request is built.
+/// Triton refuses a name given twice when the request is built, before anything else.
+fn check_repeats(request: &InferRequest) -> Result<()> {
     if let Some(name) = first_repeated(request.inputs.iter().map(|i| i.name.as_str())) {
         return Err(Error::invalid_arg(format!(
             "input '{name}' already exists in request"
@@ -56,6 +57,11 @@ fn check(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
             "output '{name}' already exists in request"
         )));
     }
+    Ok(())
+}
+
+fn check(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
+    let model = &spec.name;
     for input in &request.inputs {
         if spec.input(&input.name).is_none() {
             return Err(Error::invalid_arg(format!(
@@ -78,8 +84,17 @@ fn check(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
             .collect();
         let missing: Vec<String> = missing.iter().map(|n| format!("'{n}'")).collect();
         let required = spec.inputs.iter().filter(|t| !t.optional).count();
+        // With optional inputs Triton gives the range of input counts it takes.
+        let expected = if required == spec.inputs.len() {
+            format!("{required} inputs")
+        } else {
+            format!(
+                "number of inputs between {required} and {}",
+                spec.inputs.len()
+            )
+        };
         return Err(Error::invalid_arg(format!(
-            "expected {required} inputs but got {} inputs for model '{model}'. Got input(s) [{}], but missing required input(s) [{}]. Please provide all required input(s).",
+            "expected {expected} but got {} inputs for model '{model}'. Got input(s) [{}], but missing required input(s) [{}]. Please provide all required input(s).",
             request.inputs.len(),
             got.join(","),
             missing.join(",")
@@ -89,7 +104,44 @@ fn check(spec: &ModelSpec, request: &InferRequest) -> Result<usize> {
     for input in &request.inputs {
         check_input(spec, input)?;
     }
+    check_correlation_id_type(spec, request)?;
     Ok(batch_size)
+}
+
+/// Triton's `ValidateCorrelationId`: a model with a CORRID control takes string IDs
+/// only into a string tensor and numeric IDs (an absent one counts as the number 0) only
+/// into an integer one.
+fn check_correlation_id_type(spec: &ModelSpec, request: &InferRequest) -> Result<()> {
+    let Some(corrid) = spec
+        .scheduling
+        .sequence()
+        .and_then(|s| s.controls.corrid.as_ref())
+    else {
+        return Ok(());
+    };
+    let text = matches!(
+        request.parameter("sequence_id"),
+        Some(crate::request::ParamValue::String(_))
+    );
+    let given = if text {
+        DataType::Bytes
+    } else {
+        DataType::Uint64
+    };
+    let fits = match given {
+        DataType::Bytes => corrid.datatype == DataType::Bytes,
+        _ => matches!(
+            corrid.datatype,
+            DataType::Uint64 | DataType::Int64 | DataType::Uint32 | DataType::Int32
+        ),
+    };
+    if fits {
+        return Ok(());
+    }
+    Err(Error::invalid_arg(format!(
+        "sequence batching control '{}' data-type is '{given}', but model '{}' expects '{}'",
+        corrid.name, spec.name, corrid.datatype
+    )))
 }
 
 /// The first name that comes a second time. Requests name a handful of tensors: up to
@@ -317,7 +369,16 @@ mod tests {
             "{}",
             err.message()
         );
+        // An unknown output is reported before an unknown input (L0_output_name).
         r.id = String::new();
+        r.requested_outputs = Some(vec!["DUMMY".into()]);
+        r.inputs[0].name = "X".into();
+        let err = validate_request(&spec, &r).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "unexpected inference output 'DUMMY' for model 'add_sub'"
+        );
+        r.inputs[0].name = "INPUT0".into();
         r.requested_outputs = None;
         r.inputs[1].datatype = DataType::Fp64;
         r.id = "7".into();
@@ -325,6 +386,66 @@ mod tests {
         assert_eq!(
             err.message(),
             "[request id: 7] inference input 'INPUT1' data-type is 'FP64', but model 'add_sub' expects 'FP32'"
+        );
+    }
+
+    /// add_sub as a sequence model whose CORRID control has `corrid_type`.
+    fn sequence_add_sub(corrid_type: &str) -> ModelSpec {
+        let mut c = parse_model_config(
+            Path::new("config.pbtxt"),
+            &format!(
+                r#"platform: "onnxruntime_onnx" max_batch_size: 8
+                   input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [4] }} ]
+                   output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [4] }} ]
+                   sequence_batching {{ control_input [ {{ name: "CORRID"
+                     control [ {{ kind: CONTROL_SEQUENCE_CORRID data_type: {corrid_type} }} ] }} ] }}"#
+            ),
+        )
+        .expect("valid");
+        normalize_and_validate(&mut c, "add_sub", NormalizeOptions::default()).expect("valid");
+        ModelSpec::new(c, 1).expect("valid")
+    }
+
+    #[test]
+    fn a_correlation_id_must_fit_the_corrid_control() {
+        use crate::request::ParamValue;
+        let with_id = |id: ParamValue| {
+            let mut r = request(vec![input("INPUT0", &[1, 4], 16)]);
+            r.parameters.push(("sequence_id".into(), id));
+            r
+        };
+        let text = with_id(ParamValue::String("corrid".into()));
+        let number = with_id(ParamValue::Uint(123));
+        let err = validate_request(&sequence_add_sub("TYPE_UINT64"), &text).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "[request id: <id_unknown>] sequence batching control 'CORRID' data-type is 'BYTES', but model 'add_sub' expects 'UINT64'"
+        );
+        let err = validate_request(&sequence_add_sub("TYPE_STRING"), &number).unwrap_err();
+        assert!(
+            err.message()
+                .ends_with("data-type is 'UINT64', but model 'add_sub' expects 'BYTES'"),
+            "{}",
+            err.message()
+        );
+        for fitting in ["TYPE_INT32", "TYPE_UINT32", "TYPE_INT64", "TYPE_UINT64"] {
+            assert_eq!(validate_request(&sequence_add_sub(fitting), &number), Ok(1));
+        }
+        assert_eq!(
+            validate_request(&sequence_add_sub("TYPE_STRING"), &text),
+            Ok(1)
+        );
+    }
+
+    #[test]
+    fn with_optional_inputs_the_expected_count_is_a_range() {
+        let mut spec = add_sub();
+        spec.inputs[1].optional = true;
+        let err =
+            validate_request(&spec, &request(vec![input("INPUT1", &[1, 4], 16)])).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "[request id: <id_unknown>] expected number of inputs between 1 and 2 but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT1'], but missing required input(s) ['INPUT0']. Please provide all required input(s)."
         );
     }
 

@@ -78,10 +78,34 @@ pub fn parse(config: &[String], deprecated: &Deprecated<'_>) -> anyhow::Result<T
     if options.mode == TraceMode::OpenTelemetry {
         let env = |name: &str| std::env::var(name).ok();
         let defaults = bsp_defaults(&otel_settings, &env);
+        for (setting, value) in &otel_settings {
+            check_bsp_number(
+                setting,
+                value,
+                &format!("--trace-config opentelemetry,{setting}"),
+            )?;
+        }
+        for (setting, value) in &defaults {
+            check_bsp_number(
+                setting,
+                value,
+                &format!("OTEL_{}", setting.to_ascii_uppercase()),
+            )?;
+        }
         options.mode_settings = otel_settings;
         options.mode_settings.extend(defaults);
     }
     Ok(options)
+}
+
+/// A batch span processor setting (`bsp_*`) must be an unsigned 32-bit number; one that
+/// is not is refused naming where it came from (`source`: the flag or the `OTEL_BSP_*`
+/// variable), in tritonserver's words.
+fn check_bsp_number(setting: &str, value: &str, source: &str) -> anyhow::Result<()> {
+    if setting.starts_with("bsp_") && value.parse::<u32>().is_err() {
+        bail!("Bad option: \"{source}\".\nInvalid option value. Got {value}");
+    }
+    Ok(())
 }
 
 /// The OTLP exporter's options when the `opentelemetry` mode is chosen; bad settings
@@ -263,5 +287,19 @@ mod tests {
         assert!(error(&["jaeger,file=x"]).contains("invalid value for trace mode option: jaeger"));
         assert!(error(&["level"]).contains("option format is"));
         assert!(error(&[",level=OFF"]).contains("No trace mode specified"));
+        // Batch span processor numbers are checked when read, naming their source.
+        let bad = error(&[
+            "mode=opentelemetry",
+            "opentelemetry,bsp_max_queue_size=bad_value",
+        ]);
+        assert!(
+            bad.starts_with("Bad option: \"--trace-config opentelemetry,bsp_max_queue_size\"."),
+            "{bad}"
+        );
+        let from_env = check_bsp_number("bsp_schedule_delay", "x", "OTEL_BSP_SCHEDULE_DELAY");
+        assert_eq!(
+            format!("{:#}", from_env.expect_err("refused")),
+            "Bad option: \"OTEL_BSP_SCHEDULE_DELAY\".\nInvalid option value. Got x"
+        );
     }
 }

@@ -36,11 +36,6 @@ pub fn normalize_and_validate(
 ) -> Result<()> {
     if config.name.is_empty() {
         config.name = model_name.to_string();
-    } else if config.name != model_name {
-        return Err(Error::invalid_arg(format!(
-            "unexpected 'name' value '{}' in the configuration of model '{model_name}': it must match the model directory name",
-            config.name
-        )));
     }
     normalize_backend(config);
     let ensemble = is_ensemble(config);
@@ -74,7 +69,16 @@ pub fn normalize_and_validate(
     normalize_instance_groups(config, options)?;
     normalize_dynamic_batching(config)?;
     // An ensemble's step graph is checked by the ensemble loader (`ensemble::graph::Plan`).
-    validate(config)
+    validate(config)?;
+    // Triton compares the names after checking the configuration, whose messages name
+    // the model as its configuration does.
+    if config.name != model_name {
+        return Err(Error::invalid_arg(format!(
+            "unexpected directory name '{model_name}' for model '{}', directory name must equal model name",
+            config.name
+        )));
+    }
+    Ok(())
 }
 
 /// What an ensemble must not have, in Triton's words: a backend, another platform,
@@ -84,6 +88,10 @@ fn validate_ensemble_fields(config: &ModelConfig) -> Result<()> {
     let refused = if config.platform == "ensemble" && !config.backend.is_empty() {
         Some(format!(
             "Ensemble model '{model}' must have platform type 'ensemble' and empty backend type"
+        ))
+    } else if super::ensembling(config).is_none() {
+        Some(format!(
+            "ensemble scheduling must be set for ensemble {model} whose platform is ensemble"
         ))
     } else if config.platform != "ensemble" {
         Some(format!(
@@ -286,6 +294,27 @@ fn backend_of_platform(platform: &str) -> Option<&'static str> {
     }
 }
 
+/// Triton's `ValidateModelMetrics`: each `metric_control` names a family and gives
+/// histogram buckets.
+fn validate_model_metrics(config: &ModelConfig) -> Result<()> {
+    use nereid_proto::inference::model_metrics::metric_control::MetricOptions;
+    for control in config.model_metrics.iter().flat_map(|m| &m.metric_control) {
+        let refused = match (&control.metric_identifier, &control.metric_options) {
+            (None, _) => "metric control must specify 'metric_identifier'",
+            (Some(id), _) if id.family.is_empty() => {
+                "metric identifier must specify non-empty 'family'"
+            }
+            (_, None) => "metric control must specify 'histogram_options'",
+            (_, Some(MetricOptions::HistogramOptions(h))) if h.buckets.is_empty() => {
+                "histogram options must specify non-empty 'buckets'"
+            }
+            _ => continue,
+        };
+        return Err(Error::invalid_arg(refused));
+    }
+    Ok(())
+}
+
 fn validate(config: &ModelConfig) -> Result<()> {
     let model = &config.name;
     // A framework backend must be named with its own platform; other backends take any.
@@ -307,6 +336,7 @@ fn validate(config: &ModelConfig) -> Result<()> {
             "'max_batch_size' must be non-negative value for {model}"
         )));
     }
+    validate_model_metrics(config)?;
     let mut seen = HashSet::new();
     for input in &config.input {
         let io = Io {
@@ -439,7 +469,48 @@ mod tests {
         let err =
             normalized(r#"input { name: "x" data_type: TYPE_FP32 dims: [ -2 ] }"#).unwrap_err();
         assert!(err.message().contains("dimension"), "{}", err.message());
-        assert!(normalized(r#"name: "other""#).is_err());
+        assert_eq!(
+            normalized(r#"name: "other""#).unwrap_err().message(),
+            "unexpected directory name 'm' for model 'other', directory name must equal model name"
+        );
+        // The configuration is checked before the names are compared, as in Triton.
+        assert!(normalized(r#"name: "other" max_batch_size: -1"#)
+            .unwrap_err()
+            .message()
+            .starts_with("'max_batch_size' must be non-negative"));
+    }
+
+    #[test]
+    fn model_metrics_controls_name_a_family_and_buckets() {
+        let control = |body: &str| format!("model_metrics {{ metric_control [ {{ {body} }} ] }}");
+        for (body, message) in [
+            (
+                "histogram_options { buckets: [ 1 ] }",
+                "metric control must specify 'metric_identifier'",
+            ),
+            (
+                "metric_identifier { } histogram_options { buckets: [ 1 ] }",
+                "metric identifier must specify non-empty 'family'",
+            ),
+            (
+                r#"metric_identifier { family: "nv_inference_first_response_histogram_ms" }"#,
+                "metric control must specify 'histogram_options'",
+            ),
+            (
+                r#"metric_identifier { family: "f" } histogram_options { }"#,
+                "histogram options must specify non-empty 'buckets'",
+            ),
+        ] {
+            assert_eq!(
+                normalized(&control(body)).unwrap_err().message(),
+                message,
+                "{body}"
+            );
+        }
+        assert!(normalized(&control(
+            r#"metric_identifier { family: "f" } histogram_options { buckets: [ 1, 2 ] }"#
+        ))
+        .is_ok());
     }
 
     #[test]
@@ -469,6 +540,12 @@ mod tests {
             let err = normalized(&format!("{ENSEMBLE} {extra}")).unwrap_err();
             assert_eq!(err.message(), message);
         }
+        let unscheduled =
+            r#"platform: "ensemble" input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]"#;
+        assert_eq!(
+            normalized(unscheduled).unwrap_err().message(),
+            "ensemble scheduling must be set for ensemble m whose platform is ensemble"
+        );
         let err = normalized(&ENSEMBLE.replace(r#"platform: "ensemble""#, r#"platform: "x""#))
             .unwrap_err();
         assert!(err.message().contains("whose platform is not ensemble"));

@@ -54,5 +54,13 @@ pub fn has_decoupled_step(ensemble: &str, plan: &Plan, models: &dyn StepModels) 
         }
         pending = still;
     }
+    // The ensemble's outputs meet as the inputs of one last node, the ensemble itself
+    // (Triton's sink node): they too must share a lineage.
+    let outputs: Vec<usize> = plan.outputs.iter().filter_map(|&id| lineage[id]).collect();
+    if outputs.iter().any(|&l| Some(&l) != outputs.first()) {
+        return Err(Error::invalid_arg(format!(
+            "in ensemble {ensemble}, step of model '{ensemble}' receives inputs originated from different decoupled models"
+        )));
+    }
     Ok(decoupled_steps > 0)
 }

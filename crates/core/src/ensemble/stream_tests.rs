@@ -268,9 +268,15 @@ async fn an_output_a_step_left_out_is_left_out_of_that_response() {
 
 #[test]
 fn a_step_fed_by_two_lineages_cannot_load() {
-    // `square` reads the request's N while the ensemble's outputs pair it with COUNT.
+    // `square` reads the request's N while the ensemble's outputs pair it with COUNT:
+    // each step has one lineage, but the outputs meet at the ensemble with two
+    // (Triton's sink node; L0_model_config's invalid_decoupled_branching_2).
     let (_table, ensemble, _) = build("", "N");
-    assert!(ensemble.is_ok(), "each step has one lineage");
+    let error = ensemble.err().expect("outputs of two lineages");
+    assert_eq!(
+        error.message(),
+        "in ensemble counted, step of model 'counted' receives inputs originated from different decoupled models"
+    );
     let text = COUNTED
         .replace("LIMIT", "")
         .replace("STEP_INPUT", "N")

@@ -98,7 +98,10 @@ pub(super) fn complete(
     if let Some(framework) = framework {
         config.backend = framework.backend.into();
         config.platform = framework.platform.into();
-        if config.default_model_filename.is_empty() {
+        // Triton leaves PyTorch's file name unset when it found the file by looking (its
+        // backend knows the name); every other framework's is filled in.
+        let found_by_looking = config.default_model_filename.is_empty();
+        if found_by_looking && framework.backend != "pytorch" {
             config.default_model_filename = framework.file.into();
         }
         return Ok(());
@@ -168,7 +171,7 @@ mod tests {
         );
         assert_eq!(
             found(&["model.pt"]),
-            triple("pytorch", "pytorch_libtorch", "model.pt")
+            triple("pytorch", "pytorch_libtorch", "")
         );
         assert_eq!(
             found(&["model.savedmodel/"]),

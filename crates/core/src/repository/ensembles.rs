@@ -90,14 +90,12 @@ impl ModelRepository {
                 )));
             }
         };
-        if ensemble.decoupled() {
-            // Triton fills this in for an ensemble with a decoupled step; clients read it
-            // from the configuration, and the spec streams its answers.
-            config
-                .model_transaction_policy
-                .get_or_insert_with(Default::default)
-                .decoupled = true;
-        }
+        // Triton fills this in for every ensemble (decoupled when a step is); clients
+        // read it from the configuration, and the spec streams its answers.
+        config
+            .model_transaction_policy
+            .get_or_insert_with(Default::default)
+            .decoupled = ensemble.decoupled();
         let step_labels = self.step_labels(&config, &steps);
         let (settings, dir) = (self.options.settings.clone(), dir.to_path_buf());
         let outcome = self

@@ -181,7 +181,12 @@ impl ModelRepository {
                             model: Some(model),
                         },
                         Err(e) => {
-                            tracing::error!(model = %name, version, error = %e, "failed to load version");
+                            // Triton's line, with its status text (L0_model_config greps it).
+                            tracing::error!(
+                                "failed to load '{name}' version {version}: {}: {}",
+                                e.kind().triton_name(),
+                                e.message()
+                            );
                             let reason = e.message().to_string();
                             first_error.get_or_insert_with(|| {
                                 Error::invalid_arg(format!(

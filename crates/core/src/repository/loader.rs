@@ -103,6 +103,11 @@ pub fn load_model(
         },
     };
     run_load_agents(&config, dir, &settings.flags.repoagent_directory)?;
+    if list_versions(dir).is_empty() {
+        // Triton completes the backend fields when it reads the repository, so a model
+        // it cannot place is refused for that before its missing versions.
+        backend_fields::complete(&mut config.clone(), name, &dir.join("0"))?;
+    }
     if settings.strict_model_config {
         // Triton checks a configuration when it reads the repository, before it looks
         // for versions: without auto-completion the configuration is complete as

@@ -48,12 +48,11 @@ impl WarmupSample {
         mut execute: impl FnMut(Vec<Job>),
     ) -> Result<()> {
         for iteration in 1..=self.count.max(1) {
+            // Triton's verbose line, which its QA greps (L0_warmup).
             tracing::debug!(
-                model = %spec.name,
-                instance,
-                sample = %self.name,
-                iteration,
-                "running warmup sample"
+                "model '{}' instance {instance} is running warmup sample '{}' for iteration {iteration}",
+                spec.name,
+                self.name
             );
             let (jobs, answers): (Vec<Job>, Vec<Answer>) = self
                 .requests

@@ -84,8 +84,8 @@ pub struct HistogramReading {
 }
 
 /// The first-response bounds of a model: Triton's defaults unless its `model_metrics`
-/// has a `metric_control` for the family (a control without `histogram_options` leaves
-/// only `+Inf`, as in Triton). Controls for other families are ignored with Triton's
+/// has a `metric_control` for the family (the configuration check refuses one without
+/// `histogram_options` or buckets, as Triton's `ValidateModelMetrics`). Controls for other families are ignored with Triton's
 /// warning. Bounds that do not increase fail the load.
 pub fn first_response_histogram(config: &ModelConfig) -> Result<Histogram> {
     let mut bounds = DEFAULT_FIRST_RESPONSE_BUCKETS.to_vec();

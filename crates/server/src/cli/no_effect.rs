@@ -88,6 +88,38 @@ pub fn deprecations(config: &Config) -> Vec<String> {
     if cli.disable_auto_complete_config && cli.strict_model_config == Some(false) {
         warnings.push("Warning: Overriding deprecated '--strict-model-config' from False to True in favor of '--disable-auto-complete-config'!".to_string());
     }
+    let trace_flags = [
+        (
+            "trace-file",
+            "triton,file=<filepath>",
+            usize::from(cli.trace_file.is_some()),
+        ),
+        (
+            "trace-level",
+            "level=<OFF|TIMESTAMPS|TENSORS>",
+            cli.trace_level.len(),
+        ),
+        (
+            "trace-rate",
+            "rate=<rate value>",
+            usize::from(cli.trace_rate.is_some()),
+        ),
+        (
+            "trace-count",
+            "count=<count value>",
+            usize::from(cli.trace_count.is_some()),
+        ),
+        (
+            "trace-log-frequency",
+            "triton,log-frequency=<log frequency value>",
+            usize::from(cli.trace_log_frequency.is_some()),
+        ),
+    ];
+    for (flag, replacement, times) in trace_flags {
+        for _ in 0..times {
+            warnings.push(format!("Warning: '--{flag}' has been deprecated and will be removed in future releases. Please use '--trace-config {replacement} instead."));
+        }
+    }
     if let Some(size) = cli.response_cache_byte_size {
         warnings.push(format!("Warning: '--response-cache-byte-size' has been deprecated! This will default to the 'local' cache implementation with the provided byte size for its config. Please use '--cache-config' instead. The equivalent --cache-config CLI args would be: '--cache-config=local,size={size}'"));
     }
@@ -128,6 +160,14 @@ mod tests {
         let warnings = deprecations(&config(&["--strict-model-config=false"]));
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].starts_with("Warning: '--strict-model-config' has been deprecated!"));
+        let warnings = deprecations(&config(&[
+            "--trace-file=/tmp/t.json",
+            "--trace-level=TIMESTAMPS",
+            "--trace-level=TENSORS",
+        ]));
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert_eq!(warnings[0], "Warning: '--trace-file' has been deprecated and will be removed in future releases. Please use '--trace-config triton,file=<filepath> instead.");
+        assert!(warnings[2].starts_with("Warning: '--trace-level' has been deprecated"));
         let warnings = deprecations(&config(&[
             "--disable-auto-complete-config",
             "--strict-model-config=false",
