@@ -55,6 +55,24 @@ def test_flag_equals_value_form(make_repo, start_server):
         client.close()
 
 
+def test_unreadable_repository_with_exit_on_error_false_serves_not_live(tmp_path, start_server):
+    # tritonserver keeps running when its repository cannot be read and
+    # --exit-on-error=false: neither live nor ready, metadata still answered
+    # (L0_lifecycle test_parse_error_noexit).
+    missing = str(tmp_path / "xyzx")
+    server = start_server(missing, "--exit-on-error=false")
+    assert "--model-repository " + missing + ": not a readable directory" in server.log()
+    client = server.http_client()
+    try:
+        assert not client.is_server_live()
+        assert not client.is_server_ready()
+        assert client.get_server_metadata()["name"] == "triton"
+    finally:
+        client.close()
+    code, out = run_to_exit(start_server, missing, ["--model-repository", missing])
+    assert code is not None and code != 0, out
+
+
 def test_default_bind_address_is_all_interfaces(make_repo, start_server):
     # Triton binds 0.0.0.0 unless told otherwise, and says so in the log line.
     repo = make_repo(["add_sub"])

@@ -86,6 +86,9 @@ pub struct Server {
     stopping: tokio::sync::watch::Sender<bool>,
     /// The process's log settings, when the process lets clients change them.
     log_control: Option<Arc<LogControl>>,
+    /// `false` when start-up failed and the process serves on anyway
+    /// (`--exit-on-error=false`): the server is then neither live nor ready.
+    initialized: bool,
 }
 
 impl Server {
@@ -104,7 +107,15 @@ impl Server {
             trace: crate::trace::TraceManager::disabled(),
             stopping: tokio::sync::watch::Sender::new(false),
             log_control: None,
+            initialized: true,
         }
+    }
+
+    /// Marks the server as failed to initialize (Triton's `SERVER_FAILED_TO_INITIALIZE`):
+    /// it answers metadata and the like but is neither live nor ready.
+    pub fn failed_to_initialize(mut self) -> Self {
+        self.initialized = false;
+        self
     }
 
     /// Lets the logging extension read and change the process's log settings through
@@ -194,14 +205,17 @@ impl Server {
         &self.repository
     }
 
-    /// Liveness: true until shutdown completes.
+    /// Liveness: true until shutdown completes, unless start-up failed.
     pub fn is_live(&self) -> bool {
-        true
+        self.initialized
     }
 
-    /// Readiness: not stopping and (with strict readiness) every requested model ready.
+    /// Readiness: initialized, not stopping and (with strict readiness) every requested
+    /// model ready.
     pub fn is_ready(&self) -> bool {
-        !*self.stopping.borrow() && (!self.strict_readiness || self.repository.all_ready())
+        self.initialized
+            && !*self.stopping.borrow()
+            && (!self.strict_readiness || self.repository.all_ready())
     }
 
     /// Marks the server as stopping: readiness turns false and [`Self::stopped`] resolves.

@@ -83,6 +83,10 @@ impl Nereid {
         if let Some(control) = &options.log_control {
             server = server.with_log_control(control.clone());
         }
+        if let Some(error) = &options.initialization_error {
+            tracing::error!("{error}");
+            server = server.failed_to_initialize();
+        }
         let server = Arc::new(server);
         for hook in &options.on_server {
             hook(&server);

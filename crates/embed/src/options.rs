@@ -40,6 +40,10 @@ pub struct Options {
     /// Fail start-up when a model fails to load (`--exit-on-error`, default true as in
     /// Triton); false serves the models that did load.
     pub exit_on_error: bool,
+    /// Why start-up failed before any model was looked at (an unreadable repository),
+    /// when the process serves on anyway (`--exit-on-error=false`): the server then
+    /// serves no model and is neither live nor ready, as Triton's.
+    pub initialization_error: Option<String>,
     /// The server's name in server metadata (`--id`, default "triton" as in Triton, which
     /// some clients compare).
     pub id: String,
@@ -123,6 +127,7 @@ impl Default for Options {
             strict_model_config: false,
             strict_readiness: true,
             exit_on_error: true,
+            initialization_error: None,
             id: "triton".to_string(),
             backend_config: Vec::new(),
             extra_backends: BackendRegistry::new(),

@@ -118,6 +118,9 @@ pub struct Config {
     pub model_repositories: Vec<PathBuf>,
     /// The cloud repositories (`s3://`, `gs://`, `as://`), copied into local directories.
     pub remote_repositories: Vec<Arc<CloudMirror>>,
+    /// With `--exit-on-error=false`, why the repositories cannot be served (one is not a
+    /// readable directory): the server starts without them, neither live nor ready.
+    pub initialization_error: Option<String>,
     /// Parsed control mode.
     pub control_mode: ControlMode,
     /// `--disable-auto-complete-config`, or the deprecated `--strict-model-config`.
@@ -216,7 +219,15 @@ impl Config {
             &cli.grpc_header_forward_pattern,
             "grpc-header-forward-pattern",
         )?;
-        let (model_repositories, remote_repositories) = model_repositories(&cli, env)?;
+        let (model_repositories, remote_repositories, initialization_error) =
+            match model_repositories(&cli, env) {
+                Ok((roots, remotes)) => (roots, remotes, None),
+                // tritonserver starts without a repository manager then, serving nothing.
+                Err(e) if !cli.exit_on_error && e.is::<Unreadable>() => {
+                    (Vec::new(), Vec::new(), Some(e.to_string()))
+                }
+                Err(e) => return Err(e),
+            };
         let trace = crate::trace_flags::parse(
             &cli.trace_config,
             &crate::trace_flags::Deprecated {
@@ -240,6 +251,7 @@ impl Config {
         let config = Self {
             model_repositories,
             remote_repositories,
+            initialization_error,
             control_mode,
             strict_model_config: cli.disable_auto_complete_config
                 || cli.strict_model_config.unwrap_or(false),
@@ -316,6 +328,18 @@ fn check_ranges(cli: &Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A `--model-repository` that is not a readable directory.
+#[derive(Debug)]
+struct Unreadable(String);
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "--model-repository {}: not a readable directory", self.0)
+    }
+}
+
+impl std::error::Error for Unreadable {}
+
 /// The repositories to serve: the flags' (a set in Triton: a repeat counts once), else
 /// `AIP_STORAGE_URI`, else tritonserver's start-up error. A cloud repository is served
 /// from its local copy, which is listed among the directories.
@@ -348,7 +372,7 @@ fn model_repositories(
             continue;
         }
         if !root.is_dir() {
-            bail!("--model-repository {text}: not a readable directory");
+            return Err(Unreadable(text.into_owned()).into());
         }
         roots.push(root);
     }
