@@ -86,7 +86,7 @@ def test_reuse_http_port_lets_two_servers_share_it(make_repo, start_server):
     assert first.bound["http"][1] == second.bound["http"][1] == port
     third = start_server(repo, raw_args=args, wait=False)
     assert third.wait_exit(15) == 1
-    assert f"failed to start HTTPService at 127.0.0.1:{port}" in third.log()
+    assert f"failed to start HTTP service: Unavailable - Socket '127.0.0.1:{port}' already in use" in third.log()
 
 
 def test_vertex_ai_storage_uri_serves_without_model_repository(make_repo, start_server):

@@ -20,14 +20,19 @@ from test_repository import BROKEN_SYNTAX, add_corrupt
 
 
 def ready(server):
-    """The HTTP status of /v2/health/ready, checked against gRPC ServerReady."""
-    status = server.request("GET", "/v2/health/ready").status
+    """The HTTP status of /v2/health/ready, checked against gRPC ServerReady. Readiness
+    may change while a poll loads or unloads a model: the gRPC answer is compared only
+    when the HTTP answers before and after it agree."""
     grpc_ = grpcclient.InferenceServerClient(server.grpc_url)
     try:
-        assert grpc_.is_server_ready() == (status == 200), "HTTP and gRPC disagree"
+        while True:
+            status = server.request("GET", "/v2/health/ready").status
+            grpc_ready = grpc_.is_server_ready()
+            if server.request("GET", "/v2/health/ready").status == status:
+                assert grpc_ready == (status == 200), "HTTP and gRPC disagree"
+                return status
     finally:
         grpc_.close()
-    return status
 
 
 def post(server, path):

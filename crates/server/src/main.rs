@@ -12,7 +12,6 @@ mod trace_flags;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::Context;
 use clap::Parser;
 use nereid_core::cache::CacheStore;
 use nereid_core::log_settings::LogControl;
@@ -78,8 +77,10 @@ fn main() {
     }
 }
 
+/// Binds `service`'s port; a port in use is tritonserver's "failed to start GRPC service:
+/// Unavailable - Socket '0.0.0.0:8001' already in use" (Triton's QA greps it).
 async fn bind(
-    what: &str,
+    service: &str,
     address: std::net::IpAddr,
     port: u16,
     reuse_port: bool,
@@ -89,7 +90,14 @@ async fn bind(
         listen::max_backlog(),
         reuse_port,
     )
-    .with_context(|| format!("failed to start {what} at {address}:{port}"))
+    .map_err(|e| {
+        let why = if e.kind() == std::io::ErrorKind::AddrInUse {
+            format!("Unavailable - Socket '{address}:{port}' already in use")
+        } else {
+            format!("{address}:{port}: {e}")
+        };
+        anyhow::anyhow!("failed to start {service} service: {why}")
+    })
 }
 
 /// The cache store `--cache-config` asks for; a Redis store starts connecting once the
@@ -179,53 +187,32 @@ async fn listeners(config: &Config) -> anyhow::Result<Listeners> {
     let cli = &config.cli;
     let mut listeners = Listeners::default();
     if config.allow_grpc {
-        listeners.grpc = Some(
-            bind(
-                "GRPCInferenceService",
-                cli.grpc_address,
-                cli.grpc_port,
-                cli.reuse_grpc_port,
-            )
-            .await?,
-        );
+        listeners.grpc =
+            Some(bind("GRPC", cli.grpc_address, cli.grpc_port, cli.reuse_grpc_port).await?);
     }
     if config.allow_http {
-        listeners.http = Some(
-            bind(
-                "HTTPService",
-                cli.http_address,
-                cli.http_port,
-                cli.reuse_http_port,
-            )
-            .await?,
-        );
+        listeners.http =
+            Some(bind("HTTP", cli.http_address, cli.http_port, cli.reuse_http_port).await?);
     }
     // tritonserver has no address flag for these two: they listen on every interface.
     let everywhere = std::net::IpAddr::from(std::net::Ipv4Addr::UNSPECIFIED);
     if cli.allow_sagemaker {
         let port = cli.sagemaker_port;
-        let listener = bind("Sagemaker HTTPService", everywhere, port, false).await?;
+        let listener = bind("Sagemaker", everywhere, port, false).await?;
         listeners.sagemaker = Some(listener);
     }
     if config.allow_vertex_ai {
         let port = config.vertex_ai_port;
-        let listener = bind("Vertex AI HTTPService", everywhere, port, false).await?;
+        let listener = bind("Vertex AI", everywhere, port, false).await?;
         listeners.vertex_ai = Some(listener);
     }
     if let Some(port) = cli.openai.openai_port {
         let address = cli.openai.openai_address;
-        listeners.openai = Some(bind("OpenAIService", address, port, false).await?);
+        listeners.openai = Some(bind("OpenAI", address, port, false).await?);
     }
     if cli.allow_metrics {
-        listeners.metrics = Some(
-            bind(
-                "Metrics Service",
-                config.metrics_address,
-                cli.metrics_port,
-                false,
-            )
-            .await?,
-        );
+        listeners.metrics =
+            Some(bind("Metrics", config.metrics_address, cli.metrics_port, false).await?);
     }
     Ok(listeners)
 }
