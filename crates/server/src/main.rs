@@ -19,7 +19,7 @@ use nereid_core::repository::RemoteRepository;
 use nereid_core::trace::SpanSink;
 use nereid_embed::caches::CacheKinds;
 use nereid_embed::{Nereid, Options};
-use nereid_http::sagemaker::SagemakerOptions;
+use nereid_http::sagemaker::{InferenceType, SagemakerOptions};
 use nereid_http::vertex_ai::VertexAiOptions;
 use nereid_http::{EndpointOptions, Health};
 use nereid_otel::OtlpSink;
@@ -251,6 +251,13 @@ fn frontends(config: &Config, span_sink: Option<Arc<OtlpSink>>) -> anyhow::Resul
             endpoint,
             default_model: env("SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"),
             ping: Health::from_mode(&env("SAGEMAKER_TRITON_PING_MODE").unwrap_or_default()),
+            inference_type: match InferenceType::from_env(
+                env("SAGEMAKER_TRITON_INFERENCE_TYPE").as_deref(),
+            ) {
+                Ok(inference_type) => inference_type,
+                Err(refused) if config.cli.allow_sagemaker => anyhow::bail!(refused),
+                Err(_) => InferenceType::Infer,
+            },
         },
         openai: config.cli.openai.options()?,
         vertex_ai: VertexAiOptions {

@@ -26,7 +26,8 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use nereid_core::request::{InferRequest, InferResponse};
 use nereid_core::validate::validate_request;
-use nereid_core::Error;
+use nereid_core::{Error, Server};
+use std::sync::Arc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::admin::model_path;
@@ -70,8 +71,43 @@ async fn run(
     stream: bool,
 ) -> ApiResult<Response> {
     let (model, version) = model_path(&path)?;
-    let trace = trace::sample(&state.server, &model, &headers, arrival);
-    let spec = state.server.model_spec(&model, version)?;
+    let call = GenerateCall {
+        server: &state.server,
+        model: &model,
+        version,
+        max_input_size: state.options.max_input_size,
+        stream,
+    };
+    answer(call, &headers, arrival, body).await
+}
+
+/// One generate call: the model (its latest version when `version` is `None`), the
+/// input limit, and whether the answer is a stream of events.
+pub(crate) struct GenerateCall<'a> {
+    pub(crate) server: &'a Arc<Server>,
+    pub(crate) model: &'a str,
+    pub(crate) version: Option<i64>,
+    pub(crate) max_input_size: usize,
+    pub(crate) stream: bool,
+}
+
+/// Runs a generate `call` on `body`, for the HTTP routes and for SageMaker's
+/// `/invocations` when it is set to generate.
+pub(crate) async fn answer(
+    call: GenerateCall<'_>,
+    headers: &HeaderMap,
+    arrival: Option<Extension<Arrival>>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let GenerateCall {
+        server,
+        model,
+        version,
+        max_input_size,
+        stream,
+    } = call;
+    let trace = trace::sample(server, model, headers, arrival);
+    let spec = server.model_spec(model, version)?;
     // Triton reads generate bodies uncompressed only.
     let encoded = headers
         .get(header::CONTENT_ENCODING)
@@ -82,13 +118,13 @@ async fn run(
         )
         .into());
     }
-    let mut request = request::decode(&spec, version, &body, state.options.max_input_size)?;
+    let mut request = request::decode(&spec, version, &body, max_input_size)?;
     validate_request(&spec, &request)?;
     request.trace = trace.clone();
     if spec.decoupled {
-        return decoupled(&state, request, stream).await;
+        return decoupled(server, request, stream).await;
     }
-    let answer = state.server.infer(request).await;
+    let answer = server.infer(request).await;
     stamp(trace.as_ref(), "INFER_RESPONSE_COMPLETE");
     let (status, json) = match answer {
         Ok(answer) => (StatusCode::OK, response::encode(&answer)?),
@@ -123,9 +159,9 @@ fn reply(status: StatusCode, stream: bool, body: Body) -> Response {
 /// error), so a later error shows only in the body. A stream writes each response as an
 /// event as it comes; `generate` needs exactly one response (an error counts as one)
 /// and otherwise answers Triton's error under that same status.
-async fn decoupled(state: &AppState, request: InferRequest, stream: bool) -> ApiResult<Response> {
+async fn decoupled(server: &Server, request: InferRequest, stream: bool) -> ApiResult<Response> {
     let trace = request.trace.clone();
-    let mut answers = state.server.submit_stream(request)?;
+    let mut answers = server.submit_stream(request)?;
     let first = answers.recv().await;
     stamp(trace.as_ref(), "INFER_RESPONSE_COMPLETE");
     let status = match first.as_ref().and_then(|m| m.result.as_ref()) {

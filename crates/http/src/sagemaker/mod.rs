@@ -1,7 +1,8 @@
 //! The SageMaker endpoint (`--allow-sagemaker`), as tritonserver 2.51 serves it:
 //! `GET /ping` answers the server's readiness (or liveness), `POST /invocations` runs the
 //! default model with a KServe v2 request, and the multi-model endpoint under `/models`
-//! loads model archives at run time ([`models`]). Bodies carry binary tensor data with
+//! loads model archives at run time ([`models`]); with `SAGEMAKER_TRITON_INFERENCE_TYPE`
+//! set to `generate` or `generate_stream`, `/invocations` runs the generate extension. Bodies carry binary tensor data with
 //! the JSON length in the `Content-Type`
 //! (`application/vnd.sagemaker-triton.binary+json;json-header-size=N`), and answers
 //! announce it the same way.
@@ -20,6 +21,7 @@ use regex::Regex;
 
 use crate::endpoint::{self, Dispatch, EndpointOptions, Health, Incoming, Inference};
 use crate::error::{method_not_allowed, ApiError};
+use crate::generate::{self, GenerateCall};
 use crate::infer::HEADER_LENGTH;
 use crate::trace::Arrival;
 
@@ -46,6 +48,35 @@ pub struct SagemakerOptions {
     pub default_model: Option<String>,
     /// `SAGEMAKER_TRITON_PING_MODE`: what `/ping` reports (readiness by default).
     pub ping: Health,
+    /// `SAGEMAKER_TRITON_INFERENCE_TYPE`: what `/invocations` runs.
+    pub inference_type: InferenceType,
+}
+
+/// What `/invocations` runs on the default model (`SAGEMAKER_TRITON_INFERENCE_TYPE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum InferenceType {
+    /// A KServe v2 inference (`infer`, the default).
+    #[default]
+    Infer,
+    /// The generate extension, one JSON answer (`generate`).
+    Generate,
+    /// The generate extension, server-sent events (`generate_stream`).
+    GenerateStream,
+}
+
+impl InferenceType {
+    /// The type `SAGEMAKER_TRITON_INFERENCE_TYPE` names (unset: `infer`); another value
+    /// stops start-up, as Triton's SageMaker start-up script refuses it.
+    pub fn from_env(value: Option<&str>) -> std::result::Result<Self, String> {
+        match value.unwrap_or("infer") {
+            "infer" => Ok(Self::Infer),
+            "generate" => Ok(Self::Generate),
+            "generate_stream" => Ok(Self::GenerateStream),
+            other => Err(format!(
+                "Invalid SAGEMAKER_TRITON_INFERENCE_TYPE '{other}': must be one of: infer, generate, generate_stream"
+            )),
+        }
+    }
 }
 
 /// The endpoint's state: the facade, its settings and the multi-model endpoint's list.
@@ -53,6 +84,8 @@ struct Sagemaker {
     inference: Inference,
     default_model: String,
     ping: Health,
+    inference_type: InferenceType,
+    max_input_size: usize,
     models: models::ModelList,
 }
 
@@ -70,6 +103,8 @@ pub async fn router(server: Arc<Server>, options: SagemakerOptions) -> Result<ax
         inference: Inference::new(server.clone(), &options.endpoint, BINARY_CONTENT_TYPE),
         default_model,
         ping: options.ping,
+        inference_type: options.inference_type,
+        max_input_size: options.endpoint.max_input_size,
         models: models::ModelList::default(),
     });
     Ok(endpoint::router(server, &options.endpoint, state))
@@ -95,9 +130,25 @@ impl Dispatch for Sagemaker {
             if method != Method::POST {
                 return method_not_allowed().await;
             }
-            return infer(self, &self.default_model, &headers, arrival, body)
+            let stream = match self.inference_type {
+                InferenceType::Infer => {
+                    return infer(self, &self.default_model, &headers, arrival, body)
+                        .await
+                        .unwrap_or_else(|e| ApiError(e).into_response())
+                }
+                InferenceType::Generate => false,
+                InferenceType::GenerateStream => true,
+            };
+            let call = GenerateCall {
+                server: &self.inference.server,
+                model: &self.default_model,
+                version: None,
+                max_input_size: self.max_input_size,
+                stream,
+            };
+            return generate::answer(call, &headers, arrival, body)
                 .await
-                .unwrap_or_else(|e| ApiError(e).into_response());
+                .into_response();
         }
         let Some(captures) = MODELS_PATH.captures(path) else {
             return endpoint::bad_request();

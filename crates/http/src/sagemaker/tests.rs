@@ -300,3 +300,41 @@ async fn loads_need_explicit_model_control_and_a_model_name() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn invocations_run_the_generate_extension_when_told_to() {
+    let generate = |inference_type| SagemakerOptions {
+        default_model: Some("ident".into()),
+        inference_type,
+        ..SagemakerOptions::default()
+    };
+    let body = r#"{"INPUT0": [1.5, 2.5]}"#;
+    let (_repo, router) = single(generate(InferenceType::Generate)).await;
+    let (status, _, answer) = send(&router, "POST", "/invocations", &[], body).await;
+    assert_eq!(status, StatusCode::OK, "{answer:?}");
+    assert_eq!(
+        json_of(&answer),
+        json!({"OUTPUT0": [1.5, 2.5], "model_name": "ident", "model_version": "1"})
+    );
+    let (_repo, router) = single(generate(InferenceType::GenerateStream)).await;
+    let (status, _, answer) = send(&router, "POST", "/invocations", &[], body).await;
+    assert_eq!(status, StatusCode::OK);
+    let event = String::from_utf8(answer.to_vec()).expect("text");
+    assert!(
+        event.starts_with("data: {") && event.ends_with("}\n\n"),
+        "{event}"
+    );
+}
+
+#[test]
+fn the_inference_type_is_one_of_tritons_three() {
+    assert_eq!(InferenceType::from_env(None), Ok(InferenceType::Infer));
+    assert_eq!(
+        InferenceType::from_env(Some("generate_stream")),
+        Ok(InferenceType::GenerateStream)
+    );
+    assert_eq!(
+        InferenceType::from_env(Some("incorrect_inference_type")),
+        Err("Invalid SAGEMAKER_TRITON_INFERENCE_TYPE 'incorrect_inference_type': must be one of: infer, generate, generate_stream".to_string())
+    );
+}
