@@ -1,6 +1,7 @@
 """Triton's logging extension: `GET/POST /v2/logging` and gRPC `LogSettings`, changed
 while the server runs and seen in its log, plus `--log-file`."""
 
+import json
 import os
 import re
 
@@ -171,3 +172,22 @@ def test_unwritable_log_file_stops_start_up(make_repo, start_server, tmp_path):
     server = start_server(repo, raw_args=base_args(repo, ["--log-file", missing_dir]), wait=False)
     assert server.wait_exit(15) == 2
     assert f"failed to open log file '{missing_dir}'" in server.log()
+
+
+def test_onnx_backend_logs_its_settings_as_tritons(make_repo, start_server, poll):
+    # L0_backend_config reads the ONNX Runtime backend's verbose "backend configuration"
+    # line: the global defaults under "cmdline", overridden or extended by
+    # --backend-config settings for onnxruntime.
+    server = start_server(make_repo(["add_sub"]), "--log-verbose=1",
+                          "--backend-config=onnxruntime,min-compute-capability=XX",
+                          "--backend-config=onnxruntime,a=0")
+    poll(lambda: "backend configuration:" in server.log(), what="the settings line")
+    line = next(li for li in server.log().splitlines() if "backend configuration:" in li)
+    assert DEFAULT_LINE.match(line), line
+    text = line.split('] "backend configuration:\\n')[1].rstrip('"').replace('\\"', '"')
+    cmdline = json.loads(text)["cmdline"]
+    assert cmdline["min-compute-capability"] == "XX"
+    assert cmdline["a"] == "0"
+    assert cmdline["default-max-batch-size"] == "4"
+    assert cmdline["auto-complete-config"] == "true"
+    assert len(cmdline) == 5, cmdline

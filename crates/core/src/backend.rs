@@ -177,3 +177,33 @@ pub enum Streamed {
     /// Rescheduled with the sender its later responses go to.
     Rescheduled(ResponseSender),
 }
+
+/// The settings Triton hands backend `name` (`TRITONBACKEND_BackendConfig`, and what the
+/// ONNX Runtime backend logs as its "backend configuration"): the global ones (backend
+/// directory, auto-completion, compute capability, default max batch size) overridden by
+/// the `--backend-config` `settings` (backend, key, value) that are global (empty
+/// backend) or `name`'s, as strings under `cmdline`.
+pub fn cmdline_config(
+    name: &str,
+    directory: &Path,
+    strict_model_config: bool,
+    settings: &[(String, String, String)],
+) -> serde_json::Value {
+    let mut cmdline = serde_json::Map::new();
+    let mut set = |k: &str, v: String| {
+        cmdline.insert(k.to_string(), serde_json::Value::String(v));
+    };
+    set(
+        "backend-directory",
+        directory.to_string_lossy().into_owned(),
+    );
+    set("auto-complete-config", (!strict_model_config).to_string());
+    set("min-compute-capability", "0.000000".to_string());
+    set("default-max-batch-size", "4".to_string());
+    for (backend, key, value) in settings {
+        if backend.is_empty() || backend == name {
+            set(key, value.clone());
+        }
+    }
+    serde_json::json!({ "cmdline": cmdline })
+}

@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use nereid_backend_llamacpp::LlamaCppBackend;
 use nereid_backend_onnx::{find_library, OnnxBackend, OrtRuntime, StatefulBackend};
+use nereid_core::backend::cmdline_config;
 use nereid_core::repository::BackendRegistry;
 use nereid_core::{Error, Result};
 
@@ -37,6 +38,15 @@ pub fn registry(options: &Options) -> Result<BackendRegistry> {
         Some(library_path) => {
             let runtime = ort_runtime(library_path);
             let onnx = OnnxBackend::new(runtime.clone(), default_max_batch_size);
+            // Triton's ONNX Runtime backend logs the settings it was given when it starts
+            // (L0_backend_config reads them).
+            let settings = cmdline_config(
+                "onnxruntime",
+                &options.backend_directory,
+                options.strict_model_config,
+                &options.backend_config,
+            );
+            tracing::debug!("backend configuration:\n{settings}");
             registry.insert("onnxruntime", Arc::new(onnx));
             registry.insert("stateful", Arc::new(StatefulBackend::new(runtime)));
         }

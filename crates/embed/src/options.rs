@@ -40,6 +40,9 @@ pub struct Options {
     /// Fail start-up when a model fails to load (`--exit-on-error`, default true as in
     /// Triton); false serves the models that did load.
     pub exit_on_error: bool,
+    /// `--backend-directory`, for the settings backends are told
+    /// ([`nereid_core::backend::cmdline_config`]).
+    pub backend_directory: std::path::PathBuf,
     /// Why start-up failed before any model was looked at (an unreadable repository),
     /// when the process serves on anyway (`--exit-on-error=false`): the server then
     /// serves no model and is neither live nor ready, as Triton's.
@@ -128,6 +131,7 @@ impl Default for Options {
             strict_readiness: true,
             exit_on_error: true,
             initialization_error: None,
+            backend_directory: crate::backends::DEFAULT_BACKEND_DIRECTORY.into(),
             id: "triton".to_string(),
             backend_config: Vec::new(),
             extra_backends: BackendRegistry::new(),

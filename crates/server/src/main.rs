@@ -158,6 +158,7 @@ fn options(
         strict_readiness: cli.strict_readiness,
         exit_on_error: cli.exit_on_error,
         initialization_error: config.initialization_error.clone(),
+        backend_directory: cli.backend_directory.clone(),
         id: cli.id.clone(),
         backend_config,
         backend_loader: Some(hosted.clone()),

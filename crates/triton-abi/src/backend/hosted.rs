@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::Arc;
 
-use nereid_core::backend::{Backend, ModelBackend};
+use nereid_core::backend::{cmdline_config, Backend, ModelBackend};
 use nereid_core::config::ModelConfig;
 use nereid_core::model::ModelSpec;
 use nereid_core::{Error, Result};
@@ -62,9 +62,11 @@ impl HostedBackend {
         let backend = Box::new(TRITONBACKEND_Backend {
             name: c_string(name)?,
             directory: c_string(&location.directory.to_string_lossy())?,
-            config: TRITONSERVER_Message::from_value(&backend_config(
+            config: TRITONSERVER_Message::from_value(&cmdline_config(
                 location.config_name(),
-                settings,
+                &settings.directory,
+                settings.strict_model_config,
+                &settings.config,
             )),
             state: AtomicPtr::new(std::ptr::null_mut()),
             execution_policy: AtomicU32::new(0),
@@ -106,33 +108,6 @@ impl HostedBackend {
         }
         Ok(Self { handle })
     }
-}
-
-/// The JSON Triton gives `TRITONBACKEND_BackendConfig`: the global settings (backend
-/// directory, auto-complete, compute capability, default max batch size) overridden by
-/// the `--backend-config` ones for backend `name` (the python backend's, for a
-/// python-based backend), as strings under `cmdline`.
-fn backend_config(name: &str, settings: &HostedSettings) -> serde_json::Value {
-    let mut cmdline = serde_json::Map::new();
-    let mut set = |k: &str, v: String| {
-        cmdline.insert(k.to_string(), serde_json::Value::String(v));
-    };
-    set(
-        "backend-directory",
-        settings.directory.to_string_lossy().into_owned(),
-    );
-    set(
-        "auto-complete-config",
-        (!settings.strict_model_config).to_string(),
-    );
-    set("min-compute-capability", "0.000000".to_string());
-    set("default-max-batch-size", "4".to_string());
-    for (backend, key, value) in &settings.config {
-        if backend.is_empty() || backend == name {
-            set(key, value.clone());
-        }
-    }
-    serde_json::json!({ "cmdline": cmdline })
 }
 
 fn c_string(text: &str) -> Result<CString> {
