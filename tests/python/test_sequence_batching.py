@@ -114,10 +114,16 @@ def test_streaming_sequence(server):
         client.stop_stream()
 
 
-def test_string_ids(server):
+def test_string_ids_must_fit_the_corrid_control(server, error_of):
+    # The model's CORRID control is TYPE_UINT64: Triton refuses a string ID for it
+    # (core ValidateCorrelationId, L0_sequence_corrid_batcher); numbers are taken.
     client = server.grpc_client()
-    assert send(client, "user-42", 2.0, start=True)["sum"] == 2.0
-    assert send(client, "user-42", 3.0, end=True)["sum"] == 5.0
+    e = error_of(send, client, "user-42", 2.0, start=True)
+    assert e.message().endswith(
+        f"sequence batching control 'CORRID' data-type is 'BYTES', but model '{MODEL}' expects 'UINT64'"
+    ), e.message()
+    assert send(client, 4242, 2.0, start=True)["sum"] == 2.0
+    assert send(client, 4242, 3.0, end=True)["sum"] == 5.0
 
 
 @pytest.mark.parametrize("proto", ["http", "grpc"])
