@@ -225,6 +225,24 @@ def test_ensemble_steps_nest_under_the_parent(traced):
     assert parents[0]["names"][0] == "GRPC_WAITREAD_START"
 
 
+def test_tensors_level_records_an_ensembles_own_inputs_and_outputs(traced):
+    # Triton's ensemble scheduler records the request's inputs when it is queued and
+    # the response its outputs when sent, besides each step's (L0_cmdline_trace).
+    srv, trace_file = traced
+    client = srv.http_client()
+    client.update_trace_settings(settings={"trace_level": ["TIMESTAMPS", "TENSORS"]})
+    infer_add_sub(client, httpclient, request_id="e", model="ensemble_add_sub")
+    found = wait_traces(trace_file, 3)
+    (parent,) = [t for t in found.values() if t["header"]["model_name"] == "ensemble_add_sub"]
+    recorded = sorted((r["activity"], r["tensor"]["name"]) for r in parent["tensors"])
+    assert recorded == [
+        ("TENSOR_BACKEND_OUTPUT", "OUTPUT0"),
+        ("TENSOR_BACKEND_OUTPUT", "OUTPUT1"),
+        ("TENSOR_QUEUE_INPUT", "INPUT0"),
+        ("TENSOR_QUEUE_INPUT", "INPUT1"),
+    ]
+
+
 def test_bad_settings_are_refused_and_serving_continues(traced):
     srv, _ = traced
     cases = [

@@ -5,10 +5,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::traced::trace_queued;
 use super::{Admitted, LoadedModel};
 use crate::ensemble::run::Run;
 use crate::ensemble::Ensemble;
-use crate::request::{select_outputs, Answer, InferRequest};
+use crate::request::{select_outputs, trace_outputs, Answer, InferRequest};
 use crate::response_stream::ResponseSender;
 use crate::sequence_flags::ensemble_response_parameters;
 use crate::stats::{FailureReason, RequestRecord, StepTimes};
@@ -33,12 +34,14 @@ impl LoadedModel {
         );
         // Its steps start now; each is pending in its own model's queue.
         record.executing();
+        // Triton's ensemble scheduler records the request's queue entry and, at the
+        // `TENSORS` level, its inputs as the client sent them.
+        if let (false, Some(trace)) = (admitted.queue_traced, &request.trace) {
+            trace_queued(trace, &request, Instant::now());
+        }
         // The ensemble's own `reshape`s: its steps see the inputs in their reshape
         // layout, and its outputs, produced in theirs, go back to the client in `dims`.
         self.spec.reshape_inputs(&mut request.inputs);
-        if let (false, Some(trace)) = (admitted.queue_traced, &request.trace) {
-            trace.timestamp("QUEUE_START", Instant::now());
-        }
         (
             ensemble.start(request, times.clone(), wanted),
             record,
@@ -57,6 +60,7 @@ impl LoadedModel {
         let wanted = request.requested_outputs.take();
         let id = request.id.clone();
         let parameters = ensemble_response_parameters(&request);
+        let trace = request.trace.clone();
         let (run, record, times) = self.begin(ensemble, request, &admitted, wanted.as_deref());
         let this = self.clone();
         Box::pin(async move {
@@ -76,6 +80,10 @@ impl LoadedModel {
                 .execution_finished(admitted.batch_size, admitted.batch_size, timing);
             record.succeeded(queue, timing);
             let outputs = select_outputs(outputs, wanted.as_deref());
+            // As Triton records a response's outputs when it is sent.
+            if let Some(trace) = &trace {
+                trace_outputs(trace, &outputs);
+            }
             let mut response = this.response(id, outputs);
             response.parameters = parameters;
             Ok(response)
@@ -95,6 +103,7 @@ impl LoadedModel {
         // The sender selects the outputs of each response; the run needs to know them.
         let wanted = request.requested_outputs.take();
         let parameters = ensemble_response_parameters(&request);
+        let trace = request.trace.clone();
         let (run, record, times) = self.begin(ensemble, request, &admitted, wanted.as_deref());
         let this = self.clone();
         tokio::spawn(async move {
@@ -102,6 +111,12 @@ impl LoadedModel {
             run.drive(|result, last| match result {
                 Some(result) => {
                     failed |= result.is_err();
+                    if let (Some(trace), Ok(outputs)) = (&trace, &result) {
+                        if trace.traces_tensors() {
+                            let sent = select_outputs(outputs.clone(), wanted.as_deref());
+                            trace_outputs(trace, &sent);
+                        }
+                    }
                     sender.send_with_parameters(result, parameters.clone(), last);
                 }
                 None => {
