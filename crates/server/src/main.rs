@@ -72,10 +72,26 @@ fn main() {
     runtime.shutdown_background();
     if let Err(e) = result {
         tracing::error!("{e:#}");
-        logging::report(&format!("error: {e:#}"));
+        // tritonserver logs a service that cannot start and says nothing more (its QA
+        // counts the line); other start-up errors it also prints after "error: ".
+        if !e.is::<ServiceNotStarted>() {
+            logging::report(&format!("error: {e:#}"));
+        }
         std::process::exit(1);
     }
 }
+
+/// An endpoint that could not listen, in tritonserver's words.
+#[derive(Debug)]
+struct ServiceNotStarted(String);
+
+impl std::fmt::Display for ServiceNotStarted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ServiceNotStarted {}
 
 /// Binds `service`'s port; a port in use is tritonserver's "failed to start GRPC service:
 /// Unavailable - Socket '0.0.0.0:8001' already in use" (Triton's QA greps it).
@@ -96,7 +112,7 @@ async fn bind(
         } else {
             format!("{address}:{port}: {e}")
         };
-        anyhow::anyhow!("failed to start {service} service: {why}")
+        ServiceNotStarted(format!("failed to start {service} service: {why}")).into()
     })
 }
 
