@@ -286,6 +286,19 @@ def test_small_cache_evicts_and_stays_in_budget(make_repo, start_server):
     assert metric(srv, 'nv_cache_num_misses_per_model{model="add_sub",version="1"}') == 13
 
 
+def test_a_cache_too_small_for_any_entry_starts_and_misses(make_repo, start_server):
+    # Triton's local cache starts from 192 bytes and then stores nothing that size
+    # cannot hold: every request misses and still runs (L0_response_cache's
+    # insertion-failure test starts with local,size=200).
+    srv = start_server(make_repo([], {"add_sub": CACHED}), "--cache-config", "local,size=200")
+    client = srv.http_client()
+    for _ in range(2):
+        infer(client)
+    s = cache_stats(client)
+    assert (s["hit"], s["exec"]) == (0, 2)
+    assert metric(srv, "nv_cache_num_entries") == 0
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

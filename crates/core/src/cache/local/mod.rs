@@ -22,9 +22,10 @@ use crate::error::{Error, Result};
 /// Bookkeeping charged to every entry on top of its key and outputs.
 const ENTRY_OVERHEAD: usize = 128;
 
-/// The smallest budget that can hold a useful entry (Triton's local cache fails to start
-/// below about 1 KiB too).
-pub const MIN_SIZE: usize = 1024;
+/// The smallest budget Triton's local cache starts with: its buffer manager needs 192
+/// bytes for itself (measured on 2.51: `size=191` fails to start, `size=192` starts and
+/// then stores nothing, which L0_response_cache relies on with `size=200`).
+pub const MIN_SIZE: usize = 192;
 
 /// Computes the bucket of a key; replaceable in tests to force collisions.
 pub type KeyHasher = fn(&CacheKey<'_>) -> u64;
