@@ -62,12 +62,13 @@ pub enum Outcome {
         /// Lookup time.
         lookup: Duration,
     },
-    /// Computed by the model and stored.
+    /// Computed by the model and handed to the store, which stored it or refused it (too
+    /// large, cache unreachable): Triton counts both as a miss.
     Miss {
         /// Lookup plus insertion time.
         lookup_and_insert: Duration,
     },
-    /// Computed by the model but not stored (too large, cache unreachable, or an error).
+    /// Not computed: the model answered an error, which is never stored.
     Uncached,
 }
 
@@ -139,16 +140,11 @@ impl ResponseCache {
         if let Some(leader) = leader {
             leader.finish(outputs);
         }
-        match stored {
-            Ok(()) => {
-                let lookup_and_insert = lookup + inserting.elapsed();
-                (result, Outcome::Miss { lookup_and_insert })
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "response not cached");
-                (result, Outcome::Uncached)
-            }
+        let lookup_and_insert = lookup + inserting.elapsed();
+        if let Err(e) = stored {
+            tracing::debug!(error = %e, "response not cached");
         }
+        (result, Outcome::Miss { lookup_and_insert })
     }
 
     /// [`Self::lookup`], then [`Self::compute`] on a miss: for a caller whose key does not
