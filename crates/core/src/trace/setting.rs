@@ -270,7 +270,7 @@ impl TraceFile {
                 self.name,
                 self.index.fetch_add(1, Ordering::Relaxed)
             );
-            std::fs::write(&path, format!("[{stream}]")).map_err(|e| (path, e))
+            write_whole(&path, &format!("[{stream}]")).map_err(|e| (path, e))
         } else {
             self.append(stream).map_err(|e| (self.name.clone(), e))
         };
@@ -300,6 +300,20 @@ impl TraceFile {
             }
         }
     }
+}
+
+/// Writes `contents` under a hidden temporary name beside `path`, then renames it, so a
+/// reader watching the trace files (Triton's QA, a log shipper) never opens one half
+/// written: Triton truncates and writes in place, and a reader can see it empty.
+fn write_whole(path: &str, contents: &str) -> std::io::Result<()> {
+    let target = std::path::Path::new(path);
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let partial = target.with_file_name(format!(".{name}.partial"));
+    std::fs::write(&partial, contents)?;
+    std::fs::rename(&partial, target)
 }
 
 impl Drop for TraceFile {

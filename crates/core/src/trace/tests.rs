@@ -82,6 +82,13 @@ fn log_frequency_writes_indexed_files() {
         Some(1)
     );
     assert!(!file.exists());
+    // Each file appears whole, by rename: no temporary file is left beside them.
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("read dir")
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["t.json.0", "t.json.1", "t.json.2"]);
 }
 
 #[test]
