@@ -162,6 +162,7 @@ impl RateLimiter {
                 *needed = given;
             }
         }
+        tracing::debug!("{}", resource_map(&most));
         state.available = most;
         Ok(())
     }
@@ -206,6 +207,24 @@ impl RateLimiter {
         let _ = self.recompute(&mut state);
         self.turn.notify_all();
     }
+}
+
+/// Triton's verbose account of what exists, device by device (L0_model_update reads a
+/// count from it to see a limit lowered when an instance needing more left).
+fn resource_map(available: &Resources) -> String {
+    let mut text = String::from("\nMax Resource Map===>\n");
+    let mut device = None;
+    for ((at, name), count) in available {
+        if device != Some(at) {
+            device = Some(at);
+            match at {
+                ResourceDevice::Global => text.push_str("\tDevice: GLOBAL\n"),
+                ResourceDevice::Device(id) => text.push_str(&format!("\tDevice: {id}\n")),
+            }
+        }
+        text.push_str(&format!("\t\tResource: {name}\t Count: {count}\n"));
+    }
+    text
 }
 
 impl State {

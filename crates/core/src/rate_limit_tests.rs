@@ -155,3 +155,25 @@ fn turns_go_by_executions_times_priority_then_arrival() {
     assert_eq!(state.first_waiting(), Some(two.id));
     drop(state);
 }
+
+#[test]
+fn the_resource_map_falls_when_the_instance_needing_most_leaves() {
+    let limiter = RateLimiter::new(Vec::new());
+    let small = limiter
+        .register(Some(&needs(&[("R1", false, 3)], 0)), 0)
+        .expect("fits");
+    let large = limiter
+        .register(Some(&needs(&[("R1", false, 4), ("G", true, 1)], 0)), 0)
+        .expect("fits");
+    let map = |limiter: &RateLimiter| resource_map(&limiter.state.lock().available);
+    assert_eq!(
+        map(&limiter),
+        "\nMax Resource Map===>\n\tDevice: GLOBAL\n\t\tResource: G\t Count: 1\n\tDevice: 0\n\t\tResource: R1\t Count: 4\n"
+    );
+    drop(large);
+    assert_eq!(
+        map(&limiter),
+        "\nMax Resource Map===>\n\tDevice: 0\n\t\tResource: R1\t Count: 3\n"
+    );
+    drop(small);
+}

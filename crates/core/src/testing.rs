@@ -14,6 +14,7 @@ pub mod streaming;
 pub use streaming::{Streaming, RESPONSES_PARAMETER};
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,6 +120,9 @@ struct Shared {
     behaviour: Behaviour,
     // Appended by instance worker threads, read by the test; held only to push or copy.
     executions: Mutex<Vec<Execution>>,
+    /// Instances created and dropped (finalized) so far.
+    created: AtomicUsize,
+    finalized: AtomicUsize,
 }
 
 /// A configurable identity backend: echoes inputs to outputs (or answers a fixed output),
@@ -142,6 +146,8 @@ impl TestBackend {
                     streaming: Streaming::default(),
                 },
                 executions: Mutex::default(),
+                created: AtomicUsize::new(0),
+                finalized: AtomicUsize::new(0),
             }),
         }
     }
@@ -209,6 +215,15 @@ impl TestBackend {
             .collect()
     }
 
+    /// How many instances were created and how many finalized so far, as a Python
+    /// model counts its `initialize` and `finalize` calls.
+    pub fn instance_counts(&self) -> (usize, usize) {
+        (
+            self.shared.created.load(Ordering::SeqCst),
+            self.shared.finalized.load(Ordering::SeqCst),
+        )
+    }
+
     /// A registry holding this backend under its name, for a `ModelRepository`.
     pub fn registry(&self) -> BackendRegistry {
         let mut registry = BackendRegistry::new();
@@ -227,6 +242,7 @@ impl TestBackend {
     }
 
     fn instance(&self, name: String) -> Box<dyn InstanceBackend> {
+        self.shared.created.fetch_add(1, Ordering::SeqCst);
         Box::new(TestInstance {
             shared: self.shared.clone(),
             name,
@@ -282,6 +298,12 @@ impl InstanceBackend for TestInstance {
             .streaming
             .send(batch.requests(), answers, senders);
         released
+    }
+}
+
+impl Drop for TestInstance {
+    fn drop(&mut self) {
+        self.shared.finalized.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -591,14 +613,16 @@ pub fn serve(
     let published = Arc::new(PublishedConfig::new(config));
     let stats = Arc::new(ModelStats::default());
     let (sender, receiver) = InstancePool::channel(DEFAULT_QUEUE_CAPACITY);
-    let pool = InstancePool::start(
-        spec.clone(),
-        stats.clone(),
-        backend.instances(&spec.name, 1),
-        receiver,
-        &[],
-    )
-    .expect("instance threads start");
+    let pool = Arc::new(
+        InstancePool::start(
+            spec.clone(),
+            stats.clone(),
+            backend.instances(&spec.name, 1),
+            receiver,
+            &[],
+        )
+        .expect("instance threads start"),
+    );
     let scheduler = Box::new(DefaultScheduler::new(sender, pool));
     Arc::new(LoadedModel::new(spec, published, stats, scheduler, cache))
 }

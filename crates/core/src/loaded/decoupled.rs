@@ -49,7 +49,7 @@ impl LoadedModel {
             step_times: None,
             queue_traced: false,
         };
-        match &self.runner {
+        match self.runner.as_ref() {
             Runner::Scheduled(scheduler) => {
                 self.enqueue(scheduler.as_ref(), request, admitted, Some(sender), None)?;
             }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use crate::cache::ResponseCache;
-use crate::config::PublishedConfig;
+use crate::config::{ModelConfig, PublishedConfig};
 use crate::ensemble::graph::Plan;
 use crate::ensemble::{Ensemble, StepModel};
 use crate::error::{Error, Result};
@@ -30,7 +30,7 @@ use crate::model::ModelSpec;
 use crate::presence::CallerPresence;
 use crate::request::{Answer, InferRequest, InferResponse, Outputs};
 use crate::response_stream::{ResponseSender, ResponseStream};
-use crate::scheduler::{Job, Reply, Scheduler};
+use crate::scheduler::{InstanceSet, Job, Reply, Scheduler};
 use crate::stats::{
     FailureReason, FirstResponse, ModelStats, ModelStatsSnapshot, RequestRecord, StepTimes,
 };
@@ -50,7 +50,11 @@ pub struct LoadedModel {
     /// Only for the configuration endpoints.
     config: Arc<PublishedConfig>,
     stats: Arc<ModelStats>,
-    runner: Runner,
+    /// Shared by the versions an instance update makes of this one.
+    runner: Arc<Runner>,
+    /// The instances, when a reload may change them in place (not for ensembles and
+    /// sequence batchers).
+    instances: Option<Arc<InstanceSet>>,
     /// The server's response cache, when this model uses it.
     cache: Option<Arc<ResponseCache>>,
     /// How long loading this version took (`nv_model_load_duration_secs`).
@@ -70,7 +74,8 @@ impl LoadedModel {
             spec,
             config,
             stats,
-            runner: Runner::Scheduled(scheduler),
+            runner: Arc::new(Runner::Scheduled(scheduler)),
+            instances: None,
             cache,
             load_duration: Duration::ZERO,
         }
@@ -80,6 +85,49 @@ impl LoadedModel {
     pub fn with_load_duration(mut self, load_duration: Duration) -> Self {
         self.load_duration = load_duration;
         self
+    }
+
+    /// The model, whose instances `instances` can change while it serves.
+    pub fn with_instance_set(mut self, instances: Option<InstanceSet>) -> Self {
+        self.instances = instances.map(Arc::new);
+        self
+    }
+
+    /// Whether a reload that changes only the instance groups can keep this version
+    /// serving and change its instances in place ([`Self::with_instance_groups`]).
+    pub fn updates_instances(&self) -> bool {
+        self.instances.is_some()
+    }
+
+    /// This version serving `config`, which differs from its own only in its instance
+    /// groups (normalized): the instances of unchanged groups are kept, the others
+    /// created or retired, and the queue, statistics and cache carry over (Triton's
+    /// instance update). On an error the instances are as they were.
+    pub fn with_instance_groups(&self, config: ModelConfig) -> Result<Self> {
+        let instances = self.instances.as_ref().ok_or_else(|| {
+            Error::internal(format!(
+                "the instances of model '{}' cannot change while it serves",
+                self.spec.name
+            ))
+        })?;
+        let mut spec = ModelSpec::new(config.clone(), self.spec.version)?;
+        spec.labels = self.spec.labels.clone();
+        instances.update(&spec)?;
+        Ok(Self {
+            spec: Arc::new(spec),
+            config: Arc::new(PublishedConfig::new(config)),
+            stats: self.stats.clone(),
+            runner: self.runner.clone(),
+            instances: self.instances.clone(),
+            cache: self.cache.clone(),
+            load_duration: self.load_duration,
+        })
+    }
+
+    /// Whether `other` is this version after an instance update (or this version
+    /// itself): stopping one would stop the other.
+    pub fn shares_runner(&self, other: &LoadedModel) -> bool {
+        Arc::ptr_eq(&self.runner, &other.runner)
     }
 
     /// A loaded ensemble version.
@@ -94,7 +142,8 @@ impl LoadedModel {
             spec,
             config,
             stats,
-            runner: Runner::Ensemble(ensemble),
+            runner: Arc::new(Runner::Ensemble(ensemble)),
+            instances: None,
             cache,
             load_duration: Duration::ZERO,
         }
@@ -197,7 +246,7 @@ impl LoadedModel {
     /// Starts executing one validated request: queued to the scheduler now, or, for an
     /// ensemble, its first steps submitted now.
     fn start(self: &Arc<Self>, request: InferRequest, admitted: Admitted) -> Answer {
-        let scheduler = match &self.runner {
+        let scheduler = match self.runner.as_ref() {
             Runner::Scheduled(scheduler) => scheduler,
             Runner::Ensemble(ensemble) => return self.start_ensemble(ensemble, request, admitted),
         };
@@ -289,7 +338,7 @@ impl LoadedModel {
 
     /// Stops the scheduler and waits for queued work to finish. Blocking.
     pub fn stop(&self) {
-        if let Runner::Scheduled(scheduler) = &self.runner {
+        if let Runner::Scheduled(scheduler) = self.runner.as_ref() {
             scheduler.stop();
         }
     }
@@ -301,7 +350,7 @@ impl StepModel for LoadedModel {
     }
 
     fn ensemble_plan(&self) -> Option<&Plan> {
-        match &self.runner {
+        match self.runner.as_ref() {
             Runner::Ensemble(e) => Some(e.plan()),
             Runner::Scheduled(_) => None,
         }

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use super::loader::{load_model, VersionOutcomes};
+use super::instance_update::{update_in_place, ReloadSite, ServedFrom, Serving};
+use super::loader::{load_model, source_config, VersionOutcomes};
 use super::manager::{stop_in_background, ModelRepository, Override};
 use super::overrides::{check_files, write_model_dir, LoadRequest};
 use super::record::{ModelRecord, ModelState, Origin, VersionRecord};
@@ -122,7 +123,8 @@ impl ModelRepository {
         })
     }
 
-    /// Loads a model that is not an ensemble through its backend.
+    /// Loads a model that is not an ensemble through its backend, or, when only its
+    /// instance groups changed, updates the serving versions' instances in place.
     async fn load_model_dir(
         self: &Arc<Self>,
         name: &str,
@@ -132,29 +134,60 @@ impl ModelRepository {
     ) -> Result<()> {
         let this = self.clone();
         let name_owned = self.model_name(name).to_string();
-        let (signature, outcome) = match self
+        let serving = self.serving(name);
+        let ((signature, served_from), outcome) = match self
             .load_off_thread(name, move || {
-                let outcome = load_model(
-                    &this.backends,
-                    &this.options.settings,
-                    &name_owned,
-                    &dir,
-                    override_config,
-                );
-                (signature(&dir), outcome)
+                let signature = signature(&dir);
+                let settings = &this.options.settings;
+                let config = match source_config(settings, &name_owned, &dir, override_config) {
+                    Ok(config) => config,
+                    Err(e) => return ((signature, None), Err(e)),
+                };
+                let from = ServedFrom { config, signature };
+                let site = ReloadSite {
+                    name: &name_owned,
+                    dir: &dir,
+                    config_name: settings.flags.model_config_name.as_deref(),
+                    normalize: settings.normalize,
+                };
+                let outcome = match serving.and_then(|s| update_in_place(&s, &from, &site)) {
+                    Some(updated) => Ok(updated),
+                    None => load_model(
+                        &this.backends,
+                        settings,
+                        &name_owned,
+                        &dir,
+                        from.config.clone(),
+                    ),
+                };
+                ((from.signature.clone(), Some(from)), outcome)
             })
             .await
         {
             Ok(loaded) => loaded,
             // The storage did not answer: the model keeps what it serves, and the next poll
             // tries again (an empty signature never matches the directory's).
-            Err(e) => (Signature::default(), Err(e)),
+            Err(e) => ((Signature::default(), None), Err(e)),
         };
         let origin = Origin {
             explicit,
             composing: Vec::new(),
         };
-        self.install(name, signature, origin, outcome)
+        self.install_served(name, signature, origin, outcome, served_from)
+    }
+
+    /// The versions of `name` serving now, and what they were loaded from; `None` when
+    /// nothing serves or the model cannot be updated in place.
+    fn serving(&self, name: &str) -> Option<Serving> {
+        let table = self.table.read();
+        let record = table.get(name)?;
+        let from = record.served_from.clone()?;
+        let versions = record
+            .versions
+            .iter()
+            .filter_map(|(v, r)| Some((*v, r.model.clone()?)))
+            .collect();
+        Some(Serving { from, versions })
     }
 
     /// Records a load's outcome in the table; the first failure becomes the call's error.
@@ -165,9 +198,22 @@ impl ModelRepository {
         origin: Origin,
         outcome: Result<VersionOutcomes>,
     ) -> Result<()> {
+        self.install_served(name, signature, origin, outcome, None)
+    }
+
+    /// [`Self::install`], recording what the versions were loaded from (`served_from`).
+    fn install_served(
+        &self,
+        name: &str,
+        signature: Signature,
+        origin: Origin,
+        outcome: Result<VersionOutcomes>,
+        served_from: Option<ServedFrom>,
+    ) -> Result<()> {
         let mut record = ModelRecord {
             signature,
             origin,
+            served_from,
             ..Default::default()
         };
         let mut first_error = None;
@@ -243,14 +289,21 @@ fn keep_serving_where_reload_failed(
         let Some(model) = old.model.clone() else {
             continue;
         };
-        let reload_failed = match record.versions.get(&version) {
-            Some(new) => new.model.is_none(),
+        let replacement = record.versions.get(&version).map(|new| new.model.as_ref());
+        let reload_failed = match replacement {
+            Some(new) => new.is_none(),
             None => failed_before_versions,
         };
         if reload_failed {
             tracing::warn!(model = %name, version, "reload failed; the loaded version keeps serving");
             record.versions.insert(version, old);
-        } else {
+            // What serves is still what the previous load read.
+            record.served_from = previous.served_from.clone();
+        } else if !replacement
+            .flatten()
+            .is_some_and(|new| new.shares_runner(&model))
+        {
+            // Not when an instance update made the new version of this one.
             retired.push(model);
         }
     }

@@ -12,7 +12,7 @@ use super::registry::BackendRegistry;
 use super::scan::{config_path, list_versions, read_config};
 use super::version_policy::select_versions;
 use super::warmup::warmup_samples;
-use crate::backend::{Backend, InstanceConfig, ModelSite};
+use crate::backend::{Backend, ModelSite};
 use crate::cache::ResponseCache;
 use crate::classification::{read_labels, Labels};
 use crate::config::{
@@ -22,11 +22,12 @@ use crate::ensemble::Ensemble;
 use crate::error::{Error, Result};
 use crate::loaded::LoadedModel;
 use crate::metrics::MetricsConfig;
-use crate::model::{InstanceGroupSpec, InstanceKind, ModelSpec, SchedulingSpec};
-use crate::rate_limit::{RateLimiter, Registration};
+use crate::model::{ModelSpec, SchedulingSpec, MAX_INSTANCES};
+use crate::rate_limit::RateLimiter;
 use crate::scheduler::{
-    strategy_library, BatchStrategy, BatchStrategyLoader, DefaultScheduler, DynamicBatcher,
-    Instance, InstancePool, Scheduler, SequenceBatcher, DEFAULT_QUEUE_CAPACITY,
+    create_all, strategy_library, BatchStrategy, BatchStrategyLoader, DefaultScheduler,
+    DynamicBatcher, InstancePool, InstanceSet, InstanceSource, Scheduler, SequenceBatcher,
+    WarmupSample, DEFAULT_QUEUE_CAPACITY,
 };
 use crate::stats::histogram::first_response_histogram;
 use crate::stats::ModelStats;
@@ -75,7 +76,8 @@ impl LoadSettings {
 /// The outcome of loading one model: each selected version, loaded or failed.
 pub type VersionOutcomes = Vec<(i64, Result<Arc<LoadedModel>>)>;
 
-/// Loads every selected version of the model in `dir`. An error here means the model
+/// Loads every selected version of the model in `dir` from its source configuration
+/// (see [`source_config`]). An error here means the model
 /// could not even be read from the repository (Triton's "failed to poll" stage: missing
 /// or unparseable configuration, a failing repository agent, no version directory);
 /// anything that goes wrong later fails each selected version (after
@@ -86,22 +88,8 @@ pub fn load_model(
     settings: &LoadSettings,
     name: &str,
     dir: &Path,
-    override_config: Option<ModelConfig>,
+    config: ModelConfig,
 ) -> Result<VersionOutcomes> {
-    let config_name = settings.flags.model_config_name.as_deref();
-    let config = match override_config {
-        Some(c) => c,
-        None => match read_config(dir, config_name)? {
-            Some(c) => c,
-            None if settings.strict_model_config => {
-                return Err(Error::invalid_arg(format!(
-                    "failed to load '{name}': {} is missing and auto-completion is disabled by --strict-model-config",
-                    config_path(dir, config_name).display()
-                )));
-            }
-            None => ModelConfig::default(),
-        },
-    };
     run_load_agents(&config, dir, &settings.flags.repoagent_directory)?;
     if list_versions(dir).is_empty() {
         // Triton completes the backend fields when it reads the repository, so a model
@@ -137,6 +125,29 @@ pub fn load_model(
         outcomes.push((v, loaded.map(Arc::new)));
     }
     Ok(outcomes)
+}
+
+/// The configuration a load of the model in `dir` starts from: the load request's
+/// override, else the repository's file (an empty one to auto-complete when there is
+/// none and auto-completion is on).
+pub fn source_config(
+    settings: &LoadSettings,
+    name: &str,
+    dir: &Path,
+    override_config: Option<ModelConfig>,
+) -> Result<ModelConfig> {
+    if let Some(config) = override_config {
+        return Ok(config);
+    }
+    let config_name = settings.flags.model_config_name.as_deref();
+    match read_config(dir, config_name)? {
+        Some(config) => Ok(config),
+        None if settings.strict_model_config => Err(Error::invalid_arg(format!(
+            "failed to load '{name}': {} is missing and auto-completion is disabled by --strict-model-config",
+            config_path(dir, config_name).display()
+        ))),
+        None => Ok(ModelConfig::default()),
+    }
 }
 
 /// Runs `load` once, and again up to `retries` more times while it fails, as Triton
@@ -290,26 +301,6 @@ fn resolve_backend(
     backends.get(site, config)
 }
 
-/// An instance of `group` registered with the rate limiter, with its group's
-/// `rate_limiter` resources on its device (CPU instances count as device 0, as in Triton).
-fn registration(
-    limiter: &Arc<RateLimiter>,
-    spec: &ModelSpec,
-    group: &InstanceGroupSpec,
-) -> Result<Registration> {
-    let config = spec
-        .config
-        .instance_group
-        .iter()
-        .find(|g| g.name == group.name)
-        .and_then(|g| g.rate_limiter.as_ref());
-    let device = match group.kind {
-        InstanceKind::Gpu(id) => id,
-        InstanceKind::Cpu | InstanceKind::Model => 0,
-    };
-    limiter.register(config, device)
-}
-
 /// The custom batching strategy of a model version in `model_dir`, loaded for the dynamic
 /// batcher (the only scheduler that consults one). The library must be there whatever
 /// the scheduler, as Triton checks; a sequence batcher cannot take one.
@@ -389,57 +380,49 @@ fn load_version(
     }
     let model = backend.load_model(spec.clone(), file)?;
     let strategy = batch_strategy(&spec, dir, settings)?;
-    let mut instances = Vec::new();
-    for group in spec.instance_groups.iter().filter(|g| !g.passive) {
-        for index in 0..group.count {
-            let instance = InstanceConfig {
-                name: format!("{}_{index}", group.name),
-                kind: group.kind,
-                stats: stats.clone(),
-            };
-            let backend = model.create_instance(&instance)?;
-            let turn = match &settings.rate_limiter {
-                Some(limiter) => Some(registration(limiter, &spec, group)?),
-                None => None,
-            };
-            instances.push(Instance {
-                name: instance.name,
-                backend,
-                turn,
-            });
+    let source = InstanceSource {
+        model,
+        stats: stats.clone(),
+        warmup,
+        rate_limiter: settings.rate_limiter.clone(),
+    };
+    let pool_of = |receiver| {
+        let (spec, stats) = (spec.clone(), stats.clone());
+        move |instances, warmup: &[WarmupSample]| {
+            InstancePool::start(spec, stats, instances, receiver, warmup).map(Arc::new)
         }
-    }
-    let count = instances.len();
-    let scheduler: Box<dyn Scheduler> = match &spec.scheduling {
+    };
+    let (scheduler, instances): (Box<dyn Scheduler>, _) = match &spec.scheduling {
         SchedulingSpec::Dynamic(_) => {
-            // One payload per instance at most: the batcher cuts a batch only for a free one.
-            let (sender, receiver) = InstancePool::channel(count.max(1));
-            let pool =
-                InstancePool::start(spec.clone(), stats.clone(), instances, receiver, &warmup)?;
-            Box::new(DynamicBatcher::start(
-                spec.clone(),
-                sender,
-                pool,
-                count,
-                strategy,
-            )?)
+            // Room for every payload the batcher may cut (one per instance) however the
+            // instances change: it cuts a batch only for a free one.
+            let (sender, receiver) = InstancePool::channel(MAX_INSTANCES);
+            let (set, pool) = InstanceSet::start(&spec, source, pool_of(receiver))?;
+            let count = pool.workers().len();
+            let batcher = DynamicBatcher::start(spec.clone(), sender, pool, count, strategy)?;
+            (Box::new(batcher), Some(set))
         }
-        SchedulingSpec::Sequence(_) => Box::new(SequenceBatcher::start(
-            spec.clone(),
-            stats.clone(),
-            instances,
-            file.parent().and_then(Path::parent),
-            &warmup,
-        )?),
+        SchedulingSpec::Sequence(_) => {
+            let rate_limiter = source.rate_limiter.as_ref();
+            let instances = create_all(source.model.as_ref(), &spec, &stats, rate_limiter)?;
+            let batcher = SequenceBatcher::start(
+                spec.clone(),
+                stats.clone(),
+                instances,
+                file.parent().and_then(Path::parent),
+                &source.warmup,
+            )?;
+            (Box::new(batcher), None)
+        }
         SchedulingSpec::Default | SchedulingSpec::Ensemble => {
             let (sender, receiver) = InstancePool::channel(DEFAULT_QUEUE_CAPACITY);
-            let pool =
-                InstancePool::start(spec.clone(), stats.clone(), instances, receiver, &warmup)?;
-            Box::new(DefaultScheduler::new(sender, pool))
+            let (set, pool) = InstanceSet::start(&spec, source, pool_of(receiver))?;
+            (Box::new(DefaultScheduler::new(sender, pool)), Some(set))
         }
     };
     tracing::info!(model = %spec.name, version, "successfully loaded");
     let published = Arc::new(PublishedConfig::new(config));
-    let model = LoadedModel::new(spec, published, stats, scheduler, cache);
+    let model =
+        LoadedModel::new(spec, published, stats, scheduler, cache).with_instance_set(instances);
     Ok(model.with_load_duration(started.elapsed()))
 }

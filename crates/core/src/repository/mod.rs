@@ -22,6 +22,7 @@ mod flags;
 mod fuzz_tests;
 mod ids;
 mod index;
+mod instance_update;
 mod load;
 mod loader;
 mod manager;

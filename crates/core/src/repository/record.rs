@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::instance_update::ServedFrom;
 use super::scan::Signature;
 use crate::loaded::LoadedModel;
 
@@ -52,6 +53,9 @@ pub(super) struct ModelRecord {
     pub(super) signature: Signature,
     /// How it came to be loaded, and for an ensemble what it uses.
     pub(super) origin: Origin,
+    /// What its serving versions were loaded from, for a reload to tell whether it can
+    /// change their instances in place (not kept for ensembles).
+    pub(super) served_from: Option<ServedFrom>,
 }
 
 /// Why a model was loaded and what it depends on: what `unload_dependents` needs.

@@ -1,5 +1,7 @@
 //! The default scheduler: every request executes alone, on the first free instance.
 
+use std::sync::Arc;
+
 use crossbeam_channel::{Sender, TrySendError};
 
 use super::intake::Intake;
@@ -10,7 +12,7 @@ use crate::error::{Error, Result};
 pub struct DefaultScheduler {
     // Closing it lets the workers drain the channel and exit.
     intake: Intake<Sender<Payload>>,
-    pool: InstancePool,
+    pool: Arc<InstancePool>,
 }
 
 /// Requests that may wait for a free instance before new ones are refused. Triton's default
@@ -19,7 +21,7 @@ pub const DEFAULT_QUEUE_CAPACITY: usize = 4096;
 
 impl DefaultScheduler {
     /// A scheduler feeding `pool` through `sender`.
-    pub fn new(sender: Sender<Payload>, pool: InstancePool) -> Self {
+    pub fn new(sender: Sender<Payload>, pool: Arc<InstancePool>) -> Self {
         Self {
             intake: Intake::new(sender),
             pool,

@@ -2,6 +2,7 @@
 //! whole payloads from a bounded multi-consumer channel, executes them and answers each
 //! job. A thread exits when every sender is gone, after finishing what was queued.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -70,11 +71,33 @@ impl Instance {
     }
 }
 
-/// The worker threads of one model version's instances.
+/// The worker threads of one model version's instances. Workers can be added and
+/// retired while the model serves (Triton's instance update): each has its own retire
+/// signal besides the shared payload channel.
 pub struct InstancePool {
-    // Joined by `join`; the lock is only taken at shutdown.
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    spec: Arc<ModelSpec>,
+    stats: Arc<ModelStats>,
+    /// The shared channel, kept to hand to workers added later.
+    payloads: Receiver<Payload>,
+    // Joined by `join` or `retire`; the lock is only taken then and by `add`.
+    workers: Mutex<Vec<WorkerHandle>>,
+    /// The dynamic batcher's instance slots, kept at one per worker as workers come and
+    /// go (see [`Self::track_slots`]).
+    slots: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
+    next_id: AtomicU64,
 }
+
+/// A running worker: its thread and the signal that retires it.
+struct WorkerHandle {
+    id: WorkerId,
+    thread: JoinHandle<()>,
+    retire: Sender<()>,
+}
+
+/// Names one worker of a pool for [`InstancePool::retire`] (instance names may repeat
+/// after an instance update).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerId(u64);
 
 impl InstancePool {
     /// Starts one worker per instance, all pulling from `payloads`, each first running
@@ -87,7 +110,24 @@ impl InstancePool {
         payloads: Receiver<Payload>,
         warmup: &[WarmupSample],
     ) -> Result<Self> {
-        let mut threads = Vec::with_capacity(instances.len());
+        let pool = Self {
+            spec,
+            stats,
+            payloads,
+            workers: Mutex::new(Vec::new()),
+            slots: Mutex::new(None),
+            next_id: AtomicU64::new(0),
+        };
+        pool.add(instances, warmup)?;
+        Ok(pool)
+    }
+
+    /// Starts workers for `instances` after warming each up, returning their ids in
+    /// order; all or none: when a sample fails, none of them starts and the instances are
+    /// dropped (finalized).
+    pub fn add(&self, instances: Vec<Instance>, warmup: &[WarmupSample]) -> Result<Vec<WorkerId>> {
+        let count = instances.len();
+        let mut ready = Vec::with_capacity(count);
         for Instance {
             name,
             backend,
@@ -96,18 +136,20 @@ impl InstancePool {
         {
             // Published before the model is ready, so its metrics are there from the start.
             if let Some(usage) = backend.state_usage() {
-                stats.set_state_usage(&name, usage);
+                self.stats.set_state_usage(&name, usage);
             }
+            let (retire, retired) = crossbeam_channel::bounded(1);
             let mut worker = Worker {
-                spec: spec.clone(),
-                stats: stats.clone(),
+                spec: self.spec.clone(),
+                stats: self.stats.clone(),
                 instance: backend,
                 turn,
-                payloads: payloads.clone(),
+                payloads: self.payloads.clone(),
+                retired,
                 name: name.clone(),
             };
             for sample in warmup {
-                sample.run(&spec, &stats, &name, |jobs| {
+                sample.run(&self.spec, &self.stats, &name, |jobs| {
                     worker.execute(Payload {
                         jobs,
                         slot: None,
@@ -115,15 +157,58 @@ impl InstancePool {
                     });
                 })?;
             }
-            let handle = std::thread::Builder::new()
+            ready.push((worker, retire));
+        }
+        let mut ids = Vec::with_capacity(count);
+        let mut workers = self.workers.lock();
+        for (worker, retire) in ready {
+            let name = worker.name.clone();
+            let thread = std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || worker.run())
                 .map_err(|e| Error::internal(format!("cannot start instance {name}: {e}")))?;
-            threads.push(handle);
+            let id = WorkerId(self.next_id.fetch_add(1, Ordering::Relaxed));
+            ids.push(id);
+            workers.push(WorkerHandle { id, thread, retire });
         }
-        Ok(Self {
-            threads: Mutex::new(threads),
-        })
+        drop(workers);
+        if let Some(slots) = self.slots.lock().as_ref() {
+            slots.add_permits(count);
+        }
+        Ok(ids)
+    }
+
+    /// The running workers, oldest first.
+    pub fn workers(&self) -> Vec<WorkerId> {
+        self.workers.lock().iter().map(|w| w.id).collect()
+    }
+
+    /// Stops the workers `ids` once they finish what they are executing, and waits for
+    /// them (their instances are finalized when this returns); the other workers keep
+    /// serving the channel.
+    pub fn retire(&self, ids: &[WorkerId]) {
+        let leaving: Vec<WorkerHandle> = {
+            let mut workers = self.workers.lock();
+            let (leaving, staying) = std::mem::take(&mut *workers)
+                .into_iter()
+                .partition(|w| ids.contains(&w.id));
+            *workers = staying;
+            leaving
+        };
+        if let Some(slots) = self.slots.lock().clone() {
+            forget_slots(slots, leaving.len());
+        }
+        for worker in &leaving {
+            // A full signal means one is already waiting to be read.
+            let _ = worker.retire.try_send(());
+        }
+        join_all(leaving);
+    }
+
+    /// The dynamic batcher's slots: one permit per worker, so `add` and `retire` keep
+    /// the number of payloads it cuts at once equal to the number of workers.
+    pub fn track_slots(&self, slots: Arc<tokio::sync::Semaphore>) {
+        *self.slots.lock() = Some(slots);
     }
 
     /// A channel sized for `instances` workers: small, so that queued work waits in the
@@ -134,11 +219,38 @@ impl InstancePool {
 
     /// Waits for every worker to finish (their channel must be closed first).
     pub fn join(&self) {
-        let threads = std::mem::take(&mut *self.threads.lock());
-        for t in threads {
-            if t.join().is_err() {
-                tracing::error!("an instance worker panicked");
-            }
+        join_all(std::mem::take(&mut *self.workers.lock()));
+    }
+}
+
+/// Takes `count` slots out of circulation: those free now at once, the others as the
+/// payloads holding them end.
+fn forget_slots(slots: Arc<tokio::sync::Semaphore>, count: usize) {
+    let Ok(count) = u32::try_from(count) else {
+        return;
+    };
+    if count == 0 {
+        return;
+    }
+    if let Ok(free) = slots.try_acquire_many(count) {
+        free.forget();
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        // Closed only when the batcher is gone, and then the count no longer matters.
+        if let Ok(held) = slots.acquire_many_owned(count).await {
+            held.forget();
+        }
+    });
+}
+
+fn join_all(workers: Vec<WorkerHandle>) {
+    for worker in workers {
+        if worker.thread.join().is_err() {
+            tracing::error!("an instance worker panicked");
         }
     }
 }
@@ -150,20 +262,36 @@ struct Worker {
     /// The rate limiter's turn each execution waits for, if one is on.
     turn: Option<Registration>,
     payloads: Receiver<Payload>,
+    /// Signalled when an instance update removes this instance.
+    retired: Receiver<()>,
     name: String,
 }
 
 impl Worker {
     fn run(mut self) {
-        while let Ok(payload) = self.payloads.recv() {
-            if !payload.released.is_empty() {
-                self.instance.release_sequences(&payload.released);
+        loop {
+            crossbeam_channel::select! {
+                recv(self.payloads) -> payload => match payload {
+                    Ok(payload) => self.take(payload),
+                    Err(_) => break,
+                },
+                recv(self.retired) -> signal => match signal {
+                    Ok(()) => break,
+                    // The pool is gone without retiring it: serve until the channel closes.
+                    Err(_) => self.retired = crossbeam_channel::never(),
+                },
             }
-            if payload.jobs.is_empty() {
-                self.publish_state_usage();
-            } else {
-                self.execute(payload);
-            }
+        }
+    }
+
+    fn take(&mut self, payload: Payload) {
+        if !payload.released.is_empty() {
+            self.instance.release_sequences(&payload.released);
+        }
+        if payload.jobs.is_empty() {
+            self.publish_state_usage();
+        } else {
+            self.execute(payload);
         }
     }
 

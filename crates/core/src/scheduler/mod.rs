@@ -8,6 +8,7 @@ mod decoupled_tests;
 mod default;
 mod dynamic;
 pub mod hold;
+mod instance_set;
 mod instances;
 mod intake;
 mod job;
@@ -20,7 +21,8 @@ pub use dynamic::strategy::{
     strategy_library, BatchCut, BatchStrategy, BatchStrategyLoader, STRATEGY_PATH_PARAMETER,
 };
 pub use dynamic::DynamicBatcher;
-pub use instances::{Instance, InstancePool, Payload};
+pub use instance_set::{create_all, InstanceSet, InstanceSource};
+pub use instances::{Instance, InstancePool, Payload, WorkerId};
 pub use job::{IterationCallback, IterationHook, Job, OutputCallback, OutputHook};
 pub use reply::{Reply, ReplyOrder};
 pub use sequence::SequenceBatcher;

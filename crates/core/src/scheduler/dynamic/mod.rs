@@ -27,7 +27,7 @@ use crate::model::{DynamicBatchingSpec, ModelSpec, SchedulingSpec};
 pub struct DynamicBatcher {
     // Closing it lets the task drain its queue and end.
     intake: Intake<mpsc::Sender<Job>>,
-    pool: InstancePool,
+    pool: Arc<InstancePool>,
 }
 
 impl DynamicBatcher {
@@ -38,7 +38,7 @@ impl DynamicBatcher {
     pub fn start(
         spec: Arc<ModelSpec>,
         payloads: PayloadSender<Payload>,
-        pool: InstancePool,
+        pool: Arc<InstancePool>,
         instances: usize,
         strategy: Option<Arc<dyn BatchStrategy>>,
     ) -> Result<Self> {
@@ -49,7 +49,7 @@ impl DynamicBatcher {
     pub(crate) fn start_with(
         spec: Arc<ModelSpec>,
         payloads: PayloadSender<Payload>,
-        pool: InstancePool,
+        pool: Arc<InstancePool>,
         instances: usize,
         strategy: Option<Arc<dyn BatchStrategy>>,
         hooks: Hooks,
@@ -61,6 +61,9 @@ impl DynamicBatcher {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::internal("the dynamic batcher needs a tokio runtime to run on"))?;
         let (sender, receiver) = mpsc::channel(DEFAULT_QUEUE_CAPACITY);
+        let slots = Arc::new(Semaphore::new(instances.max(1)));
+        // Instance updates add and retire workers; the pool keeps the slots in step.
+        pool.track_slots(slots.clone());
         let task = BatcherTask {
             queues: PriorityQueues::new(&config),
             order: config
@@ -71,7 +74,7 @@ impl DynamicBatcher {
             strategy,
             receiver,
             payloads,
-            slots: Arc::new(Semaphore::new(instances.max(1))),
+            slots,
             hold: Hold::until(hooks.queued),
         };
         // Triton's verbose line, which L0_backend_config reads to see batching is on (the
@@ -215,8 +218,9 @@ impl BatcherTask {
             slot: Some(slot),
             released: Vec::new(),
         };
-        // The channel has room for one payload per instance and a payload is only sent
-        // with a free slot, so this never blocks; it fails only if the workers are gone.
+        // The channel has room for as many payloads as a model can have instances and a
+        // payload is only sent with a free slot (one per instance), so this never blocks;
+        // it fails only if the workers are gone.
         if let Err(e) = self.payloads.send(payload) {
             for job in e.into_inner().jobs {
                 job.reject(Error::unavailable("model instances have stopped"));

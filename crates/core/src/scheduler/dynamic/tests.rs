@@ -306,14 +306,16 @@ fn start_hooked(
 ) -> (DynamicBatcher, Arc<ModelStats>) {
     let stats = Arc::new(ModelStats::default());
     let (sender, receiver) = InstancePool::channel(1);
-    let pool = InstancePool::start(
-        spec.clone(),
-        stats.clone(),
-        backend.instances("m", 1),
-        receiver,
-        &[],
-    )
-    .expect("starts");
+    let pool = Arc::new(
+        InstancePool::start(
+            spec.clone(),
+            stats.clone(),
+            backend.instances("m", 1),
+            receiver,
+            &[],
+        )
+        .expect("starts"),
+    );
     let batcher = DynamicBatcher::start_with(spec, sender, pool, 1, None, hooks).expect("starts");
     (batcher, stats)
 }

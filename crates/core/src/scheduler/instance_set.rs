@@ -1,0 +1,212 @@
+//! A model version's instances as a set that can change while the version serves: the
+//! instances of its `instance_group`s are created here, and a reload that changes only
+//! the groups keeps every instance whose group is unchanged but for its name and count,
+//! creates the missing ones and retires the rest (Triton's instance update, core
+//! `backend_model.cc` `UpdateInstanceGroup` and `PrepareInstances`). The queue, the
+//! statistics and the instances in use carry over; only the difference is initialized or
+//! finalized.
+
+use std::sync::Arc;
+
+use nereid_proto::inference::ModelInstanceGroup;
+use parking_lot::Mutex;
+
+use super::instances::{Instance, InstancePool, WorkerId};
+use super::warmup::WarmupSample;
+use crate::backend::{InstanceConfig, ModelBackend};
+use crate::error::Result;
+use crate::model::{InstanceGroupSpec, InstanceKind, ModelSpec};
+use crate::rate_limit::{RateLimiter, Registration};
+use crate::stats::ModelStats;
+
+/// An instance to create: its name, its group's configuration and normalized form.
+type Wanted<'a> = (String, &'a ModelInstanceGroup, &'a InstanceGroupSpec);
+
+/// The live instances of one model version, and what creates more.
+pub struct InstanceSet {
+    model: Box<dyn ModelBackend>,
+    pool: Arc<InstancePool>,
+    stats: Arc<ModelStats>,
+    warmup: Vec<WarmupSample>,
+    rate_limiter: Option<Arc<RateLimiter>>,
+    /// Each running instance's worker and identity; the lock also keeps two updates of
+    /// one model from interleaving.
+    live: Mutex<Vec<Live>>,
+}
+
+/// A running instance: its worker and the identity its group gives it.
+#[derive(Clone)]
+struct Live {
+    worker: WorkerId,
+    identity: ModelInstanceGroup,
+}
+
+/// What makes two instances interchangeable: their group's configuration without the
+/// group's name and count (Triton's `InstanceConfigSignature`).
+fn identity(group: &ModelInstanceGroup) -> ModelInstanceGroup {
+    ModelInstanceGroup {
+        name: String::new(),
+        count: 1,
+        ..group.clone()
+    }
+}
+
+/// The instances `spec` asks for, in group order: `<group>_<index>`, passive groups left
+/// out (Nereid does not start them).
+fn wanted(spec: &ModelSpec) -> Vec<Wanted<'_>> {
+    spec.config
+        .instance_group
+        .iter()
+        .zip(&spec.instance_groups)
+        .filter(|(_, group)| !group.passive)
+        .flat_map(|(config, group)| {
+            (0..group.count).map(move |index| (format!("{}_{index}", group.name), config, group))
+        })
+        .collect()
+}
+
+/// Creates every instance `spec` asks for through `model` (for schedulers whose
+/// instances do not change while they serve); see [`create_instances`].
+pub fn create_all(
+    model: &dyn ModelBackend,
+    spec: &ModelSpec,
+    stats: &Arc<ModelStats>,
+    rate_limiter: Option<&Arc<RateLimiter>>,
+) -> Result<Vec<Instance>> {
+    create_instances(model, &wanted(spec), stats, rate_limiter)
+}
+
+/// Creates the instances `wanted` names through `model`, each registered with the rate
+/// limiter when one is on; none survive a failure.
+fn create_instances(
+    model: &dyn ModelBackend,
+    wanted: &[Wanted<'_>],
+    stats: &Arc<ModelStats>,
+    rate_limiter: Option<&Arc<RateLimiter>>,
+) -> Result<Vec<Instance>> {
+    let mut instances = Vec::with_capacity(wanted.len());
+    for (name, config, group) in wanted {
+        let instance = InstanceConfig {
+            name: name.clone(),
+            kind: group.kind,
+            stats: stats.clone(),
+        };
+        let backend = model.create_instance(&instance)?;
+        let turn = match rate_limiter {
+            Some(limiter) => Some(registration(limiter, config, group.kind)?),
+            None => None,
+        };
+        instances.push(Instance {
+            name: instance.name,
+            backend,
+            turn,
+        });
+    }
+    Ok(instances)
+}
+
+/// An instance registered with the rate limiter with its group's `rate_limiter`
+/// resources on its device (CPU instances count as device 0, as in Triton).
+fn registration(
+    limiter: &Arc<RateLimiter>,
+    config: &ModelInstanceGroup,
+    kind: InstanceKind,
+) -> Result<Registration> {
+    let device = match kind {
+        InstanceKind::Gpu(id) => id,
+        InstanceKind::Cpu | InstanceKind::Model => 0,
+    };
+    limiter.register(config.rate_limiter.as_ref(), device)
+}
+
+/// What [`InstanceSet::start`] needs besides the pool.
+pub struct InstanceSource {
+    /// The loaded model, which creates instances.
+    pub model: Box<dyn ModelBackend>,
+    /// The version's statistics.
+    pub stats: Arc<ModelStats>,
+    /// The warmup every new instance runs before it serves.
+    pub warmup: Vec<WarmupSample>,
+    /// The server's rate limiter, when one is on.
+    pub rate_limiter: Option<Arc<RateLimiter>>,
+}
+
+impl InstanceSet {
+    /// The instances `spec` asks for, created through `source` and handed to the pool
+    /// `start` makes of them (the scheduler's); the set keeps the pool to change them.
+    pub fn start(
+        spec: &ModelSpec,
+        source: InstanceSource,
+        start: impl FnOnce(Vec<Instance>, &[WarmupSample]) -> Result<Arc<InstancePool>>,
+    ) -> Result<(Self, Arc<InstancePool>)> {
+        let wanted = wanted(spec);
+        let instances = create_instances(
+            source.model.as_ref(),
+            &wanted,
+            &source.stats,
+            source.rate_limiter.as_ref(),
+        )?;
+        let pool = start(instances, &source.warmup)?;
+        let live = pool
+            .workers()
+            .into_iter()
+            .zip(&wanted)
+            .map(|(worker, (_, config, _))| Live {
+                worker,
+                identity: identity(config),
+            })
+            .collect();
+        let set = Self {
+            model: source.model,
+            pool: pool.clone(),
+            stats: source.stats,
+            warmup: source.warmup,
+            rate_limiter: source.rate_limiter,
+            live: Mutex::new(live),
+        };
+        Ok((set, pool))
+    }
+
+    /// Changes the running instances to those `spec` asks for: each wanted instance
+    /// takes a running one of the same identity when there is one left, the others are
+    /// created (and warmed up) first; then the running instances no group wants any more
+    /// are retired once they finish what they execute. On an error nothing changed.
+    pub fn update(&self, spec: &ModelSpec) -> Result<()> {
+        let mut live = self.live.lock();
+        let mut unclaimed = live.clone();
+        let mut kept = Vec::new();
+        let mut missing = Vec::new();
+        for want in wanted(spec) {
+            let wanted_identity = identity(want.1);
+            match unclaimed
+                .iter()
+                .rposition(|l| l.identity == wanted_identity)
+            {
+                Some(at) => kept.push(unclaimed.remove(at)),
+                None => missing.push(want),
+            }
+        }
+        let created = create_instances(
+            self.model.as_ref(),
+            &missing,
+            &self.stats,
+            self.rate_limiter.as_ref(),
+        )?;
+        let added = self.pool.add(created, &self.warmup)?;
+        tracing::debug!(
+            model = %spec.name,
+            kept = kept.len(),
+            created = added.len(),
+            retired = unclaimed.len(),
+            "instance update"
+        );
+        let retired: Vec<WorkerId> = unclaimed.iter().map(|l| l.worker).collect();
+        self.pool.retire(&retired);
+        kept.extend(added.into_iter().zip(&missing).map(|(worker, want)| Live {
+            worker,
+            identity: identity(want.1),
+        }));
+        *live = kept;
+        Ok(())
+    }
+}
