@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use ort::session::{Session, SessionInputValue};
+use ort::session::{RunOptions, Session, SessionInputValue};
 
 use nereid_core::backend::{ComputeTiming, InstanceBackend, Outcome};
 use nereid_core::batch::Batch;
@@ -11,15 +11,20 @@ use nereid_core::{Error, Result};
 
 use crate::convert::{from_value, to_value, to_value_view};
 
-/// An instance owning its session (ORT runs need `&mut Session`).
+/// An instance owning its session (ORT runs need `&mut Session`) and the options its
+/// runs take, if the model sets any.
 pub struct OnnxInstance {
     session: Session,
+    run_options: Option<RunOptions>,
 }
 
 impl OnnxInstance {
-    /// Wraps a session.
-    pub fn new(session: Session) -> Self {
-        Self { session }
+    /// Wraps a session whose runs take `run_options` (see `session_options::run_options`).
+    pub fn new(session: Session, run_options: Option<RunOptions>) -> Self {
+        Self {
+            session,
+            run_options,
+        }
     }
 
     fn run(&mut self, batch: &Batch<'_>, timing: &mut ComputeTiming) -> Result<Vec<OutputTensor>> {
@@ -52,9 +57,11 @@ impl OnnxInstance {
             inputs.push((name.to_string(), value));
         }
         let prepared = Instant::now();
-        let mut outputs = self
-            .session
-            .run(inputs)
+        let run = match &self.run_options {
+            Some(options) => self.session.run_with_options(inputs, options),
+            None => self.session.run(inputs),
+        };
+        let mut outputs = run
             .map_err(|e| Error::internal(format!("onnx runtime error {}: {e}", e.code() as i32)))?;
         let ran = Instant::now();
         let mut result = Vec::with_capacity(spec.outputs.len());

@@ -156,6 +156,7 @@ impl ModelBackend for OnnxModel {
         let session =
             session_options::build_session(&self.environment, &self.spec, &self.model_file)?;
         io_check::check_io(&self.spec, &session)?;
-        Ok(Box::new(instance::OnnxInstance::new(session)))
+        let run_options = session_options::run_options(&self.spec)?;
+        Ok(Box::new(instance::OnnxInstance::new(session, run_options)))
     }
 }

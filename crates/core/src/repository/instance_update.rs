@@ -79,14 +79,19 @@ pub(super) fn update_in_place(
         .versions
         .iter()
         .map(|(version, model)| {
-            if unchanged {
-                return (*version, Ok(model.clone()));
+            let updated = if unchanged {
+                Ok(model.clone())
+            } else {
+                let mut config = model.config().message.clone();
+                config.instance_group = now.config.instance_group.clone();
+                normalize_and_validate(&mut config, site.name, site.normalize)
+                    .and_then(|()| model.with_instance_groups(config))
+                    .map(Arc::new)
+            };
+            if updated.is_ok() {
+                // Triton reports an update as it reports a load.
+                tracing::info!(model = %site.name, version, "successfully loaded");
             }
-            let mut config = model.config().message.clone();
-            config.instance_group = now.config.instance_group.clone();
-            let updated = normalize_and_validate(&mut config, site.name, site.normalize)
-                .and_then(|()| model.with_instance_groups(config))
-                .map(Arc::new);
             (*version, updated)
         })
         .collect();
