@@ -7,7 +7,7 @@ fails the load with the backend's message."""
 
 import numpy as np
 import tritonclient.http as httpclient
-from conftest import add_sub_config
+from conftest import add_sub_config, add_sub_inputs
 
 
 def parameters(**values):
@@ -46,12 +46,7 @@ def test_memory_settings_are_applied_and_logged(make_repo, start_server):
         assert line in log, line
     client = srv.http_client()
     a = np.arange(4, dtype=np.float32).reshape(1, 4)
-    inputs = []
-    for name in ("INPUT0", "INPUT1"):
-        tensor = httpclient.InferInput(name, [1, 4], "FP32")
-        tensor.set_data_from_numpy(a)
-        inputs.append(tensor)
-    result = client.infer("tuned", inputs)
+    result = client.infer("tuned", add_sub_inputs(httpclient, a, a))
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + a)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - a)
     index = {m["name"]: m for m in client.get_model_repository_index()}
