@@ -283,3 +283,66 @@ sequence_batching { max_sequence_idle_microseconds: 60000000 }
         client.infer("seq", [tensor], sequence_id=5)
     # A new sequence under the same ID starts and runs.
     assert client.infer("seq", [tensor], sequence_id=5, sequence_start=True).as_numpy("OUT")[0][0] == 1
+
+
+def write_sequence_model(root, name, strategy, delay):
+    model = root / name
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(f'''backend: "python"
+max_batch_size: 1
+input [ {{ name: "IN" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+sequence_batching {{ {strategy} max_sequence_idle_microseconds: 60000000 }}
+''')
+    (model / "1" / "model.py").write_text(MODEL_PY.replace(f"time.sleep({SLEEPS})", f"time.sleep({delay})"))
+
+
+@pytest.mark.parametrize("where", ["queued_direct", "queued_oldest", "backlogged"])
+def test_a_cancelled_sequence_request_cancels_its_sequence(backends, tmp_path, start_server,  # noqa: F811
+                                                           where):
+    """As L0_request_cancellation's scheduler_test: while a sequence's START runs, two more
+    of its requests queue (or, with the one slot taken, a second sequence's two wait in
+    the backlog); the client cancels the first of the two. Both are answered CANCELLED
+    (queued: once the START has run, when Triton's batcher looks too; backlogged: within
+    a moment, not when the slot frees 60 s later), neither runs, both are counted with
+    reason CANCELED, and the START still succeeds. Before, the cancelled request ran, and
+    the one behind it too."""
+    directory, env = backends
+    strategy = "oldest { max_candidate_sequences: 1 }" if where == "queued_oldest" else "direct { }"
+    write_sequence_model(tmp_path / "models", "slow", strategy, delay=2)
+    srv = start_server(str(tmp_path / "models"), "--backend-directory", directory, env=env)
+    client = grpcclient.InferenceServerClient(srv.grpc_url)
+
+    def tensor():
+        t = grpcclient.InferInput("IN", [1, 1], "FP32")
+        t.set_data_from_numpy(np.ones([1, 1], np.float32))
+        return t
+
+    before = canceled_count(srv)
+    started = {}
+    runner = threading.Thread(target=lambda: started.setdefault(
+        "out", client.infer("slow", [tensor()], sequence_id=1, sequence_start=True)))
+    runner.start()
+    time.sleep(1)
+    sequence = 2 if where == "backlogged" else 1
+    answers = [{}, {}]
+    futures = []
+    for i in range(2):
+        def callback(result, error, answer=answers[i]):
+            answer["error"] = error
+        futures.append(client.async_infer("slow", [tensor()], callback, sequence_id=sequence,
+                                          sequence_start=where == "backlogged" and i == 0))
+    time.sleep(0.5)
+    assert answers == [{}, {}]
+    futures[0].cancel()
+    deadline = time.monotonic() + (1 if where == "backlogged" else 2.5)
+    while not all(answers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for answer in answers:
+        assert answer.get("error") is not None and answer["error"].status() == "StatusCode.CANCELLED", answers
+    runner.join()
+    assert started["out"].as_numpy("OUT")[0][0] == 1, "the START ran"
+    assert canceled_count(srv) == before + 2
+    with pytest.raises(InferenceServerException, match="was cancelled"):
+        client.infer("slow", [tensor()], sequence_id=sequence)

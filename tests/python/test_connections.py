@@ -236,6 +236,24 @@ def test_grpc_message_over_the_input_size_is_refused(start_server):
     client.close()
 
 
+def test_grpc_compressed_message_is_held_to_the_decompressed_size(start_server):
+    # Uncompressed messages may be as large as Triton's 2 GiB bound; a compressed one
+    # only inflates to --grpc-max-decompressed-size (Triton inflates to 2 GiB too).
+    srv = start_server(EXAMPLE_MODELS, "--grpc-max-decompressed-size", "65536")
+    client = srv.grpc_client()
+    big = np.arange(256 * 1024, dtype=np.float32)  # 1 MiB
+    result = infer_identity(client, big)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0").reshape(-1), big)
+    # 1 MiB of zeros is a few KiB compressed: refused while inflating, not after.
+    zeros = np.zeros(256 * 1024, dtype=np.float32)
+    err = expect_error(infer_identity, client, zeros, compression_algorithm="gzip")
+    assert err.status() == "StatusCode.RESOURCE_EXHAUSTED", err
+    assert "size limit" in err.message(), err
+    result = infer_identity(client, big[:8], compression_algorithm="deflate")
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0").reshape(-1), big[:8])
+    client.close()
+
+
 def test_listen_backlog_is_somaxconn(server):
     with open("/proc/sys/net/core/somaxconn") as f:
         somaxconn = int(f.read())

@@ -169,6 +169,11 @@ pub struct InferResponse {
 pub type Answer =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<InferResponse>> + Send>>;
 
+/// The answer of a request refused before it was issued: `error`, at once.
+pub fn refused(error: crate::error::Error) -> Answer {
+    Box::pin(std::future::ready(Err(error)))
+}
+
 impl InferRequest {
     /// The request's parameter called `name`, if present.
     pub fn parameter(&self, name: &str) -> Option<&ParamValue> {

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::log_settings::{LogControl, LogSettings, SettingValue};
 use crate::model::ModelSpec;
 use crate::repository::ModelRepository;
-use crate::request::{Answer, Classifications, InferRequest, InferResponse};
+use crate::request::{refused, Answer, Classifications, InferRequest, InferResponse};
 use crate::response_stream::{ResponseStream, StreamedResponse};
 use crate::stats::ModelStatsSnapshot;
 use nereid_proto::DataType;
@@ -293,33 +293,42 @@ impl Server {
     /// Triton's frontends do: after the model (and its response cache, which holds the
     /// raw outputs) answered.
     pub fn submit(&self, request: InferRequest) -> Answer {
+        self.admit(request).unwrap_or_else(refused)
+    }
+
+    /// [`Self::submit`], telling a refusal before the request was issued (an unknown
+    /// model, validation, a full queue) from the answer of an issued request, however
+    /// soon that comes (see [`crate::loaded::LoadedModel::admit`]).
+    pub fn admit(&self, request: InferRequest) -> Result<Answer> {
         let model = self
             .repository
             .get(&request.model_name, request.model_version);
-        self.submit_to(InferTarget(model), request)
+        self.admit_to(InferTarget(model), request)
     }
 
     /// [`Self::submit`] to the model version a [`Self::infer_target`] found.
-    pub fn submit_to(&self, target: InferTarget, mut request: InferRequest) -> Answer {
+    pub fn submit_to(&self, target: InferTarget, request: InferRequest) -> Answer {
+        self.admit_to(target, request).unwrap_or_else(refused)
+    }
+
+    /// [`Self::admit`] to the model version a [`Self::infer_target`] found.
+    fn admit_to(&self, target: InferTarget, mut request: InferRequest) -> Result<Answer> {
         let received_at = Instant::now();
         let watch = self.shm.watch_inputs(&request.inputs);
         let classification = std::mem::take(&mut request.classification);
-        let model = match target.0 {
-            Ok(model) => model,
-            Err(e) => return Box::pin(std::future::ready(Err(e))),
-        };
+        let model = target.0?;
         if model.spec().decoupled {
-            return Box::pin(std::future::ready(Err(Error::unsupported(format!(
+            return Err(Error::unsupported(format!(
                 "model '{}' is decoupled: its answers are a stream",
                 model.spec().name
-            )))));
+            )));
         }
         let spec = (!classification.is_empty()).then(|| model.spec().clone());
-        let answer = model.submit(request, received_at);
+        let answer = model.admit(request, received_at)?;
         if watch.is_none() && spec.is_none() {
-            return answer;
+            return Ok(answer);
         }
-        Box::pin(async move {
+        Ok(Box::pin(async move {
             let mut response = answer.await?;
             // Inputs read from a region truncated under the request read zeros: fail it.
             if let Some(watch) = watch {
@@ -329,7 +338,7 @@ impl Server {
                 response = classify(response, classification, spec).await?;
             }
             Ok(response)
-        })
+        }))
     }
 
     /// Admits one inference request now and returns the stream of its answers: for a

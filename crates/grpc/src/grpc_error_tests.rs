@@ -70,7 +70,11 @@ async fn a_request_failing_in_its_model_ends_the_stream_with_its_status() {
     ];
     let (messages, status) = exchange(&mut h, requests).await;
     let ids: Vec<&str> = messages.iter().map(|(id, _)| id.as_str()).collect();
-    assert_eq!(ids, ["first", "wrong type", "unknown"]);
+    assert_eq!(
+        ids,
+        ["first", "wrong type", "unknown"],
+        "{messages:?} {status:?}"
+    );
     assert!(messages[0].1.is_empty());
     assert!(
         messages[1].1.contains("data-type is 'INT32'"),

@@ -30,6 +30,7 @@ pub mod forward;
 pub mod frames;
 pub mod limits;
 pub mod logging;
+pub mod message_limits;
 pub mod policy;
 pub mod response_delay;
 pub mod restrict;
@@ -62,15 +63,10 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::status::to_status;
 pub use compression::CompressionLevel;
+pub use message_limits::MessageLimits;
 pub use policy::Http2Policy;
 pub use restrict::RESTRICTED_HEADER_PREFIX;
 pub use tls::{ServerTls, TlsError, TlsFiles};
-
-/// Default largest request message, after decompression: the HTTP frontend's default
-/// `--http-max-input-size` (64 MiB, Triton's `HTTP_DEFAULT_MAX_INPUT_SIZE`). Triton's gRPC
-/// accepts up to `INT32_MAX`, which let one 1 MB gzip request inflate to 2 GiB in memory
-/// (issue 14, item 7).
-pub const DEFAULT_MAX_INPUT_SIZE: usize = 64 * 1024 * 1024;
 
 /// HTTP/2 flow-control windows, fixed and large enough that a client streams a large
 /// tensor without waiting for window updates. Fixed rather than adaptive: the adaptive
@@ -86,10 +82,10 @@ pub struct GrpcOptions {
     /// (`--grpc-infer-response-compression-level`; see [`compression`]). Off by default,
     /// as in Triton. Compressed *requests* are always accepted.
     pub compression_level: CompressionLevel,
-    /// Largest request message in bytes, compressed or decompressed
-    /// (`--grpc-max-input-size`); a larger one fails with RESOURCE_EXHAUSTED before it is
-    /// buffered or inflated whole.
-    pub max_input_bytes: usize,
+    /// Largest request message as it arrives (`--grpc-max-input-size`) and once inflated
+    /// (`--grpc-max-decompressed-size`); a larger one fails with RESOURCE_EXHAUSTED before
+    /// it is buffered or inflated whole.
+    pub message_limits: MessageLimits,
     /// Connection cap, idle and write timeouts for the port. Its header timeout does not
     /// apply (HTTP/2 frames its headers: a connection stuck in one is idle); its body
     /// timeout bounds the pauses within a unary call's request message (a stream's
@@ -116,7 +112,7 @@ impl Default for GrpcOptions {
     fn default() -> Self {
         Self {
             compression_level: CompressionLevel::None,
-            max_input_bytes: DEFAULT_MAX_INPUT_SIZE,
+            message_limits: MessageLimits::default(),
             limits: Limits::default(),
             http2: Http2Policy::default(),
             tls: None,
@@ -143,25 +139,37 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
     options: GrpcOptions,
 ) -> Result<(), tonic::transport::Error> {
-    let mut inference = GrpcInferenceServiceServer::new(InferenceService {
+    let level = options.compression_level;
+    let inference_limited = |limit: usize| {
+        let service = GrpcInferenceServiceServer::new(InferenceService {
+            server: server.clone(),
+            header_forward: options.header_forward.clone(),
+        })
+        .accept_compressed(CompressionEncoding::Gzip)
+        .accept_compressed(CompressionEncoding::Deflate)
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(usize::MAX);
+        if level == CompressionLevel::None {
+            service
+        } else {
+            // The layer below leaves each inference call one encoding to choose.
+            service
+                .send_compressed(CompressionEncoding::Gzip)
+                .send_compressed(CompressionEncoding::Deflate)
+        }
+    };
+    let sizes = options.message_limits;
+    let inference = message_limits::ByEncoding {
+        plain: inference_limited(sizes.max_input),
+        compressed: inference_limited(sizes.compressed()),
+    };
+    // Health checks are a few bytes: the smaller limit serves both kinds.
+    let health = HealthServer::new(HealthService {
         server: server.clone(),
-        header_forward: options.header_forward.clone(),
     })
     .accept_compressed(CompressionEncoding::Gzip)
     .accept_compressed(CompressionEncoding::Deflate)
-    .max_decoding_message_size(options.max_input_bytes)
-    .max_encoding_message_size(usize::MAX);
-    let health = HealthServer::new(HealthService { server })
-        .accept_compressed(CompressionEncoding::Gzip)
-        .accept_compressed(CompressionEncoding::Deflate)
-        .max_decoding_message_size(options.max_input_bytes);
-    let level = options.compression_level;
-    if level != CompressionLevel::None {
-        // The layer below leaves each inference call one encoding to choose.
-        inference = inference
-            .send_compressed(CompressionEncoding::Gzip)
-            .send_compressed(CompressionEncoding::Deflate);
-    }
+    .max_decoding_message_size(sizes.compressed());
     // The acceptor sets TCP_NODELAY (tonic sets it only on listeners it binds itself).
     // Header and body timers are HTTP/1 matters; the idle timer covers an HTTP/2
     // connection that never completes a call's headers.

@@ -36,7 +36,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::FutureExt;
 use nereid_core::request::Parameters;
 use nereid_core::trace::{stamp, RequestTrace};
 use nereid_core::Server;
@@ -384,27 +383,23 @@ fn submit(
             Err(e) => Admission::Now(refused(e, echo.id)),
         };
     }
-    let (mut answer, targets, trace) = match decoded {
+    let (admitted, targets, trace) = match decoded {
         Ok((request, targets)) => {
             let trace = request.trace.clone();
-            (server.submit(request), targets, trace)
+            (server.admit(request), targets, trace)
         }
         Err(e) => return refused_in_order(e, echo.id),
     };
-    // Where errors end the stream, one that the submission settles at once (validation,
-    // a full queue) is a refusal before issue, which Triton still answers in-stream.
-    let settled = if metadata.ends_on_error {
-        (&mut answer).now_or_never()
-    } else {
-        None
+    // Where errors end the stream, a refusal before issue (an unknown model, validation,
+    // a full queue) is still answered in-stream, as Triton answers it; only an issued
+    // request's failure ends the stream, however soon it comes.
+    let (answer, ends_on_error) = match admitted {
+        Ok(answer) => (answer, metadata.ends_on_error),
+        Err(e) => (nereid_core::request::refused(e), false),
     };
-    let ends_on_error = metadata.ends_on_error && settled.is_none();
     let completed = trace.clone();
     let answering = Box::pin(async move {
-        let result = match settled {
-            Some(result) => result,
-            None => answer.await,
-        };
+        let result = answer.await;
         stamp(completed.as_ref(), "INFER_RESPONSE_COMPLETE");
         let result = result.and_then(|response| convert::encode_response(response, &targets));
         let mut written = answered(result, echo, ends_on_error);

@@ -25,9 +25,12 @@ where
     B::Error: Into<BoxError>,
 {
     let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
-    if body.size_hint().lower() > limit_bytes {
+    let announced = body.size_hint().lower();
+    if announced > limit_bytes {
         return Err(BodyError::TooLarge);
     }
+    // At most `limit`, which is a usize: a body of a gigabyte is joined without regrowing.
+    let announced = usize::try_from(announced).unwrap_or(limit);
     let mut first = Bytes::new();
     let mut joined: Option<BytesMut> = None;
     let mut length = 0usize;
@@ -45,7 +48,7 @@ where
         } else if first.is_empty() {
             first = data;
         } else {
-            let mut buffer = BytesMut::with_capacity(length);
+            let mut buffer = BytesMut::with_capacity(length.max(announced));
             buffer.extend_from_slice(&first);
             buffer.extend_from_slice(&data);
             joined = Some(buffer);

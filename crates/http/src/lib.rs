@@ -67,19 +67,24 @@ pub struct HttpOptions {
 }
 
 impl HttpOptions {
-    /// The largest body read off the wire at all (413 past it). Triton limits the JSON
-    /// and raw inputs, not the binary tensor data after the JSON; here that data may
-    /// take as much again as the limit, so a body just over the limit still gets
-    /// Triton's message while memory per request stays bounded.
+    /// The largest body read off the wire at all (413 past it): see [`MAX_BODY_SIZE`].
     pub fn body_limit(&self) -> usize {
         body_limit(self.max_input_size)
     }
 }
 
+/// The largest HTTP body, binary tensor data included. Triton limits the JSON and raw
+/// inputs (`--http-max-input-size`) but not the binary tensor data after the JSON, which
+/// its clients send by the gigabyte (L0_large_payload sends 1.9 GB with default flags);
+/// here that data is bounded as a gRPC message is (Triton's `MAX_GRPC_MESSAGE_SIZE`,
+/// 2 GiB - 1), or by twice the input limit when that is more, so that a body just over
+/// the input limit still gets Triton's message.
+pub const MAX_BODY_SIZE: usize = 2_147_483_647;
+
 /// [`HttpOptions::body_limit`] for an input limit, shared with the SageMaker and Vertex
 /// AI ports.
 fn body_limit(max_input_size: usize) -> usize {
-    max_input_size.saturating_mul(2)
+    max_input_size.saturating_mul(2).max(MAX_BODY_SIZE)
 }
 
 #[derive(Clone)]

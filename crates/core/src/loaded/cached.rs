@@ -44,7 +44,7 @@ impl LoadedModel {
                 let key = key.to_stored();
                 let id = request.id.clone();
                 let compute = || async move {
-                    let response = self.start(request, admitted).await?;
+                    let response = self.start(request, admitted)?.await?;
                     Ok(response.outputs.shared())
                 };
                 // Boxed: the miss path's future (the flight, the scheduler's answer) is

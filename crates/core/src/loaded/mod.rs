@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::metrics::ModelMetrics;
 use crate::model::ModelSpec;
 use crate::presence::CallerPresence;
-use crate::request::{Answer, InferRequest, InferResponse, Outputs};
+use crate::request::{refused, Answer, InferRequest, InferResponse, Outputs};
 use crate::response_stream::{ResponseSender, ResponseStream};
 use crate::scheduler::{InstanceSet, Job, Reply, Scheduler};
 use crate::stats::{
@@ -194,6 +194,13 @@ impl LoadedModel {
         self.submit_in(request, received_at, None)
     }
 
+    /// [`Self::submit`], telling a refusal before the request was issued (validation, a
+    /// full queue) from the answer of an issued one, which may come at once too: a gRPC
+    /// stream that ends on errors answers refusals in-stream, as Triton does.
+    pub fn admit(self: Arc<Self>, request: InferRequest, received_at: Instant) -> Result<Answer> {
+        self.admit_in(request, received_at, None)
+    }
+
     /// [`Self::submit`], for a step of an ensemble request when `step_times` is given: on
     /// success the step's queue and compute times are also added to the ensemble's sums.
     fn submit_in(
@@ -202,12 +209,20 @@ impl LoadedModel {
         received_at: Instant,
         step_times: Option<Arc<StepTimes>>,
     ) -> Answer {
+        self.admit_in(request, received_at, step_times)
+            .unwrap_or_else(refused)
+    }
+
+    /// [`Self::admit`], with [`Self::submit_in`]'s `step_times`.
+    fn admit_in(
+        self: Arc<Self>,
+        request: InferRequest,
+        received_at: Instant,
+        step_times: Option<Arc<StepTimes>>,
+    ) -> Result<Answer> {
         // Like Triton, a request rejected by validation counts neither as a success nor
         // as a failure of the model.
-        let batch_size = match validate_request(&self.spec, &request) {
-            Ok(size) => size,
-            Err(e) => return Box::pin(std::future::ready(Err(e))),
-        };
+        let batch_size = validate_request(&self.spec, &request)?;
         let admitted = Admitted {
             batch_size,
             received_at,
@@ -222,16 +237,16 @@ impl LoadedModel {
         // answer from the backend, the cache or an ensemble, or an error such as an
         // expired timeout.
         let first_response = FirstResponse::of(&self.stats, received_at);
-        let answer = match self.cache.clone() {
+        let answer: Answer = match self.cache.clone() {
             Some(cache) => {
                 Box::pin(async move { self.infer_cached(&cache, request, admitted).await })
             }
-            None => self.start(request, admitted),
+            None => self.start(request, admitted)?,
         };
         if trace.is_none() && first_response.is_none() {
-            return answer;
+            return Ok(answer);
         }
-        Box::pin(async move {
+        Ok(Box::pin(async move {
             let result = answer.await;
             if let Some(first_response) = first_response {
                 first_response.responded();
@@ -240,30 +255,28 @@ impl LoadedModel {
                 trace.timestamp("REQUEST_END", Instant::now());
             }
             result
-        })
+        }))
     }
 
     /// Starts executing one validated request: queued to the scheduler now, or, for an
-    /// ensemble, its first steps submitted now.
-    fn start(self: &Arc<Self>, request: InferRequest, admitted: Admitted) -> Answer {
+    /// ensemble, its first steps submitted now. Fails when the scheduler refuses it.
+    fn start(self: &Arc<Self>, request: InferRequest, admitted: Admitted) -> Result<Answer> {
         let scheduler = match self.runner.as_ref() {
             Runner::Scheduled(scheduler) => scheduler,
-            Runner::Ensemble(ensemble) => return self.start_ensemble(ensemble, request, admitted),
+            Runner::Ensemble(ensemble) => {
+                return Ok(self.start_ensemble(ensemble, request, admitted))
+            }
         };
         let presence = CallerPresence::default();
-        match self.enqueue(scheduler.as_ref(), request, admitted, None, Some(&presence)) {
-            Ok(answer) => {
-                let this = self.clone();
-                // Moved into the future: dropping it unanswered marks the caller gone.
-                let guard = presence.guard();
-                Box::pin(async move {
-                    let result = this.answer(answer).await;
-                    guard.answered();
-                    result
-                })
-            }
-            Err(e) => Box::pin(std::future::ready(Err(e))),
-        }
+        let answer = self.enqueue(scheduler.as_ref(), request, admitted, None, Some(&presence))?;
+        let this = self.clone();
+        // Moved into the future: dropping it unanswered marks the caller gone.
+        let guard = presence.guard();
+        Ok(Box::pin(async move {
+            let result = this.answer(answer).await;
+            guard.answered();
+            result
+        }))
     }
 
     fn response(&self, id: String, outputs: Outputs) -> InferResponse {

@@ -316,8 +316,13 @@ fn check_ranges(cli: &Cli) -> anyhow::Result<()> {
             bail!("--{flag} must be greater than 0.");
         }
     }
-    if cli.grpc_max_input_size == 0 {
-        bail!("--grpc-max-input-size must be greater than 0.");
+    for (flag, value) in [
+        ("grpc-max-input-size", cli.grpc_max_input_size),
+        ("grpc-max-decompressed-size", cli.grpc_max_decompressed_size),
+    ] {
+        if value == 0 {
+            bail!("--{flag} must be greater than 0.");
+        }
     }
     if cli.max_connections == 0 {
         bail!("--max-connections must be greater than 0.");

@@ -145,7 +145,8 @@ pub struct Cli {
     #[arg(long, help_heading = "HTTP")]
     pub http_restricted_api: Vec<String>,
     /// Largest HTTP request JSON, raw input or decompressed body in bytes (Triton's
-    /// default, 64 MiB); binary tensor data after the JSON may take as much again.
+    /// default, 64 MiB); binary tensor data after the JSON is not limited by it (a body
+    /// may be 2 GiB, or twice this limit when that is more).
     #[arg(long, default_value_t = nereid_http::DEFAULT_MAX_INPUT_SIZE as i64, allow_hyphen_values = true, value_parser = values::integer::<i64>, help_heading = "HTTP")]
     pub http_max_input_size: i64,
 
@@ -223,10 +224,14 @@ pub struct Cli {
     /// calls carrying the metadata `triton-grpc-protocol-<key>` with that value.
     #[arg(long, help_heading = "GRPC")]
     pub grpc_restricted_protocol: Vec<String>,
-    /// Largest gRPC request message in bytes, compressed or decompressed (Nereid; Triton
-    /// accepts 2 GiB; the default is --http-max-input-size's).
-    #[arg(long, default_value_t = nereid_grpc::DEFAULT_MAX_INPUT_SIZE, help_heading = "GRPC")]
+    /// Largest gRPC request message in bytes as it arrives (Nereid's flag; the default is
+    /// Triton's fixed bound, 2 GiB - 1).
+    #[arg(long, default_value_t = nereid_grpc::message_limits::DEFAULT_MAX_INPUT_SIZE, help_heading = "GRPC")]
     pub grpc_max_input_size: usize,
+    /// Largest gRPC request message in bytes once a compressed one is inflated (Nereid;
+    /// Triton inflates to 2 GiB; the default is --http-max-input-size's, 64 MiB).
+    #[arg(long, default_value_t = nereid_grpc::message_limits::DEFAULT_MAX_DECOMPRESSED_SIZE, help_heading = "GRPC")]
+    pub grpc_max_decompressed_size: usize,
     /// Seconds a gRPC connection may stay open with no call in flight; 0 = no limit
     /// (Nereid).
     #[arg(long, default_value_t = nereid_net::DEFAULT_IDLE_TIMEOUT_SECS, help_heading = "GRPC")]

@@ -131,7 +131,10 @@ impl Config {
                 GrpcCompressionLevel::Medium => CompressionLevel::Medium,
                 GrpcCompressionLevel::High => CompressionLevel::High,
             },
-            max_input_bytes: cli.grpc_max_input_size,
+            message_limits: nereid_grpc::MessageLimits {
+                max_input: cli.grpc_max_input_size,
+                max_decompressed: cli.grpc_max_decompressed_size,
+            },
             limits: Limits {
                 idle_timeout: seconds(cli.grpc_idle_timeout_secs),
                 body_timeout: seconds(cli.grpc_body_timeout_secs),

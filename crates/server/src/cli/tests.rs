@@ -136,6 +136,7 @@ fn bad_values_are_refused() {
     assert!(parse(&["--load-model", "m"]).is_err());
     assert!(parse(&["--max-connections", "0"]).is_err());
     assert!(parse(&["--grpc-max-input-size", "0"]).is_err());
+    assert!(parse(&["--grpc-max-decompressed-size", "0"]).is_err());
     assert!(parse(&["--grpc-keepalive-time", "0"]).is_err());
     let e = refusal(&["--cuda-virtual-address-size", "0"]);
     assert!(
@@ -158,7 +159,8 @@ fn flags_of_tritons_scripts_are_accepted() {
     ])
     .expect("valid");
     assert_eq!(c.http_max_input_size(), 64 << 20);
-    assert_eq!(c.cli.grpc_max_input_size, c.http_max_input_size());
+    assert_eq!(c.cli.grpc_max_input_size, i32::MAX as usize);
+    assert_eq!(c.cli.grpc_max_decompressed_size, c.http_max_input_size());
 }
 
 #[test]
@@ -170,7 +172,7 @@ fn connection_limits_default_like_a_reverse_proxy_and_zero_turns_a_timeout_off()
     assert_eq!(http.body_timeout, Some(Duration::from_secs(60)));
     assert_eq!(http.idle_timeout, Some(Duration::from_secs(300)));
     let grpc = c.grpc_options(7).expect("no TLS files to read");
-    assert_eq!(grpc.max_input_bytes, c.http_max_input_size());
+    assert_eq!(grpc.message_limits, nereid_grpc::MessageLimits::default());
     assert_eq!(grpc.http2.keepalive_time, Duration::from_secs(7200));
     let c = parse(&[
         "--http-idle-timeout-secs=0",

@@ -8,9 +8,10 @@
 //! - [`table`]: slots, backlog and batch forming (the `direct` and `oldest` strategies).
 //!
 //! Each instance has a dispatcher task that forms its next batch as soon as the previous
-//! one finished (one batch in flight per instance, as in Triton). A reaper task releases
-//! idle sequences and fails backlogged ones whose request timed out; it sleeps until the
-//! earliest such deadline. Request tasks, dispatchers and the reaper share one table
+//! one finished (one batch in flight per instance, as in Triton), first ending the
+//! sequences whose next request's client left. A reaper task releases idle sequences,
+//! fails backlogged ones whose request timed out and cancels backlogged ones whose
+//! client left; it sleeps until the earliest such deadline. Request tasks, dispatchers and the reaper share one table
 //! behind a mutex held only for short, await-free changes.
 
 pub mod controls;
@@ -27,7 +28,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use self::controls::Controls;
 use self::state::States;
-use self::table::{Pending, Round, Table};
+use self::table::{Cancelled, Pending, Round, Table, CALLER_CHECK};
 use super::hold::Hooks;
 use super::WarmupSample;
 use super::{
@@ -180,6 +181,17 @@ impl Shared {
         result
     }
 
+    /// Answers the requests of sequences cancelled because a client left (never
+    /// executed, counted with reason CANCELED) and forgets the sequences' state.
+    fn answer_cancelled(&self, cancelled: Cancelled) {
+        for id in &cancelled.sequences {
+            self.states.forget(id);
+        }
+        for pending in cancelled.requests {
+            pending.job.cancel();
+        }
+    }
+
     /// What a padding request starts from: `request`'s client inputs (padding keeps the
     /// batch's shapes), no ID, every output.
     fn padding_base(&self, request: &InferRequest) -> InferRequest {
@@ -300,10 +312,13 @@ async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<
             shared.update(|t| t.executed(&finished, super::now()));
         }
         let (entries, released) = loop {
-            let (round, wake, released) = shared.update(|t| {
-                let (round, wake) = t.next_round(instance, super::now());
-                (round, wake, t.take_releases(instance))
+            let (round, wake, released, cancelled) = shared.update(|t| {
+                let mut wake = t.cancel_left_heads(instance);
+                let (round, more) = t.next_round(instance, super::now());
+                wake.extend(more);
+                (round, wake, t.take_releases(instance), t.take_cancelled())
             });
+            shared.answer_cancelled(cancelled);
             shared.wake_all(wake);
             match round {
                 Round::Ready(entries) => break (entries, released),
@@ -370,10 +385,12 @@ async fn reap(shared: Arc<Shared>) {
         if shared.stopping.load(Relaxed) {
             return;
         }
-        let (reaped, next) = shared.update(|t| {
-            let reaped = t.reap(super::now());
-            (reaped, t.next_reap())
+        let now = super::now();
+        let (reaped, cancelled, next, backlog) = shared.update(|t| {
+            let reaped = t.reap(now);
+            (reaped, t.take_cancelled(), t.next_reap(), t.has_backlog())
         });
+        shared.answer_cancelled(cancelled);
         for id in &reaped.released {
             shared.states.forget(id);
         }
@@ -385,6 +402,12 @@ async fn reap(shared: Arc<Shared>) {
         shared.wake_all(reaped.wake);
         // A notification sent since `update` is kept by `Notify`, so none is lost.
         let woken = shared.reaper.notified();
+        // Backlogged requests' callers are looked at while any wait (see `CALLER_CHECK`).
+        let check = backlog.then(|| now + CALLER_CHECK);
+        let next = match (next, check) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match next {
             Some(at) => {
                 let _ = tokio::time::timeout_at(at.into(), woken).await;

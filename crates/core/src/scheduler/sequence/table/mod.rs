@@ -9,11 +9,15 @@
 //! Here: the slots, admission and the counts. Its seams, each an `impl Table` of its own:
 //! [`backlog`] (sequences waiting for a slot, handed freed slots oldest first),
 //! [`rounds`] (an instance's next batch under `direct` or `oldest`), [`reaping`] (idle
-//! release and backlog timeouts, and when the reaper next looks), [`iterative`] (a
+//! release and backlog timeouts, and when the reaper next looks), [`cancelled`]
+//! (sequences whose client left before their request ran), [`iterative`] (a
 //! rescheduled request queued again, a completed one ending its sequence); [`idle`]
 //! orders the idle deadlines and [`hold`] is the test hooks' holds.
 
 mod backlog;
+mod cancelled;
+#[cfg(test)]
+mod cancelled_tests;
 mod hold;
 #[cfg(test)]
 mod hold_tests;
@@ -28,6 +32,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use self::backlog::{backlog_deadline, behind_first_end, Backlogged, MAX_BACKLOG_REQUESTS};
+pub use self::cancelled::{Cancelled, CALLER_CHECK};
 use self::hold::{Queued, SlotHolds};
 use self::idle::IdleDeadlines;
 use self::reaping::Expired;
@@ -96,6 +101,10 @@ pub struct Table {
     ending: HashMap<SequenceId, usize>,
     backlog: VecDeque<Backlogged>,
     expired: Expired,
+    /// IDs of sequences cancelled because a client left, to explain later requests.
+    cancelled_ids: Expired,
+    /// Requests of cancelled sequences not yet answered (see [`Table::take_cancelled`]).
+    cancelled: Cancelled,
     idle: IdleDeadlines,
     /// When the reaper will look next, as it last computed (`None`: only when woken).
     reaper_at: Option<Instant>,
@@ -139,6 +148,8 @@ impl Table {
             ending: HashMap::new(),
             backlog: VecDeque::new(),
             expired: Expired::default(),
+            cancelled_ids: Expired::default(),
+            cancelled: Cancelled::default(),
             idle: IdleDeadlines::default(),
             reaper_at: None,
             reaper_due: false,
@@ -271,6 +282,7 @@ impl Table {
                     }
                 };
                 self.expired.set.remove(&id);
+                self.cancelled_ids.set.remove(&id);
                 self.active.insert(
                     id.clone(),
                     Active {
@@ -326,6 +338,11 @@ impl Table {
             return Error::invalid_arg(format!(
                 "{triton}; it was released after {} µs without a request (max_sequence_idle_microseconds)",
                 self.idle_timeout.as_micros()
+            ));
+        }
+        if self.cancelled_ids.set.contains(id) {
+            return Error::invalid_arg(format!(
+                "{triton}; it was cancelled: the client of one of its requests went away before the request ran"
             ));
         }
         Error::invalid_arg(triton)

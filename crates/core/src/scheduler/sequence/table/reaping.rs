@@ -31,7 +31,7 @@ pub(super) struct Expired {
 const EXPIRED_MEMORY: usize = 65_536;
 
 impl Expired {
-    fn insert(&mut self, id: SequenceId) {
+    pub(super) fn insert(&mut self, id: SequenceId) {
         if self.set.insert(id.clone()) {
             self.order.push_back(id);
             if self.order.len() > EXPIRED_MEMORY {
@@ -45,10 +45,12 @@ impl Expired {
 
 impl Table {
     /// Ends sequences without a request for longer than the idle timeout (Triton sends the
-    /// model nothing for them).
+    /// model nothing for them), and backlogged sequences whose client left (their requests
+    /// wait in [`Table::take_cancelled`]).
     pub fn reap(&mut self, now: Instant) -> Reaped {
         let mut reaped = Reaped::default();
         self.expire_backlog(now, &mut reaped);
+        self.cancel_left_backlog();
         for id in self.idle.take_due(now) {
             // Only sequences in a slot with nothing queued are armed.
             let Some(Active { place, .. }) = self.active.remove(&id) else {
@@ -57,15 +59,7 @@ impl Table {
             tracing::debug!(sequence = %id, model = %self.model, "idle sequence released");
             self.expired.insert(id.clone());
             if let Place::Slot(index) = place {
-                let instance = index / self.per_instance;
-                if let Some(queue) = self
-                    .backend_state
-                    .as_mut()
-                    .and_then(|r| r.get_mut(instance))
-                {
-                    queue.push(id.clone());
-                    reaped.wake.push(instance);
-                }
+                self.forget_in_backend(index / self.per_instance, &id, &mut reaped.wake);
                 reaped.wake.extend(self.release(index));
             }
             reaped.released.push(id);

@@ -4,17 +4,33 @@ use super::*;
 use crate::request::InferRequest;
 use crate::testing;
 
+/// A request of sequence `id` whose caller waits (its answer is never read: the receiver
+/// is leaked so the caller never counts as gone).
 pub(super) fn pending(id: u64, start: bool, end: bool, at: Instant) -> Pending {
-    let (mut job, _) = testing::job(InferRequest::default(), 1);
+    let (pending, answer) = pending_with_answer(id, start, end, at);
+    std::mem::forget(answer);
+    pending
+}
+
+/// A request of sequence `id` and where its answer arrives; dropping the answer is the
+/// caller leaving.
+pub(super) fn pending_with_answer(
+    id: u64,
+    start: bool,
+    end: bool,
+    at: Instant,
+) -> (Pending, testing::JobAnswer) {
+    let (mut job, answer) = testing::job(InferRequest::default(), 1);
     job.enqueued_at = at;
-    Pending {
+    let pending = Pending {
         job,
         flags: SequenceFlags {
             id: SequenceId::Number(id),
             start,
             end,
         },
-    }
+    };
+    (pending, answer)
 }
 
 pub(super) fn direct() -> SequenceStrategy {
