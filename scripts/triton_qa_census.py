@@ -260,7 +260,7 @@ RESULTS = {
     "L0_batch_input": (16, 16, "8/8 onnx, 8/8 libtorch"),
     "L0_output_name": (1, 0, ""),
     "L0_server_status": (5, 3, ""),
-    "L0_large_payload": (2, 0, ""),
+    "L0_large_payload": (2, 2, ""),
     "L0_input_validation": (5, 5, ""),
     "L0_logging": (16, 12, "unmodified"),
     "L0_trace": (0, 0, "driven by C++ clients not built here"),
@@ -276,7 +276,7 @@ RESULTS = {
     "L0_sequence_corrid_batcher": (6, 5, ""),
     "L0_model_update": (69, 45, "its three rate-limit modes"),
     "L0_onnx_optimization": (13, 4, "shell checks"),
-    "L0_request_cancellation": (16, 9, ""),
+    "L0_request_cancellation": (16, 12, ""),
     "L0_lifecycle": (4, 4, ""),
     "L0_response_cache": (4, 4, ""),
 }
