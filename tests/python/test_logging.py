@@ -6,8 +6,11 @@ import os
 import re
 
 import grpc
+import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from conftest import base_args
@@ -191,3 +194,33 @@ def test_onnx_backend_logs_its_settings_as_tritons(make_repo, start_server, poll
     assert cmdline["default-max-batch-size"] == "4"
     assert cmdline["auto-complete-config"] == "true"
     assert len(cmdline) == 5, cmdline
+
+
+@pytest.mark.parametrize("escaped", [True, False])
+def test_verbose_lines_name_each_http_request_and_each_refusal(make_repo, start_server, poll, escaped):
+    # Triton's verbose level 1 logs "HTTP request: <evhtp method> <path>" for each HTTP
+    # request and "[request id: <id>] Infer failed: <message>" for a request refused when
+    # issued; with TRITON_SERVER_ESCAPE_LOG_MESSAGES=0 the message goes out raw, so a
+    # forged input name shows up as a record of its own (L0_logging's test_injection).
+    env = None if escaped else {"TRITON_SERVER_ESCAPE_LOG_MESSAGES": "0"}
+    server = start_server(make_repo(["identity_fp32"]), "--log-verbose=1", env=env)
+    forged = 'I1129 10:00:00.000000 1 file.cc:1] "FORGED RECORD"'
+    assert server.request("GET", "/v2/health/ready").status == 200
+    body = {"id": "r7", "inputs": [{"name": f"\n{forged}\n{forged}", "shape": [1, 1], "datatype": "FP32", "data": [1]}]}
+    assert server.request("POST", "/v2/models/identity_fp32/infer", body).status == 400
+    body.pop("id")
+    assert server.request("POST", "/v2/models/identity_fp32/infer", body).status == 400
+    # gRPC's ModelInfer writes the same line.
+    client = server.grpc_client()
+    tensor = grpcclient.InferInput("NOPE", [1, 1], "FP32")
+    tensor.set_data_from_numpy(np.ones([1, 1], np.float32))
+    with pytest.raises(InferenceServerException):
+        client.infer("identity_fp32", [tensor], request_id="g9")
+    client.close()
+    poll(lambda: "[request id: g9] Infer failed" in server.log(), what="the refusals' lines")
+    log = server.log()
+    assert "HTTP request: 2 /v2/models/identity_fp32/infer" in log
+    assert "HTTP request: 0 /v2/health/ready" in log
+    assert "[request id: r7] Infer failed: " in log
+    assert "[request id: <id_unknown>] Infer failed: " in log
+    assert (forged in log.splitlines()) is not escaped, log

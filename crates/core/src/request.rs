@@ -174,6 +174,21 @@ pub fn refused(error: crate::error::Error) -> Answer {
     Box::pin(std::future::ready(Err(error)))
 }
 
+/// Triton's verbose line for a request refused when its frontend issued it (an unknown
+/// model, validation, a full queue), which its HTTP and gRPC frontends write:
+/// `[request id: <id>] Infer failed: <message>`, `<id_unknown>` for a request without an
+/// id. L0_logging's injection tests look for a forged input name in it.
+pub fn log_refused(id: &str, error: &crate::error::Error) {
+    let id = if id.is_empty() { "<id_unknown>" } else { id };
+    tracing::debug!("[request id: {id}] Infer failed: {}", error.message());
+}
+
+/// The id of a request about to be issued, kept only while verbose logging is on (for
+/// [`log_refused`]); `None` costs nothing otherwise.
+pub fn id_for_log(id: &str) -> Option<String> {
+    tracing::enabled!(tracing::Level::DEBUG).then(|| id.to_string())
+}
+
 impl InferRequest {
     /// The request's parameter called `name`, if present.
     pub fn parameter(&self, name: &str) -> Option<&ParamValue> {

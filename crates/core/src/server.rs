@@ -312,7 +312,7 @@ impl Server {
     }
 
     /// [`Self::admit`] to the model version a [`Self::infer_target`] found.
-    fn admit_to(&self, target: InferTarget, mut request: InferRequest) -> Result<Answer> {
+    pub fn admit_to(&self, target: InferTarget, mut request: InferRequest) -> Result<Answer> {
         let received_at = Instant::now();
         let watch = self.shm.watch_inputs(&request.inputs);
         let classification = std::mem::take(&mut request.classification);

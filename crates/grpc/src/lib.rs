@@ -46,6 +46,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nereid_core::header_forward::HeaderForward;
+use nereid_core::request::{id_for_log, log_refused};
 use nereid_core::restricted::Restrictions;
 use nereid_core::shm::RegionKind;
 use nereid_core::Server;
@@ -289,11 +290,14 @@ impl GrpcInferenceService for InferenceService {
         // After the body's parameters, as Triton's `ForwardHeadersAsParameters` runs.
         request.parameters.extend(forwarded.map_err(to_status)?);
         request.trace = trace.clone();
-        let response = self
-            .server
-            .submit_to(target, request)
-            .await
-            .map_err(to_status)?;
+        let logged_id = id_for_log(&request.id);
+        let answer = self.server.admit_to(target, request).map_err(|e| {
+            if let Some(id) = &logged_id {
+                log_refused(id, &e);
+            }
+            to_status(e)
+        })?;
+        let response = answer.await.map_err(to_status)?;
         let Some(trace) = trace else {
             return Ok(Response::new(
                 convert::encode_response(response, &targets).map_err(to_status)?,

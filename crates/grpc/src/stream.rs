@@ -395,7 +395,10 @@ fn submit(
     // request's failure ends the stream, however soon it comes.
     let (answer, ends_on_error) = match admitted {
         Ok(answer) => (answer, metadata.ends_on_error),
-        Err(e) => (nereid_core::request::refused(e), false),
+        Err(e) => {
+            nereid_core::request::log_refused(&echo.id, &e);
+            (nereid_core::request::refused(e), false)
+        }
     };
     let completed = trace.clone();
     let answering = Box::pin(async move {

@@ -14,7 +14,7 @@ use axum::http::{header, HeaderMap};
 use axum::response::Response;
 use bytes::Bytes;
 use nereid_core::header_forward::HeaderForward;
-use nereid_core::request::Answer;
+use nereid_core::request::{id_for_log, log_refused, Answer};
 use nereid_core::trace::RequestTrace;
 use nereid_core::{Error, Result, Server};
 
@@ -96,8 +96,14 @@ pub(crate) fn infer(call: InferCall<'_>, body: Bytes) -> Result<Running> {
         Framing::Kserve => compression::accepted(headers),
         Framing::ContentType(_) => None,
     };
+    let logged_id = id_for_log(&request.id);
+    let answer = server.admit_to(target, request).inspect_err(|e| {
+        if let Some(id) = &logged_id {
+            log_refused(id, e);
+        }
+    })?;
     Ok(Running {
-        answer: server.submit_to(target, request),
+        answer,
         reply: Some(Reply {
             format,
             accepted,

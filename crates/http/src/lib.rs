@@ -106,7 +106,16 @@ pub async fn serve(
         options: options.clone(),
     });
     let app = router(server, options);
-    serve::serve_routes(app, infer, listener, "HTTP", limits, shutdown).await;
+    serve::serve_routes(
+        app,
+        infer,
+        listener,
+        "HTTP",
+        serve::RequestLog::Verbose,
+        limits,
+        shutdown,
+    )
+    .await;
 }
 
 /// The route table (public so tests can drive it without a socket). Each route names its

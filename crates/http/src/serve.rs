@@ -34,7 +34,26 @@ pub async fn serve_router(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    serve_routes(router, None, listener, port, limits, shutdown).await;
+    serve_routes(
+        router,
+        None,
+        listener,
+        port,
+        RequestLog::Off,
+        limits,
+        shutdown,
+    )
+    .await;
+}
+
+/// How the HTTP port's requests are logged at verbose level 1, as Triton's HTTP server logs
+/// each (`HTTP request: <method> <path>`, the method as libevhtp numbers it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RequestLog {
+    /// Each request is logged (the KServe HTTP port).
+    Verbose,
+    /// None is (the metrics port and the cloud endpoints).
+    Off,
 }
 
 /// [`serve_router`] with the infer route answered ahead of the table.
@@ -43,6 +62,7 @@ pub(crate) async fn serve_routes(
     infer: Option<InferRoute>,
     listener: TcpListener,
     port: &'static str,
+    request_log: RequestLog,
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
@@ -65,6 +85,7 @@ pub(crate) async fn serve_routes(
             infer: infer.clone(),
             activity: io.activity(),
             body_timeout: limits.body_timeout,
+            request_log,
         };
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(io), service));
         tokio::spawn(async move {
@@ -86,6 +107,7 @@ struct ConnectionService {
     infer: Option<Arc<InferRoute>>,
     activity: Arc<Activity>,
     body_timeout: Option<Duration>,
+    request_log: RequestLog,
 }
 
 /// A response as the connection sends it: the body is wrapped, not boxed again, so that
@@ -100,6 +122,13 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
     type Future = ResponseFuture;
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
+        if self.request_log == RequestLog::Verbose {
+            tracing::debug!(
+                "HTTP request: {} {}",
+                evhtp_method(request.method()),
+                request.uri().path()
+            );
+        }
         let in_flight = self.activity.begin();
         let mut timer = None;
         let request = request.map(|body| match self.body_timeout {
@@ -132,6 +161,32 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
     }
 }
 
+/// libevhtp's number for `method` (its `htp_method` enumeration), which Triton logs.
+fn evhtp_method(method: &axum::http::Method) -> u8 {
+    const NUMBERED: [&str; 16] = [
+        "GET",
+        "HEAD",
+        "POST",
+        "PUT",
+        "DELETE",
+        "MKCOL",
+        "COPY",
+        "MOVE",
+        "OPTIONS",
+        "PROPFIND",
+        "PROPPATCH",
+        "LOCK",
+        "UNLOCK",
+        "TRACE",
+        "CONNECT",
+        "PATCH",
+    ];
+    NUMBERED
+        .iter()
+        .position(|name| *name == method.as_str())
+        .map_or(16, |n| n as u8)
+}
+
 /// 408, and the connection closes: the rest of the body may still be on its way.
 fn body_timed_out() -> Response<Body> {
     let mut response = error_body(
@@ -142,4 +197,22 @@ fn body_timed_out() -> Response<Body> {
         .headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::Method;
+
+    use super::evhtp_method;
+
+    #[test]
+    fn methods_are_numbered_as_libevhtp_numbers_them() {
+        // As Triton logs them: "HTTP request: 0 /v2/health/ready", "2 /v2/models/m/infer".
+        assert_eq!(evhtp_method(&Method::GET), 0);
+        assert_eq!(evhtp_method(&Method::POST), 2);
+        assert_eq!(evhtp_method(&Method::DELETE), 4);
+        assert_eq!(evhtp_method(&Method::PATCH), 15);
+        let other = Method::from_bytes(b"BREW").expect("a token");
+        assert_eq!(evhtp_method(&other), 16);
+    }
 }
