@@ -26,6 +26,9 @@ pub struct InstanceConfig {
     pub name: String,
     /// Device placement.
     pub kind: InstanceKind,
+    /// An instance of a `passive` group: created and initialized, never sent requests
+    /// (a backend may hand work to it itself, as Triton's `distributed_addsub` does).
+    pub passive: bool,
     /// The model version's statistics, where a backend reports per-response timing
     /// (`TRITONBACKEND_ModelInstanceReportResponseStatistics`).
     pub stats: Arc<ModelStats>,

@@ -30,7 +30,7 @@ use crate::model::ModelSpec;
 use crate::presence::CallerPresence;
 use crate::request::{refused, Answer, InferRequest, InferResponse, Outputs};
 use crate::response_stream::{ResponseSender, ResponseStream};
-use crate::scheduler::{InstanceSet, Job, Reply, Scheduler};
+use crate::scheduler::{InstanceSet, Job, PassiveInstances, Reply, Scheduler};
 use crate::stats::{
     FailureReason, FirstResponse, ModelStats, ModelStatsSnapshot, RequestRecord, StepTimes,
 };
@@ -50,6 +50,9 @@ pub struct LoadedModel {
     /// Only for the configuration endpoints.
     config: Arc<PublishedConfig>,
     stats: Arc<ModelStats>,
+    /// The passive groups' instances, shared like the runner; declared before it so that
+    /// they are finalized before the scheduler's instances and the model.
+    passive: Arc<PassiveInstances>,
     /// Shared by the versions an instance update makes of this one.
     runner: Arc<Runner>,
     /// The instances, when a reload may change them in place (not for ensembles and
@@ -74,6 +77,7 @@ impl LoadedModel {
             spec,
             config,
             stats,
+            passive: Arc::default(),
             runner: Arc::new(Runner::Scheduled(scheduler)),
             instances: None,
             cache,
@@ -90,6 +94,12 @@ impl LoadedModel {
     /// The model, whose instances `instances` can change while it serves.
     pub fn with_instance_set(mut self, instances: Option<InstanceSet>) -> Self {
         self.instances = instances.map(Arc::new);
+        self
+    }
+
+    /// The model holding its passive groups' instances until it unloads.
+    pub fn with_passive_instances(mut self, passive: PassiveInstances) -> Self {
+        self.passive = Arc::new(passive);
         self
     }
 
@@ -117,6 +127,7 @@ impl LoadedModel {
             spec: Arc::new(spec),
             config: Arc::new(PublishedConfig::new(config)),
             stats: self.stats.clone(),
+            passive: self.passive.clone(),
             runner: self.runner.clone(),
             instances: self.instances.clone(),
             cache: self.cache.clone(),
@@ -142,6 +153,7 @@ impl LoadedModel {
             spec,
             config,
             stats,
+            passive: Arc::default(),
             runner: Arc::new(Runner::Ensemble(ensemble)),
             instances: None,
             cache,

@@ -238,3 +238,27 @@ fn model_files_leave_out_the_configuration_other_versions_and_bytecode() {
         ]
     );
 }
+
+#[tokio::test]
+async fn passive_instances_are_initialized_and_finalized_but_never_sent_requests() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let backend = TestBackend::identity();
+    let groups = config(
+        r#"{ name: "active" count: 1 kind: KIND_CPU }, { name: "held" count: 2 kind: KIND_CPU passive: true }"#,
+    );
+    testing::write_model(root.path(), "m", &groups, &[1]);
+    let repo = repository(root.path(), &backend);
+    repo.load("m", LoadRequest::default()).await.expect("loads");
+    assert_eq!(backend.instance_counts(), (3, 0), "the passive ones too");
+    for _ in 0..4 {
+        assert_eq!(echo(&repo).await, [7]);
+    }
+    let ran: Vec<String> = backend
+        .executions()
+        .into_iter()
+        .map(|e| e.instance)
+        .collect();
+    assert_eq!(ran, ["active_0"; 4]);
+    repo.unload("m", false).await.expect("unloads");
+    finalized_in_background(&backend, (3, 3)).await;
+}

@@ -25,9 +25,9 @@ use crate::metrics::MetricsConfig;
 use crate::model::{ModelSpec, SchedulingSpec, MAX_INSTANCES};
 use crate::rate_limit::RateLimiter;
 use crate::scheduler::{
-    create_all, strategy_library, BatchStrategy, BatchStrategyLoader, DefaultScheduler,
-    DynamicBatcher, InstancePool, InstanceSet, InstanceSource, Scheduler, SequenceBatcher,
-    WarmupSample, DEFAULT_QUEUE_CAPACITY,
+    create_all, create_passive, strategy_library, BatchStrategy, BatchStrategyLoader,
+    DefaultScheduler, DynamicBatcher, InstancePool, InstanceSet, InstanceSource, Scheduler,
+    SequenceBatcher, WarmupSample, DEFAULT_QUEUE_CAPACITY,
 };
 use crate::stats::histogram::first_response_histogram;
 use crate::stats::ModelStats;
@@ -379,6 +379,7 @@ fn load_version(
         )));
     }
     let model = backend.load_model(spec.clone(), file)?;
+    let passive = create_passive(model.as_ref(), &spec, &stats)?;
     let strategy = batch_strategy(&spec, dir, settings)?;
     let source = InstanceSource {
         model,
@@ -422,7 +423,8 @@ fn load_version(
     };
     tracing::info!(model = %spec.name, version, "successfully loaded");
     let published = Arc::new(PublishedConfig::new(config));
-    let model =
-        LoadedModel::new(spec, published, stats, scheduler, cache).with_instance_set(instances);
+    let model = LoadedModel::new(spec, published, stats, scheduler, cache)
+        .with_instance_set(instances)
+        .with_passive_instances(passive);
     Ok(model.with_load_duration(started.elapsed()))
 }

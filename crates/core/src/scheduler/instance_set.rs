@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 
 use super::instances::{Instance, InstancePool, WorkerId};
 use super::warmup::WarmupSample;
-use crate::backend::{InstanceConfig, ModelBackend};
+use crate::backend::{InstanceBackend, InstanceConfig, ModelBackend};
 use crate::error::Result;
 use crate::model::{InstanceGroupSpec, InstanceKind, ModelSpec};
 use crate::rate_limit::{RateLimiter, Registration};
@@ -51,18 +51,41 @@ fn identity(group: &ModelInstanceGroup) -> ModelInstanceGroup {
     }
 }
 
-/// The instances `spec` asks for, in group order: `<group>_<index>`, passive groups left
-/// out (Nereid does not start them).
-fn wanted(spec: &ModelSpec) -> Vec<Wanted<'_>> {
+/// The instances `spec` asks for, in group order: `<group>_<index>`, of the passive
+/// groups or of the others.
+fn wanted(spec: &ModelSpec, passive: bool) -> Vec<Wanted<'_>> {
     spec.config
         .instance_group
         .iter()
         .zip(&spec.instance_groups)
-        .filter(|(_, group)| !group.passive)
+        .filter(|(_, group)| group.passive == passive)
         .flat_map(|(config, group)| {
             (0..group.count).map(move |index| (format!("{}_{index}", group.name), config, group))
         })
         .collect()
+}
+
+/// Creates the instances of `spec`'s passive groups through `model`: initialized as
+/// Triton initializes them (core `backend_model.cc`), then only held until the version
+/// unloads; no worker ever sends them requests, and the rate limiter never sees them.
+pub fn create_passive(
+    model: &dyn ModelBackend,
+    spec: &ModelSpec,
+    stats: &Arc<ModelStats>,
+) -> Result<PassiveInstances> {
+    let passive = create_instances(model, &wanted(spec, true), stats, None)?;
+    let backends = passive.into_iter().map(|instance| instance.backend);
+    Ok(PassiveInstances {
+        _held: Mutex::new(backends.collect()),
+    })
+}
+
+/// The instances of a version's passive groups, finalized when the version (and every
+/// version an instance update made of it) is gone. The lock only makes them shareable;
+/// nothing calls them.
+#[derive(Default)]
+pub struct PassiveInstances {
+    _held: Mutex<Vec<Box<dyn InstanceBackend>>>,
 }
 
 /// Creates every instance `spec` asks for through `model` (for schedulers whose
@@ -73,7 +96,7 @@ pub fn create_all(
     stats: &Arc<ModelStats>,
     rate_limiter: Option<&Arc<RateLimiter>>,
 ) -> Result<Vec<Instance>> {
-    create_instances(model, &wanted(spec), stats, rate_limiter)
+    create_instances(model, &wanted(spec, false), stats, rate_limiter)
 }
 
 /// Creates the instances `wanted` names through `model`, each registered with the rate
@@ -89,6 +112,7 @@ fn create_instances(
         let instance = InstanceConfig {
             name: name.clone(),
             kind: group.kind,
+            passive: group.passive,
             stats: stats.clone(),
         };
         let backend = model.create_instance(&instance)?;
@@ -139,7 +163,7 @@ impl InstanceSet {
         source: InstanceSource,
         start: impl FnOnce(Vec<Instance>, &[WarmupSample]) -> Result<Arc<InstancePool>>,
     ) -> Result<(Self, Arc<InstancePool>)> {
-        let wanted = wanted(spec);
+        let wanted = wanted(spec, false);
         let instances = create_instances(
             source.model.as_ref(),
             &wanted,
@@ -176,7 +200,7 @@ impl InstanceSet {
         let mut unclaimed = live.clone();
         let mut kept = Vec::new();
         let mut missing = Vec::new();
-        for want in wanted(spec) {
+        for want in wanted(spec, false) {
             let wanted_identity = identity(want.1);
             match unclaimed
                 .iter()

@@ -21,7 +21,7 @@ pub use dynamic::strategy::{
     strategy_library, BatchCut, BatchStrategy, BatchStrategyLoader, STRATEGY_PATH_PARAMETER,
 };
 pub use dynamic::DynamicBatcher;
-pub use instance_set::{create_all, InstanceSet, InstanceSource};
+pub use instance_set::{create_all, create_passive, InstanceSet, InstanceSource, PassiveInstances};
 pub use instances::{Instance, InstancePool, Payload, WorkerId};
 pub use job::{IterationCallback, IterationHook, Job, OutputCallback, OutputHook};
 pub use reply::{Reply, ReplyOrder};

@@ -79,6 +79,7 @@ impl HostedInstance {
             name: c_text(&config.name),
             kind,
             device_id,
+            passive: config.passive,
             host_policy: TRITONSERVER_Message::from_value(&serde_json::json!({ policy: {} })),
             state: AtomicPtr::new(std::ptr::null_mut()),
             model: model.clone(),
@@ -291,13 +292,14 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceHostPolicy(
     })
 }
 
-/// `TRITONBACKEND_ModelInstanceIsPassive`: passive instances are never created.
+/// `TRITONBACKEND_ModelInstanceIsPassive`: whether the instance is of a `passive` group
+/// (created and initialized, never scheduled).
 #[no_mangle]
 pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceIsPassive(
     instance: *mut TRITONBACKEND_ModelInstance,
     is_passive: *mut bool,
 ) -> ErrorPtr {
-    with_instance(instance, |_| put(is_passive, false, "is_passive"))
+    with_instance(instance, |i| put(is_passive, i.passive, "is_passive"))
 }
 
 /// `TRITONBACKEND_ModelInstanceProfileCount`: no optimization profiles.

@@ -263,6 +263,8 @@ pub struct TRITONBACKEND_ModelInstance {
     pub(crate) name: CString,
     pub(crate) kind: u32,
     pub(crate) device_id: i32,
+    /// Of a `passive` group: never scheduled (`TRITONBACKEND_ModelInstanceIsPassive`).
+    pub(crate) passive: bool,
     /// `{"<host policy>": {}}`: the instance's host policy (Triton's default name).
     pub(crate) host_policy: TRITONSERVER_Message,
     pub(crate) state: AtomicPtr<c_void>,
