@@ -285,6 +285,13 @@ sequence_batching { max_sequence_idle_microseconds: 60000000 }
     assert client.infer("seq", [tensor], sequence_id=5, sequence_start=True).as_numpy("OUT")[0][0] == 1
 
 
+def sequence_metric(srv, family):
+    for line in srv.metrics().splitlines():
+        if line.startswith(family) and 'model="slow"' in line:
+            return int(float(line.rsplit(" ", 1)[1]))
+    return None
+
+
 def write_sequence_model(root, name, strategy, delay):
     model = root / name
     (model / "1").mkdir(parents=True)
@@ -300,7 +307,7 @@ sequence_batching {{ {strategy} max_sequence_idle_microseconds: 60000000 }}
 
 @pytest.mark.parametrize("where", ["queued_direct", "queued_oldest", "backlogged"])
 def test_a_cancelled_sequence_request_cancels_its_sequence(backends, tmp_path, start_server,  # noqa: F811
-                                                           where):
+                                                           poll, where):
     """As L0_request_cancellation's scheduler_test: while a sequence's START runs, two more
     of its requests queue (or, with the one slot taken, a second sequence's two wait in
     the backlog); the client cancels the first of the two. Both are answered CANCELLED
@@ -324,7 +331,8 @@ def test_a_cancelled_sequence_request_cancels_its_sequence(backends, tmp_path, s
     runner = threading.Thread(target=lambda: started.setdefault(
         "out", client.infer("slow", [tensor()], sequence_id=1, sequence_start=True)))
     runner.start()
-    time.sleep(1)
+    # The START holds the slot (and runs) before the others are sent.
+    poll(lambda: sequence_metric(srv, "nv_sequence_active") == 1, what="the START admitted")
     sequence = 2 if where == "backlogged" else 1
     answers = [{}, {}]
     futures = []
@@ -336,7 +344,9 @@ def test_a_cancelled_sequence_request_cancels_its_sequence(backends, tmp_path, s
     time.sleep(0.5)
     assert answers == [{}, {}]
     futures[0].cancel()
-    deadline = time.monotonic() + (1 if where == "backlogged" else 2.5)
+    if where != "backlogged":
+        runner.join()  # queued: answered once the START has run, as Triton's batcher does
+    deadline = time.monotonic() + 2
     while not all(answers) and time.monotonic() < deadline:
         time.sleep(0.05)
     for answer in answers:
