@@ -7,6 +7,7 @@
 //!   shrunken object fails requests instead of killing the process.
 //! - [`DeviceMemory`]: CUDA device memory of another process opened from its IPC handle,
 //!   through the CUDA driver loaded at run time (the binary runs without CUDA).
+//! - [`heap`]: giving freed heap pages back to the system after a model unloads.
 //!
 //! The core's shared-memory registry (`nereid_core::shm`) owns regions, names and
 //! Triton's messages; this crate only knows memory. Errors carry a kind the core maps
@@ -15,6 +16,7 @@
 
 mod cuda;
 mod error;
+pub mod heap;
 mod mapping;
 pub mod sigbus;
 

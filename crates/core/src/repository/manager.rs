@@ -288,6 +288,8 @@ impl ModelRepository {
 
 /// Stops replaced or unloaded models off the async runtime: their queued requests finish
 /// first (requests still holding an `Arc` keep the model alive until they are answered).
+/// Then the heap's free pages go back to the system, so a server that loads and unloads
+/// models does not keep every engine's freed buffers resident (`nereid_shm::heap`).
 pub(super) fn stop_in_background(models: Vec<Arc<LoadedModel>>) {
     if models.is_empty() {
         return;
@@ -298,6 +300,7 @@ pub(super) fn stop_in_background(models: Vec<Arc<LoadedModel>>) {
             for m in models {
                 m.stop();
             }
+            nereid_shm::heap::release_free_memory();
         });
     if let Err(e) = spawned {
         tracing::error!(error = %e, "cannot start the unload thread");
