@@ -203,13 +203,11 @@ fn options(
 async fn listeners(config: &Config) -> anyhow::Result<Listeners> {
     let cli = &config.cli;
     let mut listeners = Listeners::default();
-    if config.allow_grpc {
-        listeners.grpc =
-            Some(bind("GRPC", cli.grpc_address, cli.grpc_port, cli.reuse_grpc_port).await?);
+    if let Some(grpc) = config.grpc {
+        listeners.grpc = Some(bind("GRPC", grpc.ip(), grpc.port(), cli.reuse_grpc_port).await?);
     }
-    if config.allow_http {
-        listeners.http =
-            Some(bind("HTTP", cli.http_address, cli.http_port, cli.reuse_http_port).await?);
+    if let Some(http) = config.http {
+        listeners.http = Some(bind("HTTP", http.ip(), http.port(), cli.reuse_http_port).await?);
     }
     // tritonserver has no address flag for these two: they listen on every interface.
     let everywhere = std::net::IpAddr::from(std::net::Ipv4Addr::UNSPECIFIED);

@@ -2,7 +2,7 @@
 //! and the values that depend on the environment (`AIP_MODE`, `AIP_HTTP_PORT`,
 //! `AIP_STORAGE_URI`) or on other flags resolved once.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ use nereid_core::metrics::MetricsConfig;
 use nereid_core::restricted::Restrictions;
 use nereid_core::ControlMode;
 
-use super::values;
+use super::values::{self, Unchecked};
 use super::Cli;
 
 /// A `--backend-config` setting.
@@ -129,10 +129,12 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Parsed backend settings.
     pub backend_settings: Vec<BackendSetting>,
-    /// Whether HTTP is served (`--allow-http`; off by default under `AIP_MODE=PREDICTION`).
-    pub allow_http: bool,
-    /// Whether gRPC is served (`--allow-grpc`; off by default under `AIP_MODE=PREDICTION`).
-    pub allow_grpc: bool,
+    /// Where HTTP is served, if it is (`--allow-http`, off by default under
+    /// `AIP_MODE=PREDICTION`; `--http-address`, `--http-port`).
+    pub http: Option<SocketAddr>,
+    /// Where gRPC is served, if it is (`--allow-grpc`, off by default under
+    /// `AIP_MODE=PREDICTION`; `--grpc-address`, `--grpc-port`).
+    pub grpc: Option<SocketAddr>,
     /// Whether the Vertex AI endpoint is served (`--allow-vertex-ai`, default on iff
     /// `AIP_MODE=PREDICTION`).
     pub allow_vertex_ai: bool,
@@ -248,6 +250,24 @@ impl Config {
             }
             (None, None) => 8080,
         };
+        let served =
+            |allowed: Option<bool>, address: &Unchecked<IpAddr>, port: &Unchecked<u16>, name| {
+                if !allowed.unwrap_or(!prediction) {
+                    return Ok(None);
+                }
+                let address = address.checked(&format!("{name}-address"))?;
+                let port = port.checked(&format!("{name}-port"))?;
+                anyhow::Ok(Some(SocketAddr::new(address, port)))
+            };
+        let http = served(cli.allow_http, &cli.http_address, &cli.http_port, "http")?;
+        let grpc = served(cli.allow_grpc, &cli.grpc_address, &cli.grpc_port, "grpc")?;
+        // Metrics listen on HTTP's address unless told otherwise, as in tritonserver; a
+        // disabled HTTP's address that is none (which tritonserver would bind as
+        // 255.255.255.255) leaves them on every interface.
+        let metrics_address = cli
+            .metrics_address
+            .or_else(|| cli.http_address.ok())
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         let config = Self {
             model_repositories,
             remote_repositories,
@@ -257,11 +277,11 @@ impl Config {
                 || cli.strict_model_config.unwrap_or(false),
             log_format,
             backend_settings,
-            allow_http: cli.allow_http.unwrap_or(!prediction),
-            allow_grpc: cli.allow_grpc.unwrap_or(!prediction),
+            http,
+            grpc,
             allow_vertex_ai: cli.allow_vertex_ai.unwrap_or(prediction),
             vertex_ai_port,
-            metrics_address: cli.metrics_address.unwrap_or(cli.http_address),
+            metrics_address,
             http_restrictions: Arc::new(http_restrictions),
             grpc_restrictions: Arc::new(grpc_restrictions),
             http_header_forward,

@@ -123,12 +123,13 @@ pub struct Cli {
     /// Serve HTTP (default true, false under `AIP_MODE=PREDICTION`).
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = values::boolean, help_heading = "HTTP")]
     pub allow_http: Option<bool>,
-    /// HTTP bind address (an IP, `[::1]`, `ipv6:[::1]` or a host name).
-    #[arg(long, default_value = "0.0.0.0", value_parser = values::address, help_heading = "HTTP")]
-    pub http_address: IpAddr,
-    /// HTTP port (0 picks a free one).
-    #[arg(long, default_value_t = 8000, allow_hyphen_values = true, value_parser = values::integer::<u16>, help_heading = "HTTP")]
-    pub http_port: u16,
+    /// HTTP bind address (an IP, `[::1]`, `ipv6:[::1]` or a host name); checked only
+    /// when HTTP is served, as tritonserver ignores a disabled endpoint's address.
+    #[arg(long, default_value = "0.0.0.0", allow_hyphen_values = true, value_parser = values::unchecked_address, help_heading = "HTTP")]
+    pub http_address: values::Unchecked<IpAddr>,
+    /// HTTP port (0 picks a free one); checked only when HTTP is served.
+    #[arg(long, default_value = "8000", allow_hyphen_values = true, value_parser = values::unchecked_port, help_heading = "HTTP")]
+    pub http_port: values::Unchecked<u16>,
     /// Let several servers listen on the HTTP port (SO_REUSEPORT).
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = values::boolean, help_heading = "HTTP")]
     pub reuse_http_port: bool,
@@ -154,12 +155,12 @@ pub struct Cli {
     /// Serve gRPC (default true, false under `AIP_MODE=PREDICTION`).
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = values::boolean, help_heading = "GRPC")]
     pub allow_grpc: Option<bool>,
-    /// gRPC bind address.
-    #[arg(long, default_value = "0.0.0.0", value_parser = values::address, help_heading = "GRPC")]
-    pub grpc_address: IpAddr,
-    /// gRPC port (0 picks a free one).
-    #[arg(long, default_value_t = 8001, allow_hyphen_values = true, value_parser = values::integer::<u16>, help_heading = "GRPC")]
-    pub grpc_port: u16,
+    /// gRPC bind address; checked only when gRPC is served.
+    #[arg(long, default_value = "0.0.0.0", allow_hyphen_values = true, value_parser = values::unchecked_address, help_heading = "GRPC")]
+    pub grpc_address: values::Unchecked<IpAddr>,
+    /// gRPC port (0 picks a free one); checked only when gRPC is served.
+    #[arg(long, default_value = "8001", allow_hyphen_values = true, value_parser = values::unchecked_port, help_heading = "GRPC")]
+    pub grpc_port: values::Unchecked<u16>,
     /// Let several servers listen on the gRPC port (SO_REUSEPORT).
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = values::boolean, help_heading = "GRPC")]
     pub reuse_grpc_port: bool,

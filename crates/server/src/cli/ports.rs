@@ -29,11 +29,11 @@ fn endpoints(config: &Config) -> Vec<Endpoint> {
         safe_range: None,
     };
     let mut all = Vec::new();
-    if config.allow_http {
-        all.push(endpoint("HTTP", cli.http_address, cli.http_port));
+    if let Some(http) = config.http {
+        all.push(endpoint("HTTP", http.ip(), http.port()));
     }
-    if config.allow_grpc {
-        all.push(endpoint("GRPC", cli.grpc_address, cli.grpc_port));
+    if let Some(grpc) = config.grpc {
+        all.push(endpoint("GRPC", grpc.ip(), grpc.port()));
     }
     if cli.allow_metrics {
         all.push(endpoint(

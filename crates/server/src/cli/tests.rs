@@ -86,8 +86,9 @@ fn backend_config_is_per_backend_or_global_with_tritons_messages() {
 #[test]
 fn triton_defaults_and_both_syntaxes() {
     let c = parse(&[]).expect("valid");
+    let port = |at: Option<std::net::SocketAddr>| at.expect("served").port();
     assert_eq!(
-        (c.cli.http_port, c.cli.grpc_port, c.cli.metrics_port),
+        (port(c.http), port(c.grpc), c.cli.metrics_port),
         (8000, 8001, 8002)
     );
     assert_eq!(c.control_mode, ControlMode::None);
@@ -98,7 +99,7 @@ fn triton_defaults_and_both_syntaxes() {
         "--allow-metrics=false",
     ])
     .expect("valid");
-    assert_eq!((c.cli.http_port, c.cli.grpc_port), (9000, 9001));
+    assert_eq!((port(c.http), port(c.grpc)), (9000, 9001));
     assert!(!c.cli.allow_metrics);
 }
 
@@ -292,12 +293,10 @@ fn values_triton_accepts_are_accepted() {
     .expect("valid");
     assert_eq!(c.cli.log_verbose, 1);
     assert_eq!(c.control_mode, ControlMode::Poll);
+    let ipv6_loopback = "::1".parse::<std::net::IpAddr>().expect("ip");
+    assert_eq!(c.http.expect("served").ip(), ipv6_loopback);
     assert_eq!(
-        c.cli.http_address,
-        "::1".parse::<std::net::IpAddr>().expect("ip")
-    );
-    assert_eq!(
-        c.metrics_address, c.cli.http_address,
+        c.metrics_address, ipv6_loopback,
         "metrics follow --http-address"
     );
     assert_eq!(c.cli.rate_limit, RateLimitMode::ExecutionCount);
@@ -364,17 +363,17 @@ fn vertex_ai_environment_sets_defaults() {
         &[("AIP_MODE", "PREDICTION"), ("AIP_HTTP_PORT", "9090")],
     )
     .expect("valid");
-    assert!(c.allow_vertex_ai && !c.allow_http && !c.allow_grpc);
+    assert!(c.allow_vertex_ai && c.http.is_none() && c.grpc.is_none());
     assert_eq!(c.vertex_ai_port, 9090);
     let c = parse_with_env(
         &["--allow-http=true", "--vertex-ai-port=7070"],
         &[("AIP_MODE", "PREDICTION")],
     )
     .expect("valid");
-    assert!(c.allow_http && !c.allow_grpc);
+    assert!(c.http.is_some() && c.grpc.is_none());
     assert_eq!(c.vertex_ai_port, 7070);
     let c = parse(&[]).expect("valid");
-    assert!(!c.allow_vertex_ai && c.allow_http && c.allow_grpc);
+    assert!(!c.allow_vertex_ai && c.http.is_some() && c.grpc.is_some());
     let e = parse_with_env(&[], &[("AIP_MODE", "PREDICTION"), ("AIP_HTTP_PORT", "x")])
         .expect_err("bad port");
     assert_eq!(e.to_string(), "AIP_HTTP_PORT: Invalid option value. Got x");
@@ -477,5 +476,43 @@ fn a_repeated_flag_keeps_its_last_value_and_a_long_prefix_names_its_flag() {
     assert_eq!(c.cli.log_verbose, 2);
     assert!(!c.cli.log_warning);
     let c = parse(&["--allow-http", "true", "--allow-http=false"]).expect("valid");
-    assert!(!c.allow_http);
+    assert!(c.http.is_none());
+}
+
+#[test]
+fn a_disabled_endpoints_address_and_port_are_not_checked() {
+    // L0_socket: tritonserver starts with these, the endpoint off.
+    for args in [
+        ["--http-port", "-47", "--allow-http", "0"],
+        ["--grpc-port", "-47", "--allow-grpc", "0"],
+        ["--http-address", "-47", "--allow-http", "0"],
+        ["--grpc-address", "-47", "--allow-grpc", "0"],
+    ] {
+        let c = parse(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        assert!(c.http.is_none() || c.grpc.is_none(), "{args:?}");
+    }
+    // Metrics cannot follow an HTTP address that is none: every interface.
+    let c = parse(&["--http-address", "-47", "--allow-http", "0"]).expect("valid");
+    assert_eq!(c.metrics_address, std::net::IpAddr::from([0, 0, 0, 0]));
+    // Served, the same values are refused (tritonserver binds port 70000 as 4464 and an
+    // address it cannot parse as 255.255.255.255).
+    for (args, message) in [
+        (
+            &["--http-port", "-47"],
+            "Bad option: \"--http-port\".\nProvided option value is out of bound. Got -47",
+        ),
+        (
+            &["--grpc-port", "70000"],
+            "Bad option: \"--grpc-port\".\nProvided option value is out of bound. Got 70000",
+        ),
+        (
+            &["--grpc-address", "-47"],
+            "Bad option: \"--grpc-address\".\ncannot resolve address '-47'",
+        ),
+    ] {
+        let e = parse(args).expect_err("refused");
+        assert_eq!(e.to_string(), message, "{args:?}");
+    }
+    // A port no `int` holds is refused at once, served or not, as by std::stoi.
+    assert!(parse(&["--http-port", "99999999999", "--allow-http", "0"]).is_err());
 }

@@ -123,6 +123,45 @@ pub fn log_verbose(arg: &str) -> Result<u32, String> {
     }
 }
 
+/// An endpoint's address or port as given, checked only if the endpoint is served:
+/// tritonserver stores `--http-port -47` or `--grpc-address -47` without looking at them
+/// and starts with that endpoint off (its L0_socket suite launches exactly that), so a
+/// launch line with a disabled endpoint's stale value keeps working here.
+#[derive(Debug, Clone)]
+pub struct Unchecked<T> {
+    /// The value, or Triton's sentence for why the argument is not one.
+    value: Result<T, String>,
+}
+
+impl<T: Clone> Unchecked<T> {
+    /// The value, or `Bad option: "--<flag>".` over why the argument is not one.
+    pub fn checked(&self, flag: &str) -> anyhow::Result<T> {
+        self.value
+            .clone()
+            .map_err(|reason| super::config::bad_option(flag, &reason))
+    }
+
+    /// The value, if the argument is one.
+    pub fn ok(&self) -> Option<T> {
+        self.value.clone().ok()
+    }
+}
+
+/// A port read as tritonserver reads it (any `int`), kept for [`Unchecked::checked`].
+pub fn unchecked_port(arg: &str) -> Result<Unchecked<u16>, String> {
+    integer::<i32>(arg)?;
+    Ok(Unchecked {
+        value: integer(arg),
+    })
+}
+
+/// A bind address (see [`address`]), kept for [`Unchecked::checked`].
+pub fn unchecked_address(arg: &str) -> Result<Unchecked<std::net::IpAddr>, String> {
+    Ok(Unchecked {
+        value: address(arg),
+    })
+}
+
 /// A bind address as tritonserver's frontends take it: an IP address, optionally in
 /// brackets or after libevhtp's `ipv4:`/`ipv6:` prefix (`ipv6:[::1]`, `ipv6:::1`), or a
 /// host name resolved once at start-up (gRPC accepts `localhost`).
