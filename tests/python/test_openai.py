@@ -249,10 +249,15 @@ def test_embeddings_pooled_and_normalized(client):
 
 
 def test_errors_have_openais_shape(server, client):
-    with pytest.raises(openai.NotFoundError) as e:
+    # Triton's frontend: 400 "Unknown model", its message also as FastAPI's `detail`.
+    with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model="nope", prompt="x")
     assert e.value.body["code"] == "model_not_found"
     base = server.openai_url
+    r = requests.post(base + "/completions", json={"model": "nope", "prompt": "x"})
+    assert (r.status_code, r.json()["detail"]) == (400, "Unknown model: nope")
+    r = requests.get(base + "/models/nope")
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "model_not_found")
     r = requests.post(base + "/completions", data=b"{not json", headers={"Content-Type": "application/json"})
     assert r.status_code == 400
     error = r.json()["error"]
@@ -304,6 +309,7 @@ def test_keys_size_limit_and_strict_mode(repo, backends, tmp_path):
         r = requests.post(base + "/completions", headers=headers,
                           json={"model": "mock_vllm", "prompt": "x" * 2000})
         assert r.status_code == 413 and r.json()["error"]["code"] == "content_too_large"
+        assert "Use --openai-max-request-size to increase" in r.json()["error"]["message"]
         r = requests.post(base + "/completions", headers=headers,
                           json={"model": "mock_vllm", "prompt": "x", "ignore_eos": True})
         assert r.status_code == 400 and r.json()["error"]["param"] == "ignore_eos"

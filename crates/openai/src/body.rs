@@ -20,12 +20,13 @@ pub(crate) async fn read_body(
 ) -> ApiResult<Bytes> {
     state.authorize(headers)?;
     let limit = state.options.max_request_size;
+    let too_large = |n| ApiError::too_large(n, limit);
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    if let Some(n) = declared.filter(|&n| n > limit) {
-        return Err(ApiError::too_large(n, limit));
+    if let Some(n) = declared.filter(|&n| n > limit.bytes) {
+        return Err(too_large(n));
     }
     // A declared length is a hint, not a promise: reserve at most 64 KiB up front.
     let mut received = BytesMut::with_capacity(declared.unwrap_or(0).min(64 * 1024));
@@ -34,12 +35,38 @@ pub(crate) async fn read_body(
         let chunk =
             chunk.map_err(|e| ApiError::invalid(format!("reading the request body: {e}")))?;
         let total = received.len() + chunk.len();
-        if total > limit {
-            return Err(ApiError::too_large(total, limit));
+        if total > limit.bytes {
+            drain_briefly(&mut chunks).await;
+            return Err(too_large(total));
         }
         received.extend_from_slice(&chunk);
     }
     Ok(received.freeze())
+}
+
+/// How much more of a refused body is read and dropped, and for how long, before the 413.
+/// A client still sending when the connection closes with its bytes unread gets a reset
+/// and may never see the answer; a body a little over the limit (a last chunk and the
+/// terminator) is over in this much, and a client sending far more cannot hold the
+/// port's reads for longer.
+const DRAIN_BYTES: usize = 1024 * 1024;
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Reads and drops what is left of `chunks`, up to [`DRAIN_BYTES`] within [`DRAIN_TIME`].
+async fn drain_briefly<S>(chunks: &mut S)
+where
+    S: futures::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
+{
+    let drain = async {
+        let mut dropped = 0;
+        while let Some(Ok(chunk)) = chunks.next().await {
+            dropped += chunk.len();
+            if dropped > DRAIN_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
 }
 
 /// A POST route's request: the API key checked, the body read under the limit and

@@ -147,8 +147,8 @@ impl Catalog {
         ready
     }
 
-    /// The ready model `name` with its task; OpenAI's 404 when no such model is ready, a
-    /// 400 when it is one this port cannot use.
+    /// The ready model `name` with its task; Triton's 400 "Unknown model" when no such
+    /// model is ready, a 400 naming it when it is one this port cannot use.
     pub async fn get(&self, name: &str) -> ApiResult<Served> {
         let spec = self
             .server

@@ -1,7 +1,8 @@
 //! Errors in OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, with the
-//! status OpenAI's clients expect. Every failure of the port is answered through here,
-//! so a client that parses OpenAI errors never sees another shape (Triton's frontend
-//! answers FastAPI's `{"detail": ...}` for some).
+//! status Triton's frontend answers. Every failure of the port is answered through here.
+//! Triton's frontend answers FastAPI's `{"detail": "<message>"}` for every error but a
+//! body over the size limit, so the body carries `detail` too: a client written for
+//! Triton's frontend and one written for OpenAI's both find the message.
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -20,6 +21,8 @@ pub struct ApiError {
     pub param: Option<String>,
     /// A machine-readable code (`model_not_found`, `invalid_api_key`, ...).
     pub code: Option<&'static str>,
+    /// Whether the body repeats the message as Triton's frontend's `detail`.
+    pub detail: bool,
 }
 
 /// Result of a handler step.
@@ -34,6 +37,7 @@ impl ApiError {
             kind: "invalid_request_error",
             param: None,
             code: None,
+            detail: true,
         }
     }
 
@@ -45,14 +49,22 @@ impl ApiError {
         }
     }
 
-    /// The 404 for a model this port does not serve.
+    /// The 400 for an inference request naming a model this port does not serve, in
+    /// Triton's frontend's words and status (OpenAI's own API answers 404).
     pub fn unknown_model(name: &str) -> Self {
         Self {
-            status: StatusCode::NOT_FOUND,
-            message: format!("The model `{name}` does not exist."),
-            kind: "invalid_request_error",
+            message: format!("Unknown model: {name}"),
             param: Some("model".to_string()),
             code: Some("model_not_found"),
+            ..Self::invalid("")
+        }
+    }
+
+    /// The 404 of `GET /v1/models/{name}` for a model that is not ready.
+    pub fn model_not_found(name: &str) -> Self {
+        Self {
+            status: StatusCode::NOT_FOUND,
+            ..Self::unknown_model(name)
         }
     }
 
@@ -64,22 +76,25 @@ impl ApiError {
             kind: "invalid_request_error",
             param: None,
             code: Some("invalid_api_key"),
+            detail: true,
         }
     }
 
     /// The 413 for a body over the port's limit: `actual` is the declared length, or the
-    /// bytes received when the running count crossed the limit. Triton's frontend's code
-    /// and wording, with this port's flag.
-    pub fn too_large(actual: usize, limit: usize) -> Self {
+    /// bytes received when the running count crossed the limit. Triton's frontend's code,
+    /// wording and shape (no `detail`), naming the flag that set the limit.
+    pub fn too_large(actual: usize, limit: crate::BodyLimit) -> Self {
         Self {
             status: StatusCode::PAYLOAD_TOO_LARGE,
             message: format!(
                 "Request size of {actual} bytes exceeds the maximum allowed input size of \
-                 {limit} bytes. Use --openai-max-request-size to increase the limit."
+                 {} bytes. Use {} to increase the limit.",
+                limit.bytes, limit.flag
             ),
             kind: "invalid_request_error",
             param: None,
             code: Some("content_too_large"),
+            detail: false,
         }
     }
 
@@ -91,19 +106,24 @@ impl ApiError {
             kind: "server_error",
             param: None,
             code: None,
+            detail: true,
         }
     }
 
     /// The error's JSON body.
     pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut body = serde_json::json!({
             "error": {
                 "message": self.message,
                 "type": self.kind,
                 "param": self.param,
                 "code": self.code,
             }
-        })
+        });
+        if self.detail {
+            body["detail"] = self.message.clone().into();
+        }
+        body
     }
 }
 
@@ -132,6 +152,7 @@ impl From<nereid_core::Error> for ApiError {
             kind,
             param: None,
             code,
+            detail: true,
         }
     }
 }
@@ -152,18 +173,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn errors_have_openais_shape_and_status() {
+    fn errors_have_openais_shape_and_tritons_status_and_detail() {
         let e = ApiError::unknown_model("m");
-        assert_eq!(e.status, StatusCode::NOT_FOUND);
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
         assert_eq!(
             e.body(),
-            serde_json::json!({"error": {
-                "message": "The model `m` does not exist.",
-                "type": "invalid_request_error",
-                "param": "model",
-                "code": "model_not_found"
-            }})
+            serde_json::json!({
+                "error": {
+                    "message": "Unknown model: m",
+                    "type": "invalid_request_error",
+                    "param": "model",
+                    "code": "model_not_found"
+                },
+                "detail": "Unknown model: m"
+            })
         );
+        assert_eq!(ApiError::model_not_found("m").status, StatusCode::NOT_FOUND);
+        // Triton's frontend answers a body over the limit in OpenAI's shape alone.
+        let limit = crate::BodyLimit::default();
+        let large = ApiError::too_large(limit.bytes + 1, limit);
+        assert_eq!(large.body().as_object().map(|b| b.len()), Some(1));
+        assert!(large
+            .message
+            .ends_with("Use --http-max-input-size to increase the limit."));
         let full = ApiError::from(nereid_core::Error::unavailable(
             "Exceeds maximum queue size",
         ));

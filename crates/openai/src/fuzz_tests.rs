@@ -64,7 +64,10 @@ impl Harness {
         let backend = TestBackend::echo(&[("text_input", "text_output")]);
         let server = runtime.block_on(testing::server(repo.path(), &backend));
         let options = OpenAiOptions {
-            max_request_size: MAX_BODY,
+            max_request_size: crate::BodyLimit {
+                bytes: MAX_BODY,
+                flag: "--openai-max-request-size",
+            },
             tool_call_parser: Some(nereid_chat::tools::ToolCallParser::Hermes),
             ..OpenAiOptions::default()
         };

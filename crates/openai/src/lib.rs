@@ -53,6 +53,26 @@ pub const DEFAULT_MAX_TOKENS: u32 = 16;
 /// Triton's frontend's cap on the text the streaming tool-call parser holds (128 KiB).
 pub const DEFAULT_MAX_TOOL_CALL_PARSE_BYTES: usize = 128 * 1024;
 
+/// The largest request body the port reads, and the flag a client is told to raise:
+/// Triton's frontend takes it from `--http-max-input-size` (64 MiB), as Nereid does
+/// unless `--openai-max-request-size` sets the port's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyLimit {
+    /// Bytes.
+    pub bytes: usize,
+    /// The flag that set it, for the 413's message.
+    pub flag: &'static str,
+}
+
+impl Default for BodyLimit {
+    fn default() -> Self {
+        Self {
+            bytes: DEFAULT_MAX_REQUEST_SIZE,
+            flag: "--http-max-input-size",
+        }
+    }
+}
+
 /// The port's settings.
 #[derive(Debug, Clone)]
 pub struct OpenAiOptions {
@@ -63,8 +83,8 @@ pub struct OpenAiOptions {
     pub strict: bool,
     /// Endpoint groups that need a header's value (`--openai-restricted-api`).
     pub restricted_apis: restricted::Restrictions,
-    /// Largest request body in bytes (`--openai-max-request-size`).
-    pub max_request_size: usize,
+    /// Largest request body, and the flag that set it.
+    pub max_request_size: BodyLimit,
     /// `max_tokens` of requests that give none (`--default-max-tokens`).
     pub default_max_tokens: u32,
     /// How tool calls are read from generated text (`--tool-call-parser`).
@@ -84,7 +104,7 @@ impl Default for OpenAiOptions {
             api_keys: HashSet::new(),
             strict: false,
             restricted_apis: restricted::Restrictions::default(),
-            max_request_size: DEFAULT_MAX_REQUEST_SIZE,
+            max_request_size: BodyLimit::default(),
             default_max_tokens: DEFAULT_MAX_TOKENS,
             tool_call_parser: None,
             max_tool_call_parse_bytes: DEFAULT_MAX_TOOL_CALL_PARSE_BYTES,

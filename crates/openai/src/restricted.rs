@@ -131,6 +131,8 @@ pub(crate) async fn check(State(state): State<AppState>, request: Request, next:
                 kind: "authentication_error",
                 param: None,
                 code: Some("invalid_auth"),
+                // Triton's middleware answers this one in OpenAI's shape alone.
+                detail: false,
             }
             .into_response();
         }

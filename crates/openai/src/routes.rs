@@ -69,7 +69,7 @@ async fn one_model(
 ) -> ApiResult<Response> {
     state.authorize(&headers)?;
     if !state.server().model_ready(&id, None) {
-        return Err(ApiError::unknown_model(&id));
+        return Err(ApiError::model_not_found(&id));
     }
     Ok(axum::Json(model_object(&id)).into_response())
 }
@@ -208,6 +208,7 @@ async fn not_found() -> ApiError {
         kind: "invalid_request_error",
         param: None,
         code: None,
+        detail: true,
     }
 }
 

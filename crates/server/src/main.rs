@@ -274,7 +274,11 @@ fn frontends(config: &Config, span_sink: Option<Arc<OtlpSink>>) -> anyhow::Resul
                 Err(_) => InferenceType::Infer,
             },
         },
-        openai: config.cli.openai.options()?,
+        // check_ranges keeps it above 0.
+        openai: config
+            .cli
+            .openai
+            .options(usize::try_from(config.cli.http_max_input_size).unwrap_or(usize::MAX))?,
         vertex_ai: VertexAiOptions {
             endpoint,
             predict_route: env("AIP_PREDICT_ROUTE"),

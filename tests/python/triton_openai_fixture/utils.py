@@ -6,8 +6,8 @@ the real `nereid` binary with its OpenAI port instead of `openai_frontend/main.p
 over the in-process `tritonserver` bindings:
 
 - `OpenAIServer(cli_args)`: Triton's frontend flags translated to nereid's
-  (`--backend` -> `--openai-backend`, dropped when None, `--http-max-input-size` ->
-  `--openai-max-request-size`, `--tool-call-parser llama3` -> `llama3_json`, the
+  (`--backend` -> `--openai-backend`, dropped when None, `--tool-call-parser llama3`
+  -> `llama3_json`, `--http-max-input-size` kept: nereid's OpenAI port reads it too, the
   tokenizer a local folder); ports are picked by the binary (port 0) and read from
   its log. A server that does not come up raises with everything it printed, as
   Triton's does with its stderr.
@@ -48,7 +48,6 @@ TOKENIZER = os.environ["NEREID_SUITE_TOKENIZER"]
 
 # Triton frontend flag -> nereid flag (None: dropped, nereid has it on its own terms).
 _RENAMED = {
-    "--http-max-input-size": "--openai-max-request-size",
     "--host": "--openai-address",
     "--tritonserver-log-verbose-level": "--log-verbose",
 }

@@ -13,8 +13,18 @@ use crate::error::{Error, Result};
 impl ModelRepository {
     /// Loads what the control mode says to load at start-up and returns the load failures
     /// (those models are recorded as unavailable). Fails only when a repository cannot be
-    /// read or `--load-model` names an unknown model.
+    /// read, `--load-model` names an unknown model, or names `*` beside another model.
     pub async fn load_startup_models(self: &Arc<Self>) -> Result<Vec<Error>> {
+        let startup = &self.options.startup_models;
+        // Triton keeps the names as a set: `*` given twice is still alone.
+        if self.options.control_mode == ControlMode::Explicit
+            && startup.iter().any(|m| m == "*")
+            && startup.iter().any(|m| m != "*")
+        {
+            return Err(Error::invalid_arg(
+                "Wildcard model name '*' must be the ONLY startup model if specified at all.",
+            ));
+        }
         let models = self.scan().await?;
         let ids: Vec<String> = match self.options.control_mode {
             ControlMode::Explicit if !self.options.startup_models.iter().any(|m| m == "*") => {

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{ArgAction, Args};
-use nereid_openai::{BackendOverride, OpenAiOptions};
+use nereid_openai::{BackendOverride, BodyLimit, OpenAiOptions};
 
 use super::values;
 
@@ -41,9 +41,10 @@ pub struct OpenAiFlags {
     /// as OpenAI and vLLM accept them).
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = values::boolean, help_heading = "OpenAI")]
     pub openai_strict: bool,
-    /// Largest request body in bytes.
-    #[arg(long, default_value_t = nereid_openai::DEFAULT_MAX_REQUEST_SIZE, help_heading = "OpenAI")]
-    pub openai_max_request_size: usize,
+    /// Largest request body in bytes (default: `--http-max-input-size`, which is what
+    /// Triton's OpenAI frontend reads).
+    #[arg(long, help_heading = "OpenAI")]
+    pub openai_max_request_size: Option<usize>,
     /// `max_tokens` of requests that give none.
     #[arg(long, default_value_t = nereid_openai::DEFAULT_MAX_TOKENS, help_heading = "OpenAI")]
     pub default_max_tokens: u32,
@@ -67,9 +68,10 @@ pub struct OpenAiFlags {
 }
 
 impl OpenAiFlags {
-    /// The port's options, reading the key file; fails on an unknown parser or
+    /// The port's options, reading the key file; `http_max_input_size` is the body limit
+    /// unless `--openai-max-request-size` sets one. Fails on an unknown parser or
     /// convention name, or an unreadable key file.
-    pub fn options(&self) -> anyhow::Result<OpenAiOptions> {
+    pub fn options(&self, http_max_input_size: usize) -> anyhow::Result<OpenAiOptions> {
         let mut api_keys: HashSet<String> = self.openai_api_key.iter().cloned().collect();
         if let Some(path) = &self.openai_api_key_file {
             let text = std::fs::read_to_string(path)
@@ -106,7 +108,16 @@ impl OpenAiFlags {
             api_keys,
             strict: self.openai_strict,
             restricted_apis,
-            max_request_size: self.openai_max_request_size,
+            max_request_size: match self.openai_max_request_size {
+                Some(bytes) => BodyLimit {
+                    bytes,
+                    flag: "--openai-max-request-size",
+                },
+                None => BodyLimit {
+                    bytes: http_max_input_size,
+                    flag: "--http-max-input-size",
+                },
+            },
             default_max_tokens: self.default_max_tokens,
             tool_call_parser,
             max_tool_call_parse_bytes: self.max_tool_call_parse_bytes,
