@@ -273,6 +273,9 @@ def test_checksum_agent_and_missing_agents(make_repo, start_server, tmp_path, er
         e = error_of(client.load_model, name)
         assert e.message() == polled.format(name, reason), name
         assert not client.is_model_ready(name)
+    # Triton's line from its poll of the directory (L0_repoagent_checksum greps it).
+    assert ("Poll failed for model directory 'mismatched': Mismatched MD5 hash for file "
+            "1/model.onnx") in srv.log()
     rows = {r["name"]: r for r in index(srv)}
     assert rows["mismatched"]["state"] == "UNAVAILABLE"
     assert rows["mismatched"]["reason"].startswith("Mismatched MD5 hash for file 1/model.onnx")

@@ -17,10 +17,13 @@ use crate::error::{Error, Result};
 /// The agent Nereid runs itself.
 pub const CHECKSUM_AGENT: &str = "checksum";
 
-/// Runs the load action of every agent `config` lists, in order, on the model in `dir`;
-/// the first failure is the answer. `agent_directory` is `--repoagent-directory`.
-/// Blocking (reads and digests files): call it off the request threads.
+/// Runs the load action of every agent `config` lists, in order, on model `name` in
+/// `dir`; the first failure is the answer, and is logged as Triton logs a directory its
+/// poll could not read (it runs the agents then; L0_repoagent_checksum greps the line).
+/// `agent_directory` is `--repoagent-directory`. Blocking (reads and digests files): call
+/// it off the request threads.
 pub(super) fn run_load_agents(
+    name: &str,
     config: &ModelConfig,
     dir: &Path,
     agent_directory: &Path,
@@ -28,14 +31,17 @@ pub(super) fn run_load_agents(
     let Some(agents) = &config.model_repository_agents else {
         return Ok(());
     };
-    for agent in &agents.agents {
+    let ran = agents.agents.iter().try_for_each(|agent| {
         if agent.name == CHECKSUM_AGENT {
-            verify_checksums(&agent.parameters, dir)?;
+            verify_checksums(&agent.parameters, dir)
         } else {
-            return Err(unavailable_agent(&agent.name, agent_directory));
+            Err(unavailable_agent(&agent.name, agent_directory))
         }
+    });
+    if let Err(e) = &ran {
+        tracing::error!("Poll failed for model directory '{name}': {}", e.message());
     }
-    Ok(())
+    ran
 }
 
 /// Why agent `name` cannot run: Triton's message when its library is not in
@@ -146,7 +152,7 @@ mod tests {
     }
 
     fn run(config: &ModelConfig, dir: &Path) -> Result<()> {
-        run_load_agents(config, dir, Path::new("/opt/tritonserver/repoagents"))
+        run_load_agents("m", config, dir, Path::new("/opt/tritonserver/repoagents"))
     }
 
     #[test]
@@ -206,7 +212,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let agents = tempfile::tempdir().expect("temp dir");
         let config = config(r#"{ name: "checksum" }, { name: "encrypt" }"#);
-        let e = run_load_agents(&config, dir.path(), agents.path()).expect_err("no such agent");
+        let e =
+            run_load_agents("m", &config, dir.path(), agents.path()).expect_err("no such agent");
         assert_eq!(e.kind(), ErrorKind::InvalidArg);
         assert_eq!(
             e.message(),
@@ -218,7 +225,7 @@ mod tests {
         let library = agents.path().join("encrypt/libtritonrepoagent_encrypt.so");
         std::fs::create_dir(library.parent().expect("has a parent")).expect("mkdir");
         std::fs::write(&library, "").expect("write");
-        let e = run_load_agents(&config, dir.path(), agents.path()).expect_err("not hosted");
+        let e = run_load_agents("m", &config, dir.path(), agents.path()).expect_err("not hosted");
         assert_eq!(e.kind(), ErrorKind::Unsupported);
         assert!(
             e.message().starts_with(&format!(

@@ -131,12 +131,12 @@ impl ModelRepository {
         if config.model_repository_agents.is_none() {
             return Ok(());
         }
-        let (config, dir) = (config.clone(), dir.to_path_buf());
+        let (name, config, dir) = (name.to_string(), config.clone(), dir.to_path_buf());
         let agents = self.options.settings.flags.repoagent_directory.clone();
         self.read_off_thread(
             &format!("ensemble:{name}"),
             "running the repository agents",
-            move || run_load_agents(&config, &dir, &agents),
+            move || run_load_agents(&name, &config, &dir, &agents),
         )
         .await?
     }

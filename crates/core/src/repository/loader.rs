@@ -90,7 +90,7 @@ pub fn load_model(
     dir: &Path,
     config: ModelConfig,
 ) -> Result<VersionOutcomes> {
-    run_load_agents(&config, dir, &settings.flags.repoagent_directory)?;
+    run_load_agents(name, &config, dir, &settings.flags.repoagent_directory)?;
     if list_versions(dir).is_empty() {
         // Triton completes the backend fields when it reads the repository, so a model
         // it cannot place is refused for that before its missing versions.
