@@ -70,7 +70,6 @@ unavailable() {
 # -> why it fails on Nereid. Keep each reason short: it is printed in the table.
 KNOWN_FAILURES=(
   "test_binding.py::TestBindings::test_trace|inference tracing (TRITONSERVER_InferenceTrace*) is not implemented by Nereid's C API"
-  "test_binding.py::TestBindings::test_log|Nereid applies the options' log settings at TRITONSERVER_ServerNew (inprocess/logging.rs); Triton's SetLog* change the process logger at once"
   "test_binding.py::TestBindings::test_server_explicit|after UnregisterModelRepository of a start-up repository, RegisterModelRepository of the same path with no mapping does not make its models loadable again (core repository/registered.rs)"
 )
 

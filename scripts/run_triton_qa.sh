@@ -73,7 +73,7 @@
 # it reports, as in Triton's image; the version folders and backend libraries
 # Dockerfile.QA adds beside some suites are added (empty version folders where the
 # backend comes from the backend directory), and its example `simple` model to
-# L0_https, L0_secure_grpc, L0_data_compression and L0_simple_example. The ragged
+# L0_https, L0_secure_grpc, L0_data_compression, L0_simple_example and L0_socket. The ragged
 # models (gen_qa_ragged_models.py, for L0_batch_input) are generated with the rest.
 # perf_analyzer, nginx and redis-server come from PATH.
 # Counts come from the unittest (or pytest) summaries in each suite's client logs: a
@@ -425,7 +425,7 @@ for s in "${SUITES[@]}"; do
     L0_batch_custom) offline_batch_custom ;;
     L0_http) add_examples L0_http simple simple_dyna_sequence simple_identity simple_sequence simple_string densenet_onnx ;;
     L0_grpc) add_examples L0_grpc simple simple_dyna_sequence simple_int8 simple_identity simple_sequence simple_string densenet_onnx ;;
-    L0_shared_memory | L0_https | L0_secure_grpc | L0_data_compression | L0_simple_example)
+    L0_shared_memory | L0_https | L0_secure_grpc | L0_data_compression | L0_simple_example | L0_socket)
       add_examples "$name" simple ;;
     # It scripts an identity model with torch (skipped above): TORCH_PYTHON's does it.
     L0_input_validation)

@@ -118,7 +118,8 @@ enum Sink {
 /// What the process's subscriber delivers to; `None` until the first server starts.
 static CURRENT: RwLock<Option<Arc<Destination>>> = RwLock::new(None);
 
-/// Makes `options` the process's log destination (`TRITONSERVER_ServerNew` calls it),
+/// Makes `options` the process's log destination (each log setter of the server options
+/// and `TRITONSERVER_ServerNew` call it, as Triton's setters change its one logger),
 /// installing the subscriber on first use; fails when the log file cannot be opened. A
 /// program that already installed its own `tracing` subscriber keeps it, and a warning
 /// says the server's records go there instead.
@@ -170,7 +171,9 @@ impl Subscriber for CallbackSubscriber {
     }
 
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.is_event()
+        // Events, and the hints `tracing::enabled!` asks with (`TRITONSERVER_LogIsEnabled`):
+        // everything but spans, which are not recorded.
+        !metadata.is_span()
             && CURRENT
                 .read()
                 .as_ref()
@@ -314,6 +317,10 @@ mod tests {
             ..LogOptions::default()
         };
         install(&options).expect("installed");
+        // The switches answer `TRITONSERVER_LogIsEnabled` too.
+        assert!(!crate::log::TRITONSERVER_LogIsEnabled(level::INFO));
+        assert!(crate::log::TRITONSERVER_LogIsEnabled(level::WARN));
+        assert!(crate::log::TRITONSERVER_LogIsEnabled(level::VERBOSE));
         tracing::info!("switched off");
         tracing::warn!(model = "m", "a warning");
         tracing::debug!("verbose level 1");

@@ -120,6 +120,20 @@ fn with_options(
     })
 }
 
+/// Runs `body` on the options' log settings, then makes them the process's log at once:
+/// Triton's log setters change its one process logger when called, not when a server
+/// starts (its `test_binding.py::test_log` logs through `TRITONSERVER_LogMessage` right
+/// after setting them), and a log file that cannot be opened fails the setter.
+fn with_log_options(
+    options: *mut TRITONSERVER_ServerOptions,
+    body: impl FnOnce(&mut logging::LogOptions) -> Result<(), ErrorPtr>,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        body(&mut o.log)?;
+        logging::install(&o.log).map_err(invalid_arg)
+    })
+}
+
 /// The text of a string argument, as an owned `String`.
 fn owned(value: *const c_char, what: &str) -> Result<String, ErrorPtr> {
     // SAFETY: the caller passes a NUL-terminated string or null (checked).
@@ -569,8 +583,8 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogInfo(
     options: *mut TRITONSERVER_ServerOptions,
     log: bool,
 ) -> ErrorPtr {
-    with_options(options, |o| {
-        o.log.info = log;
+    with_log_options(options, |l| {
+        l.info = log;
         Ok(())
     })
 }
@@ -581,8 +595,8 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogWarn(
     options: *mut TRITONSERVER_ServerOptions,
     log: bool,
 ) -> ErrorPtr {
-    with_options(options, |o| {
-        o.log.warn = log;
+    with_log_options(options, |l| {
+        l.warn = log;
         Ok(())
     })
 }
@@ -593,8 +607,8 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogError(
     options: *mut TRITONSERVER_ServerOptions,
     log: bool,
 ) -> ErrorPtr {
-    with_options(options, |o| {
-        o.log.error = log;
+    with_log_options(options, |l| {
+        l.error = log;
         Ok(())
     })
 }
@@ -606,8 +620,8 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogVerbose(
     options: *mut TRITONSERVER_ServerOptions,
     level: i32,
 ) -> ErrorPtr {
-    with_options(options, |o| {
-        o.log.verbose = level;
+    with_log_options(options, |l| {
+        l.verbose = level;
         Ok(())
     })
 }
@@ -619,9 +633,9 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogFile(
     options: *mut TRITONSERVER_ServerOptions,
     file: *const c_char,
 ) -> ErrorPtr {
-    with_options(options, |o| {
+    with_log_options(options, |l| {
         let file = owned(file, "file")?;
-        o.log.file = (!file.is_empty()).then(|| PathBuf::from(file));
+        l.file = (!file.is_empty()).then(|| PathBuf::from(file));
         Ok(())
     })
 }
@@ -633,8 +647,8 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogFormat(
     options: *mut TRITONSERVER_ServerOptions,
     format: u32,
 ) -> ErrorPtr {
-    with_options(options, |o| {
-        o.log.format = match format {
+    with_log_options(options, |l| {
+        l.format = match format {
             0 => LogFormat::Default,
             1 => LogFormat::Iso8601,
             other => return Err(invalid_arg(format!("invalid log format '{other}'"))),
@@ -651,8 +665,8 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetLogCallback(
     callback: Option<LogCallbackFn>,
     userp: *mut c_void,
 ) -> ErrorPtr {
-    with_options(options, |o| {
-        o.log.callback = logging::callback(callback, userp);
+    with_log_options(options, |l| {
+        l.callback = logging::callback(callback, userp);
         Ok(())
     })
 }
