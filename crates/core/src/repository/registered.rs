@@ -56,8 +56,11 @@ impl ModelRepository {
             )));
         }
         let mut state = self.registered.0.write();
-        let known = self.options.roots.iter().chain(&state.repositories);
-        if known.into_iter().any(|r| r == repository) {
+        if state
+            .roots(&self.options.roots)
+            .iter()
+            .any(|r| r == repository)
+        {
             return Err(Error::new(
                 ErrorKind::AlreadyExists,
                 format!("model repository '{shown}' has already been registered"),
@@ -69,7 +72,12 @@ impl ModelRepository {
                 format!("failed to register '{name}', there is a conflicting mapping for '{name}'"),
             ));
         }
-        state.repositories.push(repository.to_path_buf());
+        // A withdrawn `--model-repository` one comes back in its place.
+        let before = state.withdrawn.len();
+        state.withdrawn.retain(|r| r != repository);
+        if state.withdrawn.len() == before {
+            state.repositories.push(repository.to_path_buf());
+        }
         for (name, dir) in names {
             state.mappings.insert(
                 name.to_string(),
@@ -81,9 +89,9 @@ impl ModelRepository {
         Ok(())
     }
 
-    /// Unregisters a repository registered with [`Self::register_repository`] and its
-    /// mappings; its models stay loaded until unloaded. The `--model-repository` ones
-    /// cannot be unregistered (Triton allows it).
+    /// Unregisters a repository, one registered with [`Self::register_repository`] or a
+    /// `--model-repository` one (as Triton allows), and its mappings; its models stay
+    /// loaded until unloaded, and no others load from it until it is registered again.
     pub fn unregister_repository(&self, repository: &Path) -> Result<()> {
         if self.control_mode() != ControlMode::Explicit {
             return Err(Error::unsupported(
@@ -93,7 +101,13 @@ impl ModelRepository {
         let mut state = self.registered.0.write();
         let before = state.repositories.len();
         state.repositories.retain(|r| r != repository);
-        if state.repositories.len() == before {
+        let startup = self.options.roots.iter().any(|r| r == repository);
+        if state.repositories.len() == before
+            && startup
+            && !state.withdrawn.iter().any(|r| r == repository)
+        {
+            state.withdrawn.push(repository.to_path_buf());
+        } else if state.repositories.len() == before {
             return Err(Error::invalid_arg(format!(
                 "failed to unregister '{}', repository not found",
                 repository.display()

@@ -140,13 +140,40 @@ async fn registration_is_refused_as_triton_refuses_it() {
             "failed to register 'h1', there is a conflicting mapping for 'h1'".into()
         )
     );
+    let nowhere = root.path().join("nowhere");
     let e = repo
-        .unregister_repository(root.path())
-        .expect_err("a startup root");
+        .unregister_repository(&nowhere)
+        .expect_err("never known");
     assert_eq!(
         e.message(),
-        format!("failed to unregister '{shown_root}', repository not found")
+        format!(
+            "failed to unregister '{}', repository not found",
+            nowhere.display()
+        )
     );
+}
+
+#[tokio::test]
+async fn a_startup_repository_unregistered_serves_no_loads_until_registered_again() {
+    // Triton's test_binding.py::test_server_explicit.
+    let root = archive(false);
+    let repo = repository(root.path(), ControlMode::Explicit);
+    repo.unregister_repository(root.path())
+        .expect("a startup root");
+    let e = repo
+        .unregister_repository(root.path())
+        .expect_err("already withdrawn");
+    assert!(e.message().ends_with("repository not found"), "{e:?}");
+    repo.load("add_sub", LoadRequest::default())
+        .await
+        .expect_err("no repository holds it");
+    repo.register_repository(root.path(), &[])
+        .await
+        .expect("registered again");
+    assert_eq!(repo.roots(), [root.path().to_path_buf()], "listed once");
+    repo.load("add_sub", LoadRequest::default())
+        .await
+        .expect("loads from it again");
 }
 
 #[tokio::test]

@@ -23,6 +23,9 @@ pub(super) struct Registrations {
     pub(super) repositories: Vec<PathBuf>,
     /// Model name → (its repository, its directory's name there).
     pub(super) mappings: BTreeMap<String, (PathBuf, String)>,
+    /// `--model-repository` ones unregistered since (Triton allows it); registering one
+    /// again brings it back.
+    pub(super) withdrawn: Vec<PathBuf>,
 }
 
 impl Registered {
@@ -33,9 +36,15 @@ impl Registered {
 }
 
 impl Registrations {
-    /// The `--model-repository` roots followed by the registered repositories.
+    /// The `--model-repository` roots not withdrawn, followed by the registered
+    /// repositories.
     pub(super) fn roots(&self, startup: &[PathBuf]) -> Vec<PathBuf> {
-        startup.iter().chain(&self.repositories).cloned().collect()
+        startup
+            .iter()
+            .filter(|root| !self.withdrawn.contains(root))
+            .chain(&self.repositories)
+            .cloned()
+            .collect()
     }
 
     /// The name the directory `subdir` of repository `root` goes by.
