@@ -319,6 +319,9 @@ image_models() { # suite
     L0_perf_nomodel) mkdir -p "$dir/custom_models/custom_zero_1_float32/1" ;;
     L0_lifecycle) cp "$backends/identity/libtriton_identity.so" "$dir/" 2> /dev/null ;;
     L0_model_config) cp "$backends/repeat/libtriton_repeat.so" "$dir/" 2> /dev/null ;;
+    L0_repoagent_checksum)
+      mkdir -p "$dir/models/identity_int32/1" &&
+        cp "$backends/identity/libtriton_identity.so" "$dir/models/identity_int32/1/" 2> /dev/null ;;
   esac
   [ -d "$models" ] || return 0
   case $1 in

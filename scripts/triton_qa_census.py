@@ -221,10 +221,10 @@ RESULTS = {
     "L0_infer_zero": (28, 28, ""),
     "L0_infer_reshape": (8, 6, ""),
     "L0_infer_variable": (42, 16, ""),
-    "L0_string_io": (1, 0, ""),
+    "L0_string_io": (1, 1, ""),
     "L0_http": (2, 0, "unittest cases; most checks are shell"),
     "L0_grpc": (2, 1, "unittest cases; most checks are shell"),
-    "L0_python_api": (111, 106, "embedding.md: binding 59/62, api 20/20, kserve 23/25, logging callback 4/4"),
+    "L0_python_api": (111, 107, "embedding.md: binding 60/62, api 20/20, kserve 23/25, logging callback 4/4"),
     "L0_openai": (67, 64, "python/openai/tests on CPU mock models, not its test.sh"),
     "L0_backend_tutorial": (2, 2, "minimal_client and recommended_client by hand"),
     "L0_libtorch_inference_mode": (1, 1, ""),
@@ -237,9 +237,9 @@ RESULTS = {
     "L0_initializer_as_input": (2, 2, ""),
     "L0_custom_model_config": (6, 6, "shell checks"),
     "L0_backend_config": (14, 14, "shell checks"),
-    "L0_socket": (44, 40, "shell checks; negative ports of disabled endpoints refused"),
+    "L0_socket": (44, 44, "shell checks, unmodified"),
     "L0_config_json": (25, 25, "shell checks"),
-    "L0_repoagent_checksum": (3, 2, "shell checks"),
+    "L0_repoagent_checksum": (3, 3, "shell checks"),
     "L0_response_statistics": (2, 2, ""),
     "L0_iterative_sequence": (6, 5, ""),
     "L0_grpc_state_cleanup": (18, 17, ""),
@@ -279,6 +279,35 @@ RESULTS = {
     "L0_request_cancellation": (16, 12, ""),
     "L0_lifecycle": (4, 4, ""),
     "L0_response_cache": (4, 4, ""),
+}
+
+# Failing tests of a runnable suite that cannot pass on a CPU machine whatever the server
+# does, by what they need (codes of NEEDS), each established from the suite's own output
+# as the compatibility.md row says: they are counted in RESULTS as run and not passed, and
+# left out of "runnable on a CPU" in the summary. A test that could pass here (a model the
+# runner does not generate yet, a tool not installed) is not listed.
+NEEDS_MISSING_HARDWARE = {
+    # 18 autofill_noplatform/tensorrt, 13 of its success cases, 7 custom_parameters/tensorrt;
+    # 16 auto-completed configs expecting KIND_GPU, 6 negative_gpu trials.
+    "L0_model_config": {"trt": 38, "gpu": 22},
+    # 5 cases of the CPU pass on plan models; the second pass makes KIND_GPU instances.
+    "L0_infer_variable": {"trt": 5, "gpu": 21},
+    # 6 tests per rate-limit mode load KIND_GPU groups.
+    "L0_model_update": {"gpu": 18},
+    # CUDA and TensorRT execution accelerators, read only for a GPU instance.
+    "L0_onnx_optimization": {"gpu": 9},
+    # test_implicit_state_growable_memory and test_no_update (GPU state buffers), per backend.
+    "L0_implicit_state": {"gpu": 4},
+    # test_ff2 and test_ff4 on plan models.
+    "L0_infer_reshape": {"trt": 2},
+    # its one test loops into the plan trial.
+    "L0_output_name": {"trt": 1},
+    # test_model_latest_infer and test_model_specific_infer on plan models.
+    "L0_server_status": {"trt": 2},
+    # test_skip_batch starts with plan models.
+    "L0_sequence_corrid_batcher": {"trt": 1},
+    # BF16 Add has no kernel in ONNX Runtime's CPU build; Triton's CI runs it on CUDA.
+    "L0_backend_onnxruntime": {"gpu": 2},
 }
 
 # How scripts/run_triton_qa.sh runs a runnable suite (--list-runnable, the runner's SUITE
@@ -402,6 +431,11 @@ def docs_counts(docs):
     return counts
 
 
+def percent(part, whole):
+    """`part` of `whole` as a percentage with one decimal, for the summary."""
+    return f"{100 * part / whole:.1f} %" if whole else "—"
+
+
 def main(argv):
     repo, commit, check, list_runnable = DEFAULT_REPO, "HEAD", False, False
     args = list(argv)
@@ -440,6 +474,10 @@ def main(argv):
         if s in RESULTS:
             t, p, how = RESULTS[s]
             result = f"{t} / {p}" + (f" ({how})" if how else "")
+            lacking = NEEDS_MISSING_HARDWARE.get(s)
+            if lacking:
+                result += "; " + ", ".join(
+                    f"{n} need {'TensorRT' if k == 'trt' else 'a GPU'}" for k, n in lacking.items())
         else:
             result = "not run" if runnable != "no" else "—"
         rows.append(f"| {s} | {needs} | {runnable}{': ' + note if note else ''} | {result} | "
@@ -449,6 +487,12 @@ def main(argv):
     run = [s for s in runnable if s in RESULTS]
     tests = sum(RESULTS[s][0] for s in run)
     passed = sum(RESULTS[s][1] for s in run)
+    hardware = {s: sum(NEEDS_MISSING_HARDWARE.get(s, {}).values()) for s in run}
+    for s, n in hardware.items():
+        if n > RESULTS[s][0] - RESULTS[s][1]:
+            print(f"census: {s}: {n} tests need missing hardware, more than its "
+                  f"{RESULTS[s][0] - RESULTS[s][1]} failures", file=sys.stderr)
+            return 1
     label = commit
     if not os.path.isdir(os.path.join(repo, "qa")) or os.path.isdir(os.path.join(repo, ".git")):
         label = subprocess.run(["git", "-C", repo, "rev-parse", "--short=9", commit],
@@ -457,17 +501,30 @@ def main(argv):
     else:
         label = f"the directory {repo}"
     print(f"Suites: **{len(suites)}** `qa/L0_*` folders at {label}.\n")
-    print("| Runnable here | Suites | Run, with results | Not yet run | Tests run | Passed |")
-    print("|---|---|---|---|---|---|")
+    print("| Runnable here | Suites | Run, with results | Not yet run | Tests run | Passed "
+          "| Failing for want of TensorRT or a GPU | Runnable on a CPU | Passed of those |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for k in ("yes", "partly"):
         r = [s for s in tally[k] if s in RESULTS]
-        print(f"| {k} | {len(tally[k])} | {len(r)} | {len(tally[k]) - len(r)} | "
-              f"{sum(RESULTS[s][0] for s in r)} | {sum(RESULTS[s][1] for s in r)} |")
-    print(f"| no | {len(tally['no'])} | | | | |")
+        t, p = sum(RESULTS[s][0] for s in r), sum(RESULTS[s][1] for s in r)
+        h = sum(hardware[s] for s in r)
+        print(f"| {k} | {len(tally[k])} | {len(r)} | {len(tally[k]) - len(r)} | {t} | {p} | {h} "
+              f"| {t - h} | {percent(p, t - h)} |")
+    print(f"| no | {len(tally['no'])} | | | | | | | |")
+    h = sum(hardware.values())
     print(f"| **all runnable** | **{len(runnable)}** | **{len(run)}** | **{len(runnable) - len(run)}** "
-          f"| **{tests}** | **{passed}** |")
+          f"| **{tests}** | **{passed}** | **{h}** | **{tests - h}** | **{percent(passed, tests - h)}** |")
     if missing:
-        print(f"| not classified | {len(missing)} | | | | |")
+        print(f"| not classified | {len(missing)} | | | | | | | |")
+    by_need = {}
+    for counts in (NEEDS_MISSING_HARDWARE.get(s, {}) for s in run):
+        for need, n in counts.items():
+            by_need[need] = by_need.get(need, 0) + n
+    lacking = ", ".join(f"{n} need {NEEDS[k].split(' (')[0]}" for k, n in sorted(by_need.items(), reverse=True))
+    print(f"\nOf the {tests} tests run, {h} fail only for want of hardware or software this "
+          f"machine lacks ({lacking}), "
+          f"each named in its suite's row: {passed} of the other {tests - h} pass "
+          f"({percent(passed, tests - h)}); counted over all {tests}, {percent(passed, tests)}.")
     print("\nWhat the suites need (a suite counts under each of its needs):\n")
     print("| Need | Suites | Meaning |")
     print("|---|---|---|")
