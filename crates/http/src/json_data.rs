@@ -116,6 +116,19 @@ fn int_to_f64(v: i128) -> f64 {
     }
 }
 
+/// What Triton's JSON reader (TRITONJSON) says of a BYTES element that is not a string.
+const NOT_A_STRING: &str = "attempt to access JSON non-string as string";
+
+/// The refusal of element `v` for `datatype`: TRITONJSON's words for BYTES, as Triton's
+/// generate and infer endpoints answer them, else which type was expected.
+fn wrong_element(datatype: DataType, v: impl fmt::Display) -> String {
+    if datatype == DataType::Bytes {
+        NOT_A_STRING.to_string()
+    } else {
+        format!("expected {datatype} value, got {v}")
+    }
+}
+
 /// Appends `v` as one element of a float `datatype`; any other type refuses it.
 #[inline]
 pub(crate) fn put_float(datatype: DataType, out: &mut Vec<u8>, v: f64) -> Result<(), String> {
@@ -124,7 +137,7 @@ pub(crate) fn put_float(datatype: DataType, out: &mut Vec<u8>, v: f64) -> Result
         DataType::Bf16 => out.extend_from_slice(&bf16::from_f64(v).to_le_bytes()),
         DataType::Fp32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
         DataType::Fp64 => out.extend_from_slice(&v.to_le_bytes()),
-        other => return Err(format!("expected {other} value, got {v}")),
+        other => return Err(wrong_element(other, v)),
     }
     Ok(())
 }
@@ -133,7 +146,7 @@ pub(crate) fn put_float(datatype: DataType, out: &mut Vec<u8>, v: f64) -> Result
 #[inline]
 pub(crate) fn put_bool(datatype: DataType, out: &mut Vec<u8>, v: bool) -> Result<(), String> {
     if datatype != DataType::Bool {
-        return Err(format!("expected {datatype} value, got {v}"));
+        return Err(wrong_element(datatype, v));
     }
     out.push(u8::from(v));
     Ok(())
@@ -144,6 +157,13 @@ impl<'de> Visitor<'de> for Flatten<'_> {
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} values, possibly in nested arrays", self.datatype)
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        if self.datatype == DataType::Bytes {
+            return Err(de::Error::custom(NOT_A_STRING));
+        }
+        Err(de::Error::invalid_type(de::Unexpected::Map, &self))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
@@ -320,6 +340,13 @@ mod tests {
         assert!(parse_data(DataType::Bool, "[1]").is_err());
         assert!(parse_data(DataType::Fp32, r#"["x"]"#).is_err());
         assert!(parse_data(DataType::Fp32, "[1,").is_err());
+        // A BYTES element that is not a string: TRITONJSON's words, as Triton answers.
+        for json in ["123", "[true]", "[1.5]", r#"{"USER": "hi"}"#] {
+            match parse_data(DataType::Bytes, json) {
+                Err(DataError::Invalid(e)) => assert!(e.starts_with(NOT_A_STRING), "{json}: {e}"),
+                other => panic!("{json}: {other:?}"),
+            }
+        }
     }
 
     fn nested(levels: usize, leaf: &str) -> String {
