@@ -5,6 +5,8 @@ import signal
 import pytest
 import tritonclient.http as httpclient
 
+from conftest import base_args
+
 
 def run_to_exit(start_server, repo, args, timeout=15):
     server = start_server(repo, raw_args=args, wait=False)
@@ -30,14 +32,15 @@ def test_bad_flag_value(make_repo, start_server):
 
 def test_wildcard_startup_model_must_be_alone(make_repo, start_server):
     repo = make_repo(["add_sub"])
-    explicit = ["--model-repository", repo, "--model-control-mode", "explicit"]
+    explicit = base_args(repo, ["--model-control-mode", "explicit"])
     code, out = run_to_exit(start_server, repo,
                             explicit + ["--load-model", "*", "--load-model", "add_sub"])
     assert code is not None and code != 0, out
     # Triton's core, and what its OpenAI frontend's tests expect.
     assert "Wildcard model name '*' must be the ONLY startup model if specified at all." in out
     # Given twice it is still alone, as in Triton's set of names.
-    server = start_server(repo, raw_args=explicit + ["--load-model", "*", "--load-model", "*"])
+    server = start_server(repo, "--model-control-mode", "explicit",
+                          "--load-model", "*", "--load-model", "*")
     assert server.http_client().is_model_ready("add_sub")
 
 
