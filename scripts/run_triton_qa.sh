@@ -59,7 +59,11 @@
 # are then generated too, as Triton's gen_qa_model_repository has its PyTorch image
 # generate them, into the same repositories), TRITON_PYTORCH_BACKEND (a folder with
 # Triton's pytorch backend and the libtorch it loads, e.g. the pytorch folder of
-# scripts/build_pytorch_backend.sh's OUT_DIR; linked as the suites' backends/pytorch).
+# scripts/build_pytorch_backend.sh's OUT_DIR; linked as the suites' backends/pytorch),
+# OPENVINO_PYTHON (a python with the `openvino` package, numpy < 2 and ml_dtypes: the
+# OpenVINO models of qa_model_repository are then generated too) and
+# TRITON_OPENVINO_BACKEND (the openvino folder of scripts/build_openvino_backend.sh's
+# OUT_DIR; linked as the suites' backends/openvino).
 # When SERVER_CHECKOUT also holds src/test/models, the models Triton's QA image
 # (Dockerfile.QA) adds to L0_backend_identity and L0_decoupled are added the same way.
 # Where Triton's image differs from this machine: scripts run by path whose first line
@@ -173,27 +177,34 @@ for path in glob.glob(sys.argv[1] + "/**/*.onnx", recursive=True):
     if changed:
         onnx.save(model, path)
 EOF
-# The libtorch models, after the ONNX ones (generate skips a repository that exists).
-generate_torch() { # repository generator-args...
-  local dir=$MODELS/$1
-  shift
-  [ -f "$dir.libtorch.done" ] && return 0
-  (cd "$WORK/qa/common" && "$TORCH_PYTHON" "$@" --libtorch --models_dir="$dir") > "$dir.libtorch.gen.log" 2>&1 ||
-    { echo "model generation failed: $* --libtorch (see $dir.libtorch.gen.log)" >&2; exit 1; }
-  touch "$dir.libtorch.done"
+# The libtorch and OpenVINO models, after the ONNX ones (generate skips a repository
+# that exists), each by the python that has its framework.
+generate_for() { # framework python repository generator-args...
+  local framework=$1 python=$2 dir=$MODELS/$3
+  shift 3
+  [ -f "$dir.$framework.done" ] && return 0
+  (cd "$WORK/qa/common" && "$python" "$@" "--$framework" --models_dir="$dir") > "$dir.$framework.gen.log" 2>&1 ||
+    { echo "model generation failed: $* --$framework (see $dir.$framework.gen.log)" >&2; exit 1; }
+  touch "$dir.$framework.done"
 }
 if [ -n "${TORCH_PYTHON:-}" ]; then
-  generate_torch qa_model_repository gen_qa_models.py
-  generate_torch qa_variable_model_repository gen_qa_models.py --variable
-  generate_torch qa_identity_model_repository gen_qa_identity_models.py
-  generate_torch qa_reshape_model_repository gen_qa_reshape_models.py --variable
-  generate_torch qa_sequence_model_repository gen_qa_sequence_models.py
-  generate_torch qa_variable_sequence_model_repository gen_qa_sequence_models.py --variable
-  generate_torch qa_sequence_implicit_model_repository gen_qa_implicit_models.py
-  generate_torch qa_variable_sequence_implicit_model_repository gen_qa_implicit_models.py --variable
-  generate_torch qa_dyna_sequence_model_repository gen_qa_dyna_sequence_models.py
-  generate_torch qa_ragged_model_repository gen_qa_ragged_models.py
+  generate_for libtorch "$TORCH_PYTHON" qa_model_repository gen_qa_models.py
+  generate_for libtorch "$TORCH_PYTHON" qa_variable_model_repository gen_qa_models.py --variable
+  generate_for libtorch "$TORCH_PYTHON" qa_identity_model_repository gen_qa_identity_models.py
+  generate_for libtorch "$TORCH_PYTHON" qa_reshape_model_repository gen_qa_reshape_models.py --variable
+  generate_for libtorch "$TORCH_PYTHON" qa_sequence_model_repository gen_qa_sequence_models.py
+  generate_for libtorch "$TORCH_PYTHON" qa_variable_sequence_model_repository gen_qa_sequence_models.py --variable
+  generate_for libtorch "$TORCH_PYTHON" qa_sequence_implicit_model_repository gen_qa_implicit_models.py
+  generate_for libtorch "$TORCH_PYTHON" qa_variable_sequence_implicit_model_repository gen_qa_implicit_models.py --variable
+  generate_for libtorch "$TORCH_PYTHON" qa_dyna_sequence_model_repository gen_qa_dyna_sequence_models.py
+  generate_for libtorch "$TORCH_PYTHON" qa_ragged_model_repository gen_qa_ragged_models.py
 fi
+# Triton's image has the OpenVINO models of qa_model_repository too (L0_model_config and
+# L0_lifecycle copy some); Triton's hand-made IR models (qa/openvino_models) beside the suites.
+if [ -n "${OPENVINO_PYTHON:-}" ]; then
+  generate_for openvino "$OPENVINO_PYTHON" qa_model_repository gen_qa_models.py
+fi
+[ -d "$SRC/qa/openvino_models" ] && cp -r "$SRC/qa/openvino_models" "$WORK/qa/"
 # Some generators write KIND_GPU instance groups for ONNX models outright (they fall back
 # to KIND_CPU only for their torch models); without a GPU those become CPU instances.
 if ! command -v nvidia-smi > /dev/null; then
@@ -210,6 +221,32 @@ add_examples() { # suite model...
   shift
   mkdir -p "$dir" && for m in "$@"; do cp -r "$WORK/examples/model_repository/$m" "$dir/"; done
 }
+# Triton's examples have served simple_identity from a python model since 2025; L0_http
+# edits a copy of it to INT64 (simple_identity_int64), which only a python model takes.
+python_simple_identity() { # suite
+  local dir=$WORK/qa/$1/models/simple_identity
+  rm -rf "$dir" && mkdir -p "$dir/1"
+  cat > "$dir/config.pbtxt" <<'PBTXT'
+name: "simple_identity"
+backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT0", data_type: TYPE_STRING, dims: [ -1 ] } ]
+output [ { name: "OUTPUT0", data_type: TYPE_STRING, dims: [ -1 ] } ]
+PBTXT
+  cat > "$dir/1/model.py" <<'PY'
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]
+            )
+            for r in requests
+        ]
+PY
+}
 mkdir -p "$WORK/qa/clients"
 [ -n "${EXAMPLES_DIR:-}" ] && cp "$EXAMPLES_DIR"/*.py "$WORK/qa/clients/"
 
@@ -225,11 +262,13 @@ if [ -n "${TRITON_BACKENDS:-}" ]; then
     cp "$lib" "$WORK/triton/backends/$name/"
   done
 fi
-if [ -n "${TRITON_PYTORCH_BACKEND:-}" ]; then
-  # A link: libtriton_pytorch.so loads libtorch from beside itself ($ORIGIN).
-  rm -rf "$WORK/triton/backends/pytorch" &&
-    ln -s "$(cd "$TRITON_PYTORCH_BACKEND" && pwd)" "$WORK/triton/backends/pytorch"
-fi
+# Links: libtriton_pytorch.so and libtriton_openvino.so load their frameworks' libraries
+# from beside themselves ($ORIGIN).
+for backend in pytorch:"${TRITON_PYTORCH_BACKEND:-}" openvino:"${TRITON_OPENVINO_BACKEND:-}"; do
+  [ -n "${backend#*:}" ] || continue
+  rm -rf "$WORK/triton/backends/${backend%%:*}" &&
+    ln -s "$(cd "${backend#*:}" && pwd)" "$WORK/triton/backends/${backend%%:*}"
+done
 stub_path=
 if [ -n "${TRITON_PYTHON_BACKEND:-}" ]; then
   # A link, not a copy: the backend finds its libraries relative to its own folder.
@@ -287,7 +326,7 @@ def count(paths):
             ran += counts.get("passed", 0) + bad
             failed += bad
     return ran, failed
-ran, failed = count([p for d in sys.argv[2:] for pattern in ("/**/*.log", "/**/client.log_*")
+ran, failed = count([p for d in sys.argv[2:] for pattern in ("/**/*.log", "/**/client.log_*", "/**/client.log.*")
                     for p in glob.glob(d + pattern, recursive=True)])
 if ran == 0:
     ran, failed = count([sys.argv[1]])
@@ -364,7 +403,10 @@ python_subtest() { # parent-dir subtest-dir
 # A fresh copy of a suite, its test.sh adapted to this machine as described in the header.
 prepare_suite() { # suite
   rm -rf "$WORK/qa/$1" && cp -r "$SRC/qa/$1" "$WORK/qa/$1"
-  sed -i -e "s#/opt/tritonserver#$WORK/triton#g" -e "s#/data/inferenceserver#$WORK/data#g" "$WORK/qa/$1/test.sh"
+  # The same paths in the suite's test.sh and in the configuration files it hands to
+  # other programs (L0_http's nginx.conf names its password file under /opt/tritonserver).
+  find "$WORK/qa/$1" -maxdepth 1 \( -name test.sh -o -name '*.conf' \) -print0 |
+    xargs -0 sed -i -e "s#/opt/tritonserver#$WORK/triton#g" -e "s#/data/inferenceserver#$WORK/data#g"
   # Without a GPU, a test.sh that turns models to KIND_GPU itself (L0_sequence_batcher's
   # nop models, L0_batcher's and L0_batch_custom's instance groups) keeps them on the
   # CPU, as the generated models are kept above. A `sed` that looks for KIND_GPU (to add
@@ -426,7 +468,9 @@ for s in "${SUITES[@]}"; do
   esac
   case $name in
     L0_batch_custom) offline_batch_custom ;;
-    L0_http) add_examples L0_http simple simple_dyna_sequence simple_identity simple_sequence simple_string densenet_onnx ;;
+    L0_http)
+      add_examples L0_http simple simple_dyna_sequence simple_sequence simple_string densenet_onnx
+      python_simple_identity L0_http ;;
     L0_grpc) add_examples L0_grpc simple simple_dyna_sequence simple_int8 simple_identity simple_sequence simple_string densenet_onnx ;;
     L0_shared_memory | L0_https | L0_secure_grpc | L0_data_compression | L0_simple_example | L0_socket)
       add_examples "$name" simple ;;

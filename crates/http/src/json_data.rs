@@ -119,14 +119,22 @@ fn int_to_f64(v: i128) -> f64 {
 /// What Triton's JSON reader (TRITONJSON) says of a BYTES element that is not a string.
 const NOT_A_STRING: &str = "attempt to access JSON non-string as string";
 
-/// The refusal of element `v` for `datatype`: TRITONJSON's words for BYTES, as Triton's
-/// generate and infer endpoints answer them, else which type was expected.
+/// The refusal of element `v` for `datatype`, opening with the sentence Triton's JSON
+/// reader (TRITONJSON) gives for that type, as Triton's infer and generate endpoints
+/// answer (clients match it), then which element it was.
 fn wrong_element(datatype: DataType, v: impl fmt::Display) -> String {
-    if datatype == DataType::Bytes {
-        NOT_A_STRING.to_string()
-    } else {
-        format!("expected {datatype} value, got {v}")
-    }
+    let sentence = match datatype {
+        DataType::Bytes => return NOT_A_STRING.to_string(),
+        DataType::Bool => "attempt to access JSON non-boolean as boolean",
+        DataType::Uint8 | DataType::Uint16 | DataType::Uint32 | DataType::Uint64 => {
+            "attempt to access JSON non-unsigned-integer as unsigned-integer"
+        }
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+            "attempt to access JSON non-signed-integer as signed-integer"
+        }
+        _ => "attempt to access JSON non-number as double",
+    };
+    format!("{sentence} ({datatype} element given {v})")
 }
 
 /// Appends `v` as one element of a float `datatype`; any other type refuses it.
@@ -160,10 +168,7 @@ impl<'de> Visitor<'de> for Flatten<'_> {
     }
 
     fn visit_map<A: de::MapAccess<'de>>(self, _: A) -> Result<(), A::Error> {
-        if self.datatype == DataType::Bytes {
-            return Err(de::Error::custom(NOT_A_STRING));
-        }
-        Err(de::Error::invalid_type(de::Unexpected::Map, &self))
+        Err(de::Error::custom(wrong_element(self.datatype, "an object")))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
@@ -198,10 +203,7 @@ impl<'de> Visitor<'de> for Flatten<'_> {
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
         if self.datatype != DataType::Bytes {
-            return Err(E::custom(format!(
-                "expected {} value, got a string",
-                self.datatype
-            )));
+            return Err(E::custom(wrong_element(self.datatype, "a string")));
         }
         self.out.extend_from_slice(&(v.len() as u32).to_le_bytes());
         self.out.extend_from_slice(v.as_bytes());
@@ -344,6 +346,32 @@ mod tests {
         for json in ["123", "[true]", "[1.5]", r#"{"USER": "hi"}"#] {
             match parse_data(DataType::Bytes, json) {
                 Err(DataError::Invalid(e)) => assert!(e.starts_with(NOT_A_STRING), "{json}: {e}"),
+                other => panic!("{json}: {other:?}"),
+            }
+        }
+        // Other types too, each in TRITONJSON's sentence for it.
+        for (datatype, json, sentence) in [
+            (DataType::Bool, r#""false""#, "non-boolean as boolean"),
+            (DataType::Bool, "[1]", "non-boolean as boolean"),
+            (
+                DataType::Int32,
+                "[1.5]",
+                "non-signed-integer as signed-integer",
+            ),
+            (
+                DataType::Uint8,
+                "[true]",
+                "non-unsigned-integer as unsigned-integer",
+            ),
+            (DataType::Fp32, r#"[{"a": 1}]"#, "non-number as double"),
+        ] {
+            match parse_data(datatype, json) {
+                Err(DataError::Invalid(e)) => assert!(
+                    e.starts_with(&format!(
+                        "attempt to access JSON {sentence} ({datatype} element given"
+                    )),
+                    "{json}: {e}"
+                ),
                 other => panic!("{json}: {other:?}"),
             }
         }

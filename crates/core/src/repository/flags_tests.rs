@@ -354,6 +354,62 @@ async fn with_namespacing_each_ensemble_runs_its_own_repositorys_model() {
     assert_eq!(e.kind(), ErrorKind::NotFound);
 }
 
+/// The backend ensemble `ensemble`'s one step ran on, seen from which of `a` and `b`
+/// counted one more execution.
+async fn step_backend_of(
+    repo: &ModelRepository,
+    ensemble: &str,
+    a: &TestBackend,
+    b: &TestBackend,
+) -> &'static str {
+    let before = (a.executions().len(), b.executions().len());
+    run_ensemble(repo, ensemble).await;
+    match (
+        a.executions().len() - before.0,
+        b.executions().len() - before.1,
+    ) {
+        (1, 0) => "a",
+        (0, 1) => "b",
+        other => panic!("{ensemble}: executions {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polled_ensemble_is_relinked_when_its_own_namespace_gets_the_step_model() {
+    let (a, b) = (
+        tempfile::tempdir().expect("temp dir"),
+        tempfile::tempdir().expect("temp dir"),
+    );
+    write_namespace(a.path(), "identity", "ensemble_a");
+    write_namespace(b.path(), "other", "ensemble_b");
+    let (backend_a, backend_b) = (TestBackend::identity(), TestBackend::identity());
+    let mut registry = backend_a.registry();
+    registry.insert("other", Arc::new(backend_b.clone()) as Arc<dyn Backend>);
+    let flags = RepositoryFlags {
+        namespacing: true,
+        ..RepositoryFlags::default()
+    };
+    let repo = Arc::new(ModelRepository::new(
+        options(&[a.path(), b.path()], ControlMode::Poll, flags),
+        registry,
+    ));
+    let failures = repo.load_startup_models().await.expect("starts");
+    assert!(failures.is_empty(), "{failures:?}");
+    let (ba, bb) = (&backend_a, &backend_b);
+    assert_eq!(step_backend_of(&repo, "ensemble_a", ba, bb).await, "a");
+    // `a` loses its `m`: both ensembles run on `b`'s.
+    let aside = tempfile::tempdir().expect("temp dir");
+    std::fs::rename(a.path().join("m"), aside.path().join("m")).expect("moved out");
+    repo.poll().await.expect("polls");
+    assert_eq!(step_backend_of(&repo, "ensemble_a", ba, bb).await, "b");
+    assert_eq!(step_backend_of(&repo, "ensemble_b", ba, bb).await, "b");
+    // `m` comes back to `a`: `ensemble_a` prefers it again, `ensemble_b` keeps its own.
+    std::fs::rename(aside.path().join("m"), a.path().join("m")).expect("moved back");
+    repo.poll().await.expect("polls");
+    assert_eq!(step_backend_of(&repo, "ensemble_a", ba, bb).await, "a");
+    assert_eq!(step_backend_of(&repo, "ensemble_b", ba, bb).await, "b");
+}
+
 #[tokio::test]
 async fn repository_agents_run_before_the_model_loads() {
     let root = tempfile::tempdir().expect("temp dir");

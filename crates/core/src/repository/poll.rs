@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::manager::{stop_in_background, ModelRepository};
 use super::record::{unload_set, ModelRecord};
+use super::scan::ModelDirs;
 use crate::error::Result;
 
 impl ModelRepository {
@@ -53,7 +54,35 @@ impl ModelRepository {
                 changed_ids.push(name.clone());
             }
         }
+        for ensemble in self.relinked_ensembles(&on_disk) {
+            if !changed_ids.contains(&ensemble) {
+                changed_ids.push(ensemble);
+            }
+        }
         let _admin = self.admin.lock().await;
         self.load_many(changed_ids, on_disk).await.map(drop)
+    }
+
+    /// The loaded ensembles a step of which would now run on another model: with
+    /// namespacing, a step prefers the model of the ensemble's own namespace, so when
+    /// one appears there (or the one used is gone) the ensemble loads again and is
+    /// re-linked, as Triton's dependency graph re-links it (core
+    /// `model_repository_manager.cc` `DependencyGraph::AddNodes`/`ConnectDependencyGraph`).
+    fn relinked_ensembles(&self, on_disk: &ModelDirs) -> Vec<String> {
+        if !self.namespacing() {
+            return Vec::new();
+        }
+        let table = self.table.read();
+        table
+            .iter()
+            .filter(|(_, record)| record.is_loaded())
+            .filter(|(ensemble, record)| {
+                record.origin.composing.iter().any(|used| {
+                    let step = self.model_name(used);
+                    self.step_id(on_disk, &table, ensemble, step) != *used
+                })
+            })
+            .map(|(ensemble, _)| ensemble.clone())
+            .collect()
     }
 }
