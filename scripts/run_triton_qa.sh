@@ -407,6 +407,14 @@ prepare_suite() { # suite
   # other programs (L0_http's nginx.conf names its password file under /opt/tritonserver).
   find "$WORK/qa/$1" -maxdepth 1 \( -name test.sh -o -name '*.conf' \) -print0 |
     xargs -0 sed -i -e "s#/opt/tritonserver#$WORK/triton#g" -e "s#/data/inferenceserver#$WORK/data#g"
+  # nginx's workers run as an unprivileged user, which cannot reach those files where
+  # `/` itself is closed to other users (as on this machine, unlike Triton's image);
+  # there a suite's nginx configuration that names no user gets the user starting it.
+  if [ "$(stat -c %A / | cut -c10)" != x ]; then
+    grep -lZ '^worker_processes' "$WORK/qa/$1"/*.conf 2>/dev/null | while IFS= read -r -d '' conf; do
+      grep -q '^user ' "$conf" || sed -i "1i user $(id -un);" "$conf"
+    done
+  fi
   # Without a GPU, a test.sh that turns models to KIND_GPU itself (L0_sequence_batcher's
   # nop models, L0_batcher's and L0_batch_custom's instance groups) keeps them on the
   # CPU, as the generated models are kept above. A `sed` that looks for KIND_GPU (to add

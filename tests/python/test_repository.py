@@ -172,6 +172,21 @@ def test_load_unknown_model(explicit, error_of):
     e = error_of(grpc_.load_model, "nope")
     assert e.status() == "StatusCode.INTERNAL"
     assert e.message().startswith("failed to load 'nope', failed to poll from model repository")
+    # Logged as Triton 2.51's repository manager logs it.
+    assert "failed to poll model 'nope': model not found in any model repository." in server.log()
+
+
+def test_unknown_startup_model_is_logged_as_triton_logs_it(make_repo, start_server):
+    repo = make_repo(["add_sub"])
+    server = start_server(repo, "--model-control-mode=explicit", "--load-model=nope", wait=False)
+    code = server.wait_exit(20)
+    assert code is not None and code != 0, server.log()
+    assert "failed to poll model 'nope': model not found in any model repository." in server.log()
+    # An empty name is not the repository folder (Triton tries it as a model).
+    server = start_server(repo, "--model-control-mode=explicit", "--load-model=", wait=False)
+    code = server.wait_exit(20)
+    assert code is not None and code != 0, server.log()
+    assert "Invalid model name: a model name cannot be empty" in server.log()
 
 
 def mentions_position(message, line, column=False):

@@ -150,7 +150,29 @@ pub fn render(models: &[ModelMetrics], cache: Option<&CacheSnapshot>) -> String 
     }
     write_gauges(&mut out, &SEQUENCE_GAUGES, &stats, |m| m.sequences);
     write_gauges(&mut out, &STATE_GAUGES, &stats, |m| m.state_usage);
+    write_pinned_pool(&mut out);
     out
+}
+
+/// Triton's pinned memory pool gauges, which it always exports with its metrics
+/// (dashboards and Triton's QA look for them). Nereid keeps no pinned host pool (tensors
+/// are read where they arrived, `--pinned-memory-pool-byte-size` has no effect), so the
+/// pool is 0 bytes, none used. Triton reports the size it was asked for even where it
+/// could not allocate the pool (2.51 on a machine without CUDA: 268435456).
+fn write_pinned_pool(out: &mut String) {
+    let gauges = [
+        (
+            "nv_pinned_memory_pool_total_bytes",
+            "Pinned memory pool total memory size, in bytes",
+        ),
+        (
+            "nv_pinned_memory_pool_used_bytes",
+            "Pinned memory pool used memory size, in bytes",
+        ),
+    ];
+    for (name, help) in gauges {
+        Family::start(out, name, help, Kind::Gauge).sample(&[], &0u64);
+    }
 }
 
 /// A summary family's name and help, Triton's.
@@ -453,6 +475,11 @@ mod tests {
         assert!(text.contains("# TYPE nv_inference_queue_duration_us counter"));
         assert!(text.contains("nv_model_load_duration_secs{model=\"add_sub\",version=\"1\"} 1.5\n"));
         assert!(!text.contains("summary"));
+        // No pinned pool: Triton's gauges say so.
+        assert!(text.contains(
+            "# TYPE nv_pinned_memory_pool_total_bytes gauge\nnv_pinned_memory_pool_total_bytes 0\n"
+        ));
+        assert!(text.contains("nv_pinned_memory_pool_used_bytes 0\n"));
 
         let mut quiet = m;
         quiet.latency.counters = false;

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::manager::{ControlMode, ModelRepository};
+use super::manager::{log_not_in_any_repository, ControlMode, ModelRepository};
 use super::scan::{is_ensemble_dir, ModelDirs};
 use crate::error::{Error, Result};
 
@@ -30,8 +30,16 @@ impl ModelRepository {
             ControlMode::Explicit if !self.options.startup_models.iter().any(|m| m == "*") => {
                 let mut ids = Vec::new();
                 for name in &self.options.startup_models {
+                    // Triton reads "" as the repository folder itself and fails to find
+                    // its backend ("Invalid model name: ..."); here it is refused as such.
+                    if name.is_empty() {
+                        return Err(Error::invalid_arg(
+                            "failed to load '', failed to poll from model repository: Invalid model name: a model name cannot be empty",
+                        ));
+                    }
                     let named = self.ids_named(models.keys(), name);
                     if named.is_empty() {
+                        log_not_in_any_repository(name);
                         return Err(Error::invalid_arg(format!(
                             "failed to load '{name}', failed to poll from model repository: no such model"
                         )));

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::instance_update::{update_in_place, ReloadSite, ServedFrom, Serving};
 use super::loader::{load_model, source_config, VersionOutcomes};
-use super::manager::{stop_in_background, ModelRepository, Override};
+use super::manager::{log_not_in_any_repository, stop_in_background, ModelRepository, Override};
 use super::overrides::{check_files, write_model_dir, LoadRequest};
 use super::record::{ModelRecord, ModelState, Origin, VersionRecord};
 use super::scan::{signature, Signature};
@@ -97,7 +97,12 @@ impl ModelRepository {
                     config,
                     dir: Some(dir),
                 }) => (Some(config), dir),
-                over => (over.map(|o| o.config), self.model_dir(name).await?),
+                over => {
+                    let dir = self.model_dir(name).await.inspect_err(|_| {
+                        log_not_in_any_repository(name);
+                    })?;
+                    (over.map(|o| o.config), dir)
+                }
             };
             let override_config = match override_config {
                 None => self.mapped_config(name, &dir).await,

@@ -286,6 +286,12 @@ impl ModelRepository {
     }
 }
 
+/// Logs Triton's poll error for a model name that no repository holds, as its repository
+/// manager logs it for every such load (start-up and the load API) before failing it.
+pub(super) fn log_not_in_any_repository(name: &str) {
+    tracing::error!("failed to poll model '{name}': model not found in any model repository.");
+}
+
 /// Stops replaced or unloaded models off the async runtime: their queued requests finish
 /// first (requests still holding an `Arc` keep the model alive until they are answered).
 /// Then the heap's free pages go back to the system, so a server that loads and unloads
