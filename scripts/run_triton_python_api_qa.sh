@@ -69,7 +69,6 @@ unavailable() {
 # file::test id (pytest's, without the parameters' brackets when they are given here)
 # -> why it fails on Nereid. Keep each reason short: it is printed in the table.
 KNOWN_FAILURES=(
-  "test_binding.py::TestBindings::test_server_explicit|model_is_ready of a model never loaded raises NotFound where the test expects False; Triton's TRITONSERVER_ServerModelIsReady also fails on GetModel (core src/tritonserver.cc 2733), not checked on a real Triton here"
   "test_binding.py::TestBindings::test_trace|inference tracing (TRITONSERVER_InferenceTrace*) is not implemented by Nereid's C API"
 )
 

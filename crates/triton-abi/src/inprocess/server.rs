@@ -256,8 +256,10 @@ pub unsafe extern "C" fn TRITONSERVER_ServerIsReady(
     })
 }
 
-/// `TRITONSERVER_ServerModelIsReady`: whether the version is ready; an unknown model is
-/// an error, as Triton's `GetModel` makes it.
+/// `TRITONSERVER_ServerModelIsReady`: whether the version is ready to serve. A model
+/// that is not loaded (never loaded, unloaded, unknown) is not ready, without an error,
+/// as Triton 2.51's `InferenceServer::ModelIsReady` answers (measured with its library:
+/// Triton's `test_binding.py` `test_server_explicit` expects `False`).
 #[no_mangle]
 pub unsafe extern "C" fn TRITONSERVER_ServerModelIsReady(
     server: *mut TRITONSERVER_Server,
@@ -269,11 +271,12 @@ pub unsafe extern "C" fn TRITONSERVER_ServerModelIsReady(
         if ready.is_null() {
             return Err(invalid_arg("ready must not be null"));
         }
-        s.engine
+        let serving = s
+            .engine
             .server()
             .model_spec(name, version(model_version))
-            .map_err(|e| from_core(&e))?;
-        put(ready, true, "ready")
+            .is_ok();
+        put(ready, serving, "ready")
     })
 }
 
