@@ -1,6 +1,6 @@
 //! The shared-memory RPCs (system and CUDA): status, register, unregister.
 
-use nereid_core::shm::RegionKind;
+use nereid_core::shm::{check_handle, RegionKind};
 use nereid_core::{Result, Server};
 use nereid_proto::inference::*;
 
@@ -55,8 +55,13 @@ pub fn cuda_status(
     Ok(CudaSharedMemoryStatusResponse { regions })
 }
 
-/// `CudaSharedMemoryRegister`: refused first when clients may not use shared memory.
+/// `CudaSharedMemoryRegister`: refused first when clients may not use shared memory. A
+/// `raw_handle` that is not a handle is refused before the name is looked at, as Triton's
+/// gRPC handler opens the handle first ("invalid args" even without a name; L0_grpc's
+/// aio test sends neither).
 pub fn cuda_register(server: &Server, r: &CudaSharedMemoryRegisterRequest) -> Result<()> {
+    server.shm_client_access()?;
+    check_handle(&r.name, &r.raw_handle)?;
     server.shm_register_cuda(&r.name, &r.raw_handle, r.device_id, r.byte_size)
 }
 

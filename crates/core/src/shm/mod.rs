@@ -353,9 +353,7 @@ impl ShmRegistry {
         byte_size: u64,
     ) -> Result<()> {
         self.client_access()?;
-        if handle.len() != nereid_shm::IPC_HANDLE_SIZE {
-            return Err(bad_handle(name));
-        }
+        check_handle(name, handle)?;
         self.check_room(&self.regions.lock(), name, byte_size)?;
         let len = usize::try_from(byte_size).map_err(|_| too_large(name))?;
         let device = DeviceMemory::open(handle, device_id, len).map_err(|e| {
@@ -588,6 +586,15 @@ pub fn bad_handle(name: &str) -> Error {
         "failed to register shared memory region '{name}': invalid args ({})",
         nereid_shm::BAD_HANDLE
     ))
+}
+
+/// Refuses (see [`bad_handle`]) a `handle` that cannot be a `cudaIpcMemHandle_t`: not
+/// its 64 bytes.
+pub fn check_handle(name: &str, handle: &[u8]) -> Result<()> {
+    if handle.len() != nereid_shm::IPC_HANDLE_SIZE {
+        return Err(bad_handle(name));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
