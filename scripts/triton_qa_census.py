@@ -264,7 +264,7 @@ RESULTS = {
     "L0_input_validation": (5, 5, ""),
     "L0_logging": (16, 16, "unmodified"),
     "L0_trace": (0, 0, "driven by C++ clients not built here"),
-    "L0_metrics": (2, 1, ""),
+    "L0_metrics": (5, 3, ""),
     "L0_warmup": (13, 12, "shell checks"),
     "L0_model_config": (492, 432, "shell cases"),
     "L0_data_compression": (12, 12, "shell checks, python clients"),
@@ -310,6 +310,27 @@ NEEDS_MISSING_HARDWARE = {
     "L0_backend_onnxruntime": {"gpu": 2},
     # test_grpc_register_cuda_shared_memory: the client creates a CUDA shared-memory region.
     "L0_client_timeout": {"gpu": 1},
+}
+
+# Failing tests, among those runnable on a CPU, where Nereid differs from Triton on purpose
+# (docs/src/differences.md says why; each suite's compatibility.md row names the test).
+# They count as failures in every rate; the summary names them apart from the gaps.
+DIFFERS_ON_PURPOSE = {
+    # test_negative_dimensions: 400, not 500, for a client's bad shape; two
+    # http_request_many_chunks.py cases: no limit on a chunked body's chunk count.
+    "L0_http": 3,
+    # test_register_system_shared_memory: INVALID_ARGUMENT, not INTERNAL, for a key that
+    # names no shared-memory object.
+    "L0_grpc": 1,
+    # --load-model names leaving the repository are not followed; finish_reason 'length'.
+    "L0_openai": 2,
+    # test_policy_reject: a rejected ensemble request counts once, not twice.
+    "L0_model_queue": 1,
+    # test_reschedule_error: a sequence whose request the backend reschedules is not idle.
+    "L0_iterative_sequence": 1,
+    # test_decoupled_infer_shutdownserver: responses of a stream accepted before a
+    # shutdown are delivered, not cut.
+    "L0_grpc_state_cleanup": 1,
 }
 
 # How scripts/run_triton_qa.sh runs a runnable suite (--list-runnable, the runner's SUITE
@@ -491,7 +512,7 @@ def main(argv):
     passed = sum(RESULTS[s][1] for s in run)
     hardware = {s: sum(NEEDS_MISSING_HARDWARE.get(s, {}).values()) for s in run}
     for s, n in hardware.items():
-        if n > RESULTS[s][0] - RESULTS[s][1]:
+        if n + DIFFERS_ON_PURPOSE.get(s, 0) > RESULTS[s][0] - RESULTS[s][1]:
             print(f"census: {s}: {n} tests need missing hardware, more than its "
                   f"{RESULTS[s][0] - RESULTS[s][1]} failures", file=sys.stderr)
             return 1
@@ -527,6 +548,12 @@ def main(argv):
           f"machine lacks ({lacking}), "
           f"each named in its suite's row: {passed} of the other {tests - h} pass "
           f"({percent(passed, tests - h)}); counted over all {tests}, {percent(passed, tests)}.")
+    on_purpose = sum(DIFFERS_ON_PURPOSE.get(s, 0) for s in run)
+    failing = tests - h - passed
+    print(f"Of the {failing} that fail, {on_purpose} fail where Nereid differs from Triton on "
+          f"purpose ([differences.md](differences.md); "
+          + ", ".join(f"{s} {n}" for s, n in sorted(DIFFERS_ON_PURPOSE.items()) if s in run)
+          + f") and {failing - on_purpose} are not done yet, each named in its suite's row.")
     print("\nWhat the suites need (a suite counts under each of its needs):\n")
     print("| Need | Suites | Meaning |")
     print("|---|---|---|")
