@@ -389,8 +389,9 @@ async fn a_polled_ensemble_is_relinked_when_its_own_namespace_gets_the_step_mode
         namespacing: true,
         ..RepositoryFlags::default()
     };
+    let c = tempfile::tempdir().expect("temp dir");
     let repo = Arc::new(ModelRepository::new(
-        options(&[a.path(), b.path()], ControlMode::Poll, flags),
+        options(&[a.path(), b.path(), c.path()], ControlMode::Poll, flags),
         registry,
     ));
     let failures = repo.load_startup_models().await.expect("starts");
@@ -408,6 +409,14 @@ async fn a_polled_ensemble_is_relinked_when_its_own_namespace_gets_the_step_mode
     repo.poll().await.expect("polls");
     assert_eq!(step_backend_of(&repo, "ensemble_a", ba, bb).await, "a");
     assert_eq!(step_backend_of(&repo, "ensemble_b", ba, bb).await, "b");
+    // `a` loses its `m` again and a third namespace gets one: `ensemble_a`'s step is
+    // ambiguous now, and it keeps running on `b`'s rather than losing its model.
+    std::fs::rename(a.path().join("m"), aside.path().join("m")).expect("moved out");
+    repo.poll().await.expect("polls");
+    assert_eq!(step_backend_of(&repo, "ensemble_a", ba, bb).await, "b");
+    testing::write_model(c.path(), "m", CONFIG, &[1]);
+    repo.poll().await.expect("polls");
+    assert_eq!(step_backend_of(&repo, "ensemble_a", ba, bb).await, "b");
 }
 
 #[tokio::test]

@@ -63,23 +63,26 @@ impl ModelRepository {
         self.load_many(changed_ids, on_disk).await.map(drop)
     }
 
-    /// The loaded ensembles a step of which would now run on another model: with
-    /// namespacing, a step prefers the model of the ensemble's own namespace, so when
-    /// one appears there (or the one used is gone) the ensemble loads again and is
-    /// re-linked, as Triton's dependency graph re-links it (core
-    /// `model_repository_manager.cc` `DependencyGraph::AddNodes`/`ConnectDependencyGraph`).
+    /// The loaded ensembles a step of which would now run on another model that exists:
+    /// with namespacing, a step prefers the model of the ensemble's own namespace, so
+    /// when one appears there the ensemble loads again and is re-linked, as Triton's
+    /// dependency graph re-links it (core `model_repository_manager.cc`
+    /// `DependencyGraph::AddNodes`/`ConnectDependencyGraph`). A step that only became
+    /// ambiguous keeps the model it runs on.
     fn relinked_ensembles(&self, on_disk: &ModelDirs) -> Vec<String> {
         if !self.namespacing() {
             return Vec::new();
         }
         let table = self.table.read();
+        let exists =
+            |id: &str| on_disk.get(id).is_some_and(|d| d.is_ok()) || table.contains_key(id);
         table
             .iter()
             .filter(|(_, record)| record.is_loaded())
             .filter(|(ensemble, record)| {
                 record.origin.composing.iter().any(|used| {
-                    let step = self.model_name(used);
-                    self.step_id(on_disk, &table, ensemble, step) != *used
+                    let now = self.step_id(on_disk, &table, ensemble, self.model_name(used));
+                    now != *used && exists(&now)
                 })
             })
             .map(|(ensemble, _)| ensemble.clone())
