@@ -211,7 +211,7 @@ RESULTS = {
     "L0_sequence_batcher": (270, 270, "90/90 onnx, 90/90 libtorch, 90/90 libtorch with implicit state"),
     "L0_batch_custom": (5, 5, ""),
     "L0_decoupled": (7, 6, "python trial; the seventh cut by the runner's limit"),
-    "L0_backend_python": (80, 78, "subtests run one by one"),
+    "L0_backend_python": (84, 78, "subtests run one by one"),
     "L0_backend_identity": (2, 2, ""),
     "L0_backend_bls": (1, 1, "bls_client by hand"),
     "L0_client_nobatch": (4, 4, ""),
@@ -223,7 +223,7 @@ RESULTS = {
     "L0_infer_variable": (42, 16, ""),
     "L0_string_io": (1, 1, ""),
     "L0_http": (75, 72, "unittest cases of its python files; shell checks not counted"),
-    "L0_grpc": (2, 1, "unittest cases; most checks are shell"),
+    "L0_grpc": (27, 26, "unittest cases; most checks are shell"),
     "L0_python_api": (92, 91, "embedding.md: binding 61/62, api 20/20, kserve 6/6 as Triton's CI runs it (its 19 xfail(run=False) cases not counted; forced, 23/25), logging callback 4/4"),
     "L0_openai": (67, 65, "python/openai/tests on CPU mock models, not its test.sh"),
     "L0_backend_tutorial": (2, 2, "minimal_client and recommended_client by hand"),
@@ -310,6 +310,8 @@ NEEDS_MISSING_HARDWARE = {
     "L0_backend_onnxruntime": {"gpu": 2},
     # test_grpc_register_cuda_shared_memory: the client creates a CUDA shared-memory region.
     "L0_client_timeout": {"gpu": 1},
+    # decoupled's test_decoupled_bls: GPU tensors through BLS.
+    "L0_backend_python": {"gpu": 1},
 }
 
 # Failing tests, among those runnable on a CPU, where Nereid differs from Triton on purpose
