@@ -53,7 +53,7 @@
 # stub and triton_python_backend_utils.py, e.g. the nvidia-pytriton wheel's as
 # tests/python/triton_wheel.py unpacks it), with
 # TRITON_PYTHON_STUB_PATH (a bin folder whose python3 the stubs use: Python 3.11 with
-# numpy < 2) and TRITON_PYTHON_EXAMPLES (python_backend's examples folder, for the
+# numpy < 2; with a CPU torch too, the python models that import torch load) and TRITON_PYTHON_EXAMPLES (python_backend's examples folder, for the
 # python models some suites take from it), TORCH_PYTHON (a python whose `torch` can
 # script models, e.g. the CPU one scripts/torch_cpu_python.sh prints: the libtorch models
 # are then generated too, as Triton's gen_qa_model_repository has its PyTorch image

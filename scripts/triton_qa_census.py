@@ -312,6 +312,8 @@ NEEDS_MISSING_HARDWARE = {
     "L0_client_timeout": {"gpu": 1},
     # decoupled's test_decoupled_bls: GPU tensors through BLS.
     "L0_backend_python": {"gpu": 1},
+    # bls_onnx_warmup asserts its BLS outputs are in GPU memory.
+    "L0_warmup": {"gpu": 1},
 }
 
 # Failing tests, among those runnable on a CPU, where Nereid differs from Triton on purpose
@@ -360,7 +362,8 @@ RUN = {
     "L0_libtorch_io_types": ("L0_libtorch_io_types:QA_TRITON_DEFAULTS=1",),
     "L0_model_config": ("L0_model_config:QA_TRITON_DEFAULTS=1",),
     "L0_response_cache": ("L0_response_cache:QA_TRITON_DEFAULTS=1",),
-    "L0_warmup": ("L0_warmup:QA_TRITON_DEFAULTS=1",),
+    # TEST_JETSON=1: no shared-memory leak probe (triton_shm_monitor is built in Triton's image).
+    "L0_warmup": ("L0_warmup:QA_TRITON_DEFAULTS=1 TEST_JETSON=1",),
 }
 
 # Markers read from the files at run time: (label, pattern). Shown in the table so a
