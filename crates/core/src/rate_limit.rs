@@ -167,12 +167,11 @@ impl RateLimiter {
         Ok(())
     }
 
-    /// Waits for instance `id`'s turn and resources, then holds them.
+    /// Waits for instance `id`'s turn and resources, then holds them. An instance that
+    /// kept its place in line when it released (see [`Self::release`]) waits from there.
     fn acquire(&self, id: u64) {
         let mut state = self.state.lock();
-        let arrival = state.arrivals;
-        state.arrivals += 1;
-        state.waiting.push((id, arrival));
+        state.join_line(id);
         loop {
             if state.first_waiting() == Some(id) && state.fits(id) {
                 state.waiting.retain(|(w, _)| *w != id);
@@ -185,8 +184,11 @@ impl RateLimiter {
         }
     }
 
-    /// Gives back what instance `id` holds.
-    fn release(&self, id: u64) {
+    /// Gives back what instance `id` holds; with `again`, the instance takes its place in
+    /// line in the same step, so that the next turn is chosen among it and those already
+    /// waiting by executions × priority. Without that, an instance that finished would
+    /// always come back after the others were served, and priorities would not count.
+    fn release(&self, id: u64, again: bool) {
         let mut state = self.state.lock();
         if let Some(entry) = state.instances.get(&id) {
             let needs = entry.needs.clone();
@@ -196,6 +198,17 @@ impl RateLimiter {
                 }
             }
         }
+        if again {
+            state.join_line(id);
+        }
+        self.turn.notify_all();
+    }
+
+    /// Takes instance `id` out of the line it joined on release, when it has nothing to
+    /// execute after all.
+    fn leave_line(&self, id: u64) {
+        let mut state = self.state.lock();
+        state.waiting.retain(|(w, _)| *w != id);
         self.turn.notify_all();
     }
 
@@ -228,6 +241,16 @@ fn resource_map(available: &Resources) -> String {
 }
 
 impl State {
+    /// Puts instance `id` in line, unless it is there already.
+    fn join_line(&mut self, id: u64) {
+        if self.waiting.iter().any(|(w, _)| *w == id) {
+            return;
+        }
+        let arrival = self.arrivals;
+        self.arrivals += 1;
+        self.waiting.push((id, arrival));
+    }
+
     /// The waiting instance whose turn it is: fewest executions × priority, then the
     /// earliest.
     fn first_waiting(&self) -> Option<u64> {
@@ -273,9 +296,27 @@ pub struct Registration {
 impl Registration {
     /// Runs `body` once it is this instance's turn and its resources are held.
     pub fn run<T>(&self, body: impl FnOnce() -> T) -> T {
+        self.run_then(body, || false)
+    }
+
+    /// [`Self::run`]; before the resources go back, `again` says whether this instance
+    /// has its next execution in hand. It then keeps its place in line (Triton's batcher
+    /// has the next payload waiting at the limiter the same way); if that execution does
+    /// not happen after all, [`Self::leave_line`] gives the place up.
+    pub fn run_then<T>(&self, body: impl FnOnce() -> T, again: impl FnOnce() -> bool) -> T {
         self.limiter.acquire(self.id);
-        let _held = Held(self);
-        body()
+        let held = Held(self);
+        let result = body();
+        let again = again();
+        std::mem::forget(held);
+        self.limiter.release(self.id, again);
+        result
+    }
+
+    /// Gives up the place in line [`Self::run_then`] kept, for an execution that did not
+    /// happen.
+    pub fn leave_line(&self) {
+        self.limiter.leave_line(self.id);
     }
 }
 
@@ -284,7 +325,7 @@ struct Held<'a>(&'a Registration);
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
-        self.0.limiter.release(self.0.id);
+        self.0.limiter.release(self.0.id, false);
     }
 }
 

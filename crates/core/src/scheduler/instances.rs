@@ -147,6 +147,7 @@ impl InstancePool {
                 payloads: self.payloads.clone(),
                 retired,
                 name: name.clone(),
+                line: Line::default(),
             };
             for sample in warmup {
                 sample.run(&self.spec, &self.stats, &name, |jobs| {
@@ -265,11 +266,38 @@ struct Worker {
     /// Signalled when an instance update removes this instance.
     retired: Receiver<()>,
     name: String,
+    /// Under the rate limiter, the payload taken before the last execution released its
+    /// resources, and whether that kept this instance's place in line.
+    line: Line,
+}
+
+/// A worker's next payload taken while it held the rate limiter's resources, so that it
+/// kept its place in line (see [`Registration::run_then`]).
+#[derive(Default)]
+struct Line {
+    /// Taking ahead only once serving (never during warmup, whose failure would drop it).
+    serving: bool,
+    next: Option<Payload>,
+    /// The place in line kept for `next`, until its execution waits for its turn.
+    kept: bool,
 }
 
 impl Worker {
     fn run(mut self) {
+        self.line.serving = true;
         loop {
+            if let Some(payload) = self.line.next.take() {
+                self.take(payload);
+                if self.line.kept && self.line.next.is_none() {
+                    // The payload did not execute (its callers left, or it only released
+                    // sequences): the place in line goes to the others.
+                    self.line.kept = false;
+                    if let Some(turn) = &self.turn {
+                        turn.leave_line();
+                    }
+                }
+                continue;
+            }
             crossbeam_channel::select! {
                 recv(self.payloads) -> payload => match payload {
                     Ok(payload) => self.take(payload),
@@ -345,7 +373,9 @@ impl Worker {
             );
             let mut timing = ComputeTiming::default();
             let instance = &mut self.instance;
-            let outcomes = in_turn(self.turn.as_ref(), || instance.execute(&batch, &mut timing));
+            let outcomes = in_turn(self.turn.as_ref(), &self.payloads, &mut self.line, || {
+                instance.execute(&batch, &mut timing)
+            });
             (outcomes, timing, batch.total_batch_size())
         };
         outcomes.resize_with(payload.len(), || {
@@ -411,7 +441,7 @@ impl Worker {
                 payload.iter().map(|j| j.batch_size).collect(),
             );
             let instance = &mut self.instance;
-            let streamed = in_turn(self.turn.as_ref(), || {
+            let streamed = in_turn(self.turn.as_ref(), &self.payloads, &mut self.line, || {
                 instance.execute_decoupled(&batch, senders, &mut timing)
             });
             (streamed, batch.total_batch_size())
@@ -493,12 +523,26 @@ impl Worker {
     }
 }
 
-/// Runs `execute` once it is the instance's turn under the rate limiter (at once without one).
-fn in_turn<T>(turn: Option<&Registration>, execute: impl FnOnce() -> T) -> T {
-    match turn {
-        Some(turn) => turn.run(execute),
-        None => execute(),
-    }
+/// Runs `execute` once it is the instance's turn under the rate limiter (at once without
+/// one). While serving, the worker takes its next payload, if one is there, before the
+/// resources go back, and keeps its place in line for it.
+fn in_turn<T>(
+    turn: Option<&Registration>,
+    payloads: &Receiver<Payload>,
+    line: &mut Line,
+    execute: impl FnOnce() -> T,
+) -> T {
+    let Some(turn) = turn else {
+        return execute();
+    };
+    line.kept = false;
+    turn.run_then(execute, || {
+        if line.serving && line.next.is_none() {
+            line.next = payloads.try_recv().ok();
+        }
+        line.kept = line.next.is_some();
+        line.kept
+    })
 }
 
 /// What became of one job of an execution: kept to be answered with `T`, or rescheduled
