@@ -185,7 +185,10 @@ fn busy_pair() -> (usize, usize) {
             });
         }
     });
-    (counts[0].load(Ordering::SeqCst), counts[1].load(Ordering::SeqCst))
+    (
+        counts[0].load(Ordering::SeqCst),
+        counts[1].load(Ordering::SeqCst),
+    )
 }
 
 #[test]
@@ -195,7 +198,10 @@ fn priorities_count_when_a_busy_instance_keeps_its_place_in_line() {
     // (Without keeping its place, the one that finished comes back after the other was
     // served, and turns alternate whatever the priorities.)
     let (one, two) = busy_pair();
-    assert!(one >= 55 && two >= 25, "priority 1: {one}, priority 2: {two}");
+    assert!(
+        one >= 55 && two >= 25,
+        "priority 1: {one}, priority 2: {two}"
+    );
 }
 
 #[test]
