@@ -251,17 +251,17 @@ impl State {
         self.waiting.push((id, arrival));
     }
 
-    /// The waiting instance whose turn it is: fewest executions × priority, then the
-    /// earliest.
+    /// The waiting instance whose turn it is: fewest executions × priority; on a tie the
+    /// higher priority (the lower number: priority 2 gets half the turns of priority 1),
+    /// then the earliest. (Triton leaves ties to its heap's order.)
     fn first_waiting(&self) -> Option<u64> {
         self.waiting
             .iter()
             .min_by_key(|(id, arrival)| {
-                let scaled = self
-                    .instances
-                    .get(id)
-                    .map_or(0, |e| e.executions.saturating_mul(e.priority));
-                (scaled, *arrival)
+                let (scaled, priority) = self.instances.get(id).map_or((0, 0), |e| {
+                    (e.executions.saturating_mul(e.priority), e.priority)
+                });
+                (scaled, priority, *arrival)
             })
             .map(|(id, _)| *id)
     }

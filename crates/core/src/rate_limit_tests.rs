@@ -123,7 +123,7 @@ fn instances_sharing_a_resource_never_overlap_while_others_run() {
 }
 
 #[test]
-fn turns_go_by_executions_times_priority_then_arrival() {
+fn turns_go_by_scaled_executions_then_priority_then_arrival() {
     let limiter = RateLimiter::new(Vec::new());
     let one = limiter
         .register(Some(&needs(&[], 1)), 0)
@@ -131,13 +131,17 @@ fn turns_go_by_executions_times_priority_then_arrival() {
     let two = limiter
         .register(Some(&needs(&[], 2)), 0)
         .expect("registers");
+    let other_one = limiter
+        .register(Some(&needs(&[], 1)), 0)
+        .expect("registers");
     let mut state = limiter.state.lock();
-    state.waiting = vec![(two.id, 0), (one.id, 1)];
+    state.waiting = vec![(two.id, 0), (other_one.id, 1), (one.id, 2)];
     assert_eq!(
         state.first_waiting(),
-        Some(two.id),
-        "no executions yet: arrival"
+        Some(other_one.id),
+        "no executions yet: priority 1 before 2, then arrival"
     );
+    state.waiting = vec![(two.id, 0), (one.id, 1)];
     let executed = |state: &mut State, id: u64, n: u64| {
         state.instances.get_mut(&id).expect("registered").executions = n;
     };
@@ -148,8 +152,8 @@ fn turns_go_by_executions_times_priority_then_arrival() {
     executed(&mut state, one.id, 2);
     assert_eq!(
         state.first_waiting(),
-        Some(two.id),
-        "2 × 1 = 1 × 2: arrival decides"
+        Some(one.id),
+        "2 × 1 = 1 × 2: the higher priority (1) goes first, though it came later"
     );
     executed(&mut state, one.id, 3);
     assert_eq!(state.first_waiting(), Some(two.id));
