@@ -55,8 +55,7 @@ pub struct LoadedModel {
     passive: Arc<PassiveInstances>,
     /// Shared by the versions an instance update makes of this one.
     runner: Arc<Runner>,
-    /// The instances, when a reload may change them in place (not for ensembles and
-    /// sequence batchers).
+    /// The instances, when a reload may change them in place (not for ensembles).
     instances: Option<Arc<InstanceSet>>,
     /// The server's response cache, when this model uses it.
     cache: Option<Arc<ResponseCache>>,

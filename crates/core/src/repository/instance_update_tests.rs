@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use super::super::manager::{ControlMode, ModelRepository};
 use super::super::overrides::LoadRequest;
 use super::*;
+use crate::request::ParamValue;
 use crate::testing::{self, TestBackend, MODEL_FILE};
 
 const IO: &str = r#"backend: "identity" max_batch_size: 4
@@ -196,6 +197,63 @@ async fn requests_in_flight_finish_on_the_instance_that_is_retired() {
     assert_eq!(backend.instance_counts(), (2, 1));
     assert_eq!(busy.await.expect("joined"), [7]);
     assert_eq!(echo(&repo).await, [7]);
+}
+
+/// A sequence model with `count` CPU instances, sequences released after 5 s idle.
+fn sequences(count: u32) -> String {
+    format!(
+        "{IO}\nsequence_batching {{ max_sequence_idle_microseconds: 5000000 }}\n\
+         instance_group [ {{ count: {count} kind: KIND_CPU }} ]"
+    )
+}
+
+/// Sends one request of sequence `id` (START and END as given), returning the echo.
+async fn step(repo: &ModelRepository, id: u64, start: bool, end: bool) -> Vec<i32> {
+    let model = repo.get("m", None).expect("served");
+    let mut request = testing::request(
+        "m",
+        "r",
+        vec![testing::int32_input("INPUT0", &[1, 1], &[id as i32])],
+    );
+    request.set_parameter("sequence_id", ParamValue::Uint(id));
+    request.set_parameter("sequence_start", ParamValue::Bool(start));
+    request.set_parameter("sequence_end", ParamValue::Bool(end));
+    let response = model
+        .submit(request, std::time::Instant::now())
+        .await
+        .expect("answered");
+    testing::int32s(&response.outputs[0].data)
+}
+
+#[tokio::test]
+async fn a_sequence_model_updates_in_place_and_a_retired_instance_ends_its_sequences_first() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let backend = TestBackend::identity();
+    testing::write_model(root.path(), "m", &sequences(2), &[1]);
+    let repo = repository(root.path(), &backend);
+    repo.load("m", LoadRequest::default()).await.expect("loads");
+    // New sequences spread over the instances: one each.
+    assert_eq!(step(&repo, 1, true, false).await, [1]);
+    assert_eq!(step(&repo, 2, true, false).await, [2]);
+
+    reload(&repo, root.path(), &sequences(4)).await.expect("grows");
+    assert_eq!(backend.instance_counts(), (4, 0));
+
+    // Down to one (an added one is kept): the three others retire, but the first two
+    // hold a sequence each and serve it to its end.
+    reload(&repo, root.path(), &sequences(1)).await.expect("shrinks");
+    finalized_in_background(&backend, (4, 1)).await;
+    assert_eq!(step(&repo, 1, false, false).await, [1]);
+    assert_eq!(step(&repo, 3, true, false).await, [3]);
+    assert_eq!(step(&repo, 1, false, true).await, [1]);
+    finalized_in_background(&backend, (4, 2)).await;
+    assert_eq!(step(&repo, 2, false, true).await, [2]);
+    finalized_in_background(&backend, (4, 3)).await;
+    assert_eq!(step(&repo, 3, false, true).await, [3]);
+    assert_eq!(backend.instance_counts(), (4, 3));
+
+    repo.unload("m", false).await.expect("unloads");
+    finalized_in_background(&backend, (4, 4)).await;
 }
 
 #[test]

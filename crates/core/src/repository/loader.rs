@@ -25,7 +25,7 @@ use crate::metrics::MetricsConfig;
 use crate::model::{ModelSpec, SchedulingSpec, MAX_INSTANCES};
 use crate::rate_limit::RateLimiter;
 use crate::scheduler::{
-    create_all, create_passive, strategy_library, BatchStrategy, BatchStrategyLoader,
+    create_passive, strategy_library, BatchStrategy, BatchStrategyLoader,
     DefaultScheduler, DynamicBatcher, InstancePool, InstanceSet, InstanceSource, Scheduler,
     SequenceBatcher, WarmupSample, DEFAULT_QUEUE_CAPACITY,
 };
@@ -404,16 +404,12 @@ fn load_version(
             (Box::new(batcher), Some(set))
         }
         SchedulingSpec::Sequence(_) => {
-            let rate_limiter = source.rate_limiter.as_ref();
-            let instances = create_all(source.model.as_ref(), &spec, &stats, rate_limiter)?;
-            let batcher = SequenceBatcher::start(
-                spec.clone(),
-                stats.clone(),
-                instances,
-                file.parent().and_then(Path::parent),
-                &source.warmup,
-            )?;
-            (Box::new(batcher), None)
+            let model_dir = file.parent().and_then(Path::parent);
+            let (set, batcher) = InstanceSet::start(&spec, source, |instances, warmup| {
+                let (spec, stats) = (spec.clone(), stats.clone());
+                SequenceBatcher::start(spec, stats, instances, model_dir, warmup).map(Arc::new)
+            })?;
+            (Box::new(batcher), Some(set))
         }
         SchedulingSpec::Default | SchedulingSpec::Ensemble => {
             let (sender, receiver) = InstancePool::channel(DEFAULT_QUEUE_CAPACITY);

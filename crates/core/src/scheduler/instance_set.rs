@@ -4,7 +4,8 @@
 //! creates the missing ones and retires the rest (Triton's instance update, core
 //! `backend_model.cc` `UpdateInstanceGroup` and `PrepareInstances`). The queue, the
 //! statistics and the instances in use carry over; only the difference is initialized or
-//! finalized.
+//! finalized. Where the instances run is the scheduler's [`InstanceHost`]: the shared
+//! pool of the default scheduler and the dynamic batcher, or the sequence batcher.
 
 use std::sync::Arc;
 
@@ -22,10 +23,39 @@ use crate::stats::ModelStats;
 /// An instance to create: its name, its group's configuration and normalized form.
 type Wanted<'a> = (String, &'a ModelInstanceGroup, &'a InstanceGroupSpec);
 
+/// Where a scheduler runs its instances, as an instance update changes them.
+pub trait InstanceHost: Send + Sync {
+    /// Starts `instances` after warming each up with `warmup`, returning their ids in
+    /// order; all or none.
+    fn add(&self, instances: Vec<Instance>, warmup: &[WarmupSample]) -> Result<Vec<WorkerId>>;
+
+    /// Stops the instances `ids` once they finish what they serve; the others go on.
+    fn retire(&self, ids: &[WorkerId]);
+
+    /// The running instances, oldest first.
+    fn workers(&self) -> Vec<WorkerId>;
+}
+
+/// The default scheduler's and the dynamic batcher's pool: its retire waits for the
+/// instances to finish what they execute.
+impl InstanceHost for InstancePool {
+    fn add(&self, instances: Vec<Instance>, warmup: &[WarmupSample]) -> Result<Vec<WorkerId>> {
+        InstancePool::add(self, instances, warmup)
+    }
+
+    fn retire(&self, ids: &[WorkerId]) {
+        InstancePool::retire(self, ids)
+    }
+
+    fn workers(&self) -> Vec<WorkerId> {
+        InstancePool::workers(self)
+    }
+}
+
 /// The live instances of one model version, and what creates more.
 pub struct InstanceSet {
     model: Box<dyn ModelBackend>,
-    pool: Arc<InstancePool>,
+    host: Arc<dyn InstanceHost>,
     stats: Arc<ModelStats>,
     warmup: Vec<WarmupSample>,
     rate_limiter: Option<Arc<RateLimiter>>,
@@ -88,17 +118,6 @@ pub struct PassiveInstances {
     _held: Mutex<Vec<Box<dyn InstanceBackend>>>,
 }
 
-/// Creates every instance `spec` asks for through `model` (for schedulers whose
-/// instances do not change while they serve); see [`create_instances`].
-pub fn create_all(
-    model: &dyn ModelBackend,
-    spec: &ModelSpec,
-    stats: &Arc<ModelStats>,
-    rate_limiter: Option<&Arc<RateLimiter>>,
-) -> Result<Vec<Instance>> {
-    create_instances(model, &wanted(spec, false), stats, rate_limiter)
-}
-
 /// Creates the instances `wanted` names through `model`, each registered with the rate
 /// limiter when one is on; none survive a failure.
 fn create_instances(
@@ -156,13 +175,13 @@ pub struct InstanceSource {
 }
 
 impl InstanceSet {
-    /// The instances `spec` asks for, created through `source` and handed to the pool
-    /// `start` makes of them (the scheduler's); the set keeps the pool to change them.
-    pub fn start(
+    /// The instances `spec` asks for, created through `source` and handed to the host
+    /// `start` makes of them (the scheduler's); the set keeps the host to change them.
+    pub fn start<H: InstanceHost + 'static>(
         spec: &ModelSpec,
         source: InstanceSource,
-        start: impl FnOnce(Vec<Instance>, &[WarmupSample]) -> Result<Arc<InstancePool>>,
-    ) -> Result<(Self, Arc<InstancePool>)> {
+        start: impl FnOnce(Vec<Instance>, &[WarmupSample]) -> Result<Arc<H>>,
+    ) -> Result<(Self, Arc<H>)> {
         let wanted = wanted(spec, false);
         let instances = create_instances(
             source.model.as_ref(),
@@ -170,8 +189,8 @@ impl InstanceSet {
             &source.stats,
             source.rate_limiter.as_ref(),
         )?;
-        let pool = start(instances, &source.warmup)?;
-        let live = pool
+        let host = start(instances, &source.warmup)?;
+        let live = host
             .workers()
             .into_iter()
             .zip(&wanted)
@@ -182,13 +201,13 @@ impl InstanceSet {
             .collect();
         let set = Self {
             model: source.model,
-            pool: pool.clone(),
+            host: host.clone(),
             stats: source.stats,
             warmup: source.warmup,
             rate_limiter: source.rate_limiter,
             live: Mutex::new(live),
         };
-        Ok((set, pool))
+        Ok((set, host))
     }
 
     /// Changes the running instances to those `spec` asks for: each wanted instance
@@ -216,7 +235,7 @@ impl InstanceSet {
             &self.stats,
             self.rate_limiter.as_ref(),
         )?;
-        let added = self.pool.add(created, &self.warmup)?;
+        let added = self.host.add(created, &self.warmup)?;
         tracing::debug!(
             model = %spec.name,
             kept = kept.len(),
@@ -225,7 +244,7 @@ impl InstanceSet {
             "instance update"
         );
         let retired: Vec<WorkerId> = unclaimed.iter().map(|l| l.worker).collect();
-        self.pool.retire(&retired);
+        self.host.retire(&retired);
         kept.extend(added.into_iter().zip(&missing).map(|(worker, want)| Live {
             worker,
             identity: identity(want.1),

@@ -99,6 +99,19 @@ struct WorkerHandle {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerId(u64);
 
+impl WorkerId {
+    /// The id of the `n`th instance of a host that numbers its instances itself (the
+    /// sequence batcher: one pool per instance).
+    pub(crate) fn numbered(n: usize) -> Self {
+        Self(n as u64)
+    }
+
+    /// The number [`Self::numbered`] made this id of.
+    pub(crate) fn number(self) -> usize {
+        self.0 as usize
+    }
+}
+
 impl InstancePool {
     /// Starts one worker per instance, all pulling from `payloads`, each first running
     /// the `warmup` samples (on the calling thread, before the model can be ready); a

@@ -21,7 +21,9 @@ pub use dynamic::strategy::{
     strategy_library, BatchCut, BatchStrategy, BatchStrategyLoader, STRATEGY_PATH_PARAMETER,
 };
 pub use dynamic::DynamicBatcher;
-pub use instance_set::{create_all, create_passive, InstanceSet, InstanceSource, PassiveInstances};
+pub use instance_set::{
+    create_passive, InstanceHost, InstanceSet, InstanceSource, PassiveInstances,
+};
 pub use instances::{Instance, InstancePool, Payload, WorkerId};
 pub use job::{IterationCallback, IterationHook, Job, OutputCallback, OutputHook};
 pub use reply::{Reply, ReplyOrder};
@@ -53,4 +55,16 @@ pub trait Scheduler: Send + Sync {
 
     /// Stops accepting work; queued work still completes, then the workers exit.
     fn stop(&self);
+}
+
+/// A scheduler shared with what changes its instances (the sequence batcher is also its
+/// instance set's [`InstanceHost`]).
+impl<S: Scheduler + ?Sized> Scheduler for std::sync::Arc<S> {
+    fn enqueue(&self, job: Job) -> Result<()> {
+        (**self).enqueue(job)
+    }
+
+    fn stop(&self) {
+        (**self).stop()
+    }
 }

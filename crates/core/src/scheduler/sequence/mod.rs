@@ -9,7 +9,10 @@
 //!
 //! Each instance has a dispatcher task that forms its next batch as soon as the previous
 //! one finished (one batch in flight per instance, as in Triton), first ending the
-//! sequences whose next request's client left. A reaper task releases idle sequences,
+//! sequences whose next request's client left. Instances come and go with instance
+//! updates ([`InstanceHost`]): an added one gets a dispatcher and slots; a retired one
+//! serves the sequences it holds until they end, then its dispatcher stops and its
+//! instance is finalized. A reaper task releases idle sequences,
 //! fails backlogged ones whose request timed out and cancels backlogged ones whose
 //! client left; it sleeps until the earliest such deadline. Request tasks, dispatchers and the reaper share one table
 //! behind a mutex held only for short, await-free changes.
@@ -23,7 +26,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crossbeam_channel::Sender as PayloadSender;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
+use tokio::runtime::Handle;
 use tokio::sync::{Notify, Semaphore};
 
 use self::controls::Controls;
@@ -32,8 +36,8 @@ use self::table::{Cancelled, Pending, Round, Table, CALLER_CHECK};
 use super::hold::Hooks;
 use super::WarmupSample;
 use super::{
-    stopping_error, Instance, InstancePool, IterationHook, Job, OutputHook, Payload, Reply,
-    Scheduler,
+    stopping_error, Instance, InstanceHost, InstancePool, IterationHook, Job, OutputHook,
+    Payload, Reply, Scheduler, WorkerId,
 };
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
@@ -51,8 +55,12 @@ struct Shared {
     /// Locked briefly by all three (admit, form a round, reap); never across an await, so
     /// a parking_lot mutex suffices.
     table: Mutex<Table>,
-    /// One per instance: its dispatcher sleeps on it until there may be work.
-    wake: Vec<Notify>,
+    /// One per instance, by instance number: its dispatcher sleeps on it until there may
+    /// be work. Grows with instance updates, never shrinks (numbers are not reused).
+    wake: RwLock<Vec<Arc<Notify>>>,
+    /// Each running instance's worker, by instance number; a retired instance's leaves
+    /// when its dispatcher stops.
+    hosts: Mutex<Vec<(usize, InstancePool)>>,
     /// The reaper sleeps on it until its next deadline, or until something is due sooner.
     reaper: Notify,
     stopping: AtomicBool,
@@ -67,7 +75,9 @@ struct Shared {
 /// Handle of a model version's sequence batcher.
 pub struct SequenceBatcher {
     shared: Arc<Shared>,
-    pools: Vec<InstancePool>,
+    /// Where dispatchers run, including those of instances added later (an instance
+    /// update runs off the runtime).
+    runtime: Handle,
 }
 
 impl SequenceBatcher {
@@ -136,36 +146,118 @@ impl SequenceBatcher {
             controls,
             states,
             table: Mutex::new(table),
-            wake: (0..count).map(|_| Notify::new()).collect(),
             reaper: Notify::new(),
             stopping: AtomicBool::new(false),
             iterative: config.iterative,
             next_iterative_id: AtomicU64::new(u64::MAX),
+            wake: RwLock::default(),
+            hosts: Mutex::default(),
         });
-        let mut pools = Vec::with_capacity(count);
-        for (index, instance) in instances.into_iter().enumerate() {
-            // One channel per instance: a sequence's requests must reach its own instance.
-            let (sender, receiver) = InstancePool::channel(1);
-            pools.push(InstancePool::start(
-                spec.clone(),
-                stats.clone(),
-                vec![instance],
-                receiver,
-                warmup,
-            )?);
-            runtime.spawn(dispatch(shared.clone(), index, sender));
+        let batcher = Self { shared, runtime };
+        let started = batcher.start_workers(instances, warmup)?;
+        for (index, (sender, pool)) in started.into_iter().enumerate() {
+            batcher.serve(index, sender, pool);
         }
-        runtime.spawn(reap(shared.clone()));
-        Ok(Self { shared, pools })
+        batcher.runtime.spawn(reap(batcher.shared.clone()));
+        Ok(batcher)
+    }
+
+    /// A worker for each of `instances`, each warmed up first; all or none (the started
+    /// ones stop when their senders drop).
+    fn start_workers(
+        &self,
+        instances: Vec<Instance>,
+        warmup: &[WarmupSample],
+    ) -> Result<Vec<(PayloadSender<Payload>, InstancePool)>> {
+        let shared = &self.shared;
+        instances
+            .into_iter()
+            .map(|instance| {
+                // One channel per instance: a sequence's requests must reach its own
+                // instance.
+                let (sender, receiver) = InstancePool::channel(1);
+                let pool = InstancePool::start(
+                    shared.spec.clone(),
+                    shared.stats.clone(),
+                    vec![instance],
+                    receiver,
+                    warmup,
+                )?;
+                Ok((sender, pool))
+            })
+            .collect()
+    }
+
+    /// Starts the dispatcher of instance `index` (the table has its slots), feeding
+    /// `pool` through `sender`.
+    fn serve(&self, index: usize, sender: PayloadSender<Payload>, pool: InstancePool) {
+        let shared = &self.shared;
+        let wake = Arc::new(Notify::new());
+        {
+            let mut all = shared.wake.write();
+            debug_assert_eq!(all.len(), index, "instances are numbered in order");
+            all.push(wake.clone());
+        }
+        shared.hosts.lock().push((index, pool));
+        self.runtime
+            .spawn(dispatch(shared.clone(), index, wake, sender));
+    }
+}
+
+/// Instance updates of a sequence-batched model: see the module's documentation.
+impl InstanceHost for SequenceBatcher {
+    fn add(&self, instances: Vec<Instance>, warmup: &[WarmupSample]) -> Result<Vec<WorkerId>> {
+        let started = self.start_workers(instances, warmup)?;
+        let mut ids = Vec::with_capacity(started.len());
+        for (sender, pool) in started {
+            let (index, wake) = self.shared.update(Table::add_instance);
+            self.serve(index, sender, pool);
+            self.shared.wake_all(wake);
+            ids.push(WorkerId::numbered(index));
+        }
+        Ok(ids)
+    }
+
+    /// Does not wait: a retired instance serves its sequences to their end.
+    fn retire(&self, ids: &[WorkerId]) {
+        let shared = &self.shared;
+        let indices: Vec<usize> = ids.iter().map(|id| id.number()).collect();
+        shared.update(|t| {
+            for &index in &indices {
+                t.retire_instance(index);
+            }
+        });
+        shared.wake_all(indices);
+    }
+
+    fn workers(&self) -> Vec<WorkerId> {
+        let hosts = self.shared.hosts.lock();
+        let table = self.shared.table.lock();
+        hosts
+            .iter()
+            .filter(|(index, _)| !table.is_retired(*index))
+            .map(|(index, _)| WorkerId::numbered(*index))
+            .collect()
     }
 }
 
 impl Shared {
     fn wake_all(&self, instances: impl IntoIterator<Item = usize>) {
+        let wake = self.wake.read();
         for i in instances {
-            if let Some(n) = self.wake.get(i) {
+            if let Some(n) = wake.get(i) {
                 n.notify_one();
             }
+        }
+    }
+
+    /// Instance `index`'s dispatcher stopped for good (retired and finished): its worker
+    /// drains and exits, its instance is finalized, on a blocking thread.
+    fn leave(&self, index: usize, runtime: &Handle) {
+        let mut hosts = self.hosts.lock();
+        if let Some(at) = hosts.iter().position(|(i, _)| *i == index) {
+            let (_, pool) = hosts.remove(at);
+            runtime.spawn_blocking(move || pool.join());
         }
     }
 
@@ -293,8 +385,15 @@ impl Shared {
     }
 }
 
-/// Forms and sends `instance`'s batches, one at a time.
-async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<Payload>) {
+/// Forms and sends `instance`'s batches, one at a time, sleeping on `woken_by` between them;
+/// stops when the batcher stops and nothing is left, or when the instance was retired
+/// and its sequences are over.
+async fn dispatch(
+    shared: Arc<Shared>,
+    instance: usize,
+    woken_by: Arc<Notify>,
+    payloads: PayloadSender<Payload>,
+) {
     let in_flight = Arc::new(Semaphore::new(1));
     // The sequences of the batch in flight, with their callers' presence: their idle
     // clocks start when it has run (at once for a caller that left).
@@ -324,10 +423,20 @@ async fn dispatch(shared: Arc<Shared>, instance: usize, payloads: PayloadSender<
                 Round::Ready(entries) => break (entries, released),
                 Round::Wait(_) if !released.is_empty() => break (Vec::new(), released),
                 Round::Wait(deadline) => {
-                    if shared.stopping.load(Relaxed) && !shared.table.lock().has_work(instance) {
+                    let (stopped, finished) = {
+                        let table = shared.table.lock();
+                        let idle = !table.has_work(instance);
+                        (shared.stopping.load(Relaxed) && idle, table.finished(instance))
+                    };
+                    if finished {
+                        drop(payloads);
+                        shared.leave(instance, &Handle::current());
                         return;
                     }
-                    let woken = shared.wake[instance].notified();
+                    if stopped {
+                        return;
+                    }
+                    let woken = woken_by.notified();
                     match deadline {
                         Some(at) => {
                             let _ = tokio::time::timeout_at(at.into(), woken).await;
@@ -453,9 +562,11 @@ impl Scheduler for SequenceBatcher {
         for pending in drained {
             pending.job.reject(stopping_error());
         }
-        shared.wake_all(0..shared.wake.len());
+        let count = shared.wake.read().len();
+        shared.wake_all(0..count);
         shared.reaper.notify_one();
-        for pool in &self.pools {
+        let hosts = std::mem::take(&mut *shared.hosts.lock());
+        for (_, pool) in hosts {
             pool.join();
         }
     }

@@ -22,10 +22,14 @@ pub(super) struct Backlogged {
 }
 
 impl Table {
-    /// Frees slot `index`, handing it to the oldest backlogged sequence if there is one.
-    /// Returns the instances to wake.
+    /// Frees slot `index`, handing it to the oldest backlogged sequence if there is one
+    /// (a retired instance's slot goes to nobody: the instance is woken to see whether it
+    /// is finished). Returns the instances to wake.
     pub(super) fn release(&mut self, index: usize) -> Vec<usize> {
         self.slots[index].owner = None;
+        if self.of_retired(index) {
+            return vec![index / self.per_instance];
+        }
         let mut wake = Vec::new();
         let next = loop {
             let Some(b) = self.backlog.pop_front() else {

@@ -11,8 +11,10 @@
 //! [`rounds`] (an instance's next batch under `direct` or `oldest`), [`reaping`] (idle
 //! release and backlog timeouts, and when the reaper next looks), [`cancelled`]
 //! (sequences whose client left before their request ran), [`iterative`] (a
-//! rescheduled request queued again, a completed one ending its sequence); [`idle`]
-//! orders the idle deadlines and [`hold`] is the test hooks' holds.
+//! rescheduled request queued again, a completed one ending its sequence), [`instances`]
+//! (instances added and retired by an instance update); [`idle`] orders the idle
+//! deadlines and [`hold`] is the test hooks' holds (of the instances the model loaded
+//! with; an instance added later is never held).
 
 mod backlog;
 mod cancelled;
@@ -22,6 +24,7 @@ mod hold;
 #[cfg(test)]
 mod hold_tests;
 mod idle;
+mod instances;
 mod iterative;
 mod reaping;
 mod rounds;
@@ -119,6 +122,8 @@ pub struct Table {
     holds: Option<SlotHolds>,
     /// Inputs with `allow_ragged_batch`: their shapes may differ within a batch.
     ragged: Vec<String>,
+    /// Instances an instance update removed (see [`instances`]).
+    retired: BTreeSet<usize>,
 }
 
 impl Table {
@@ -156,6 +161,7 @@ impl Table {
             backend_state: None,
             holds: None,
             ragged: Vec::new(),
+            retired: BTreeSet::new(),
         }
     }
 
@@ -354,7 +360,10 @@ impl Table {
             active: self.active.len() as u64,
             backlog: self.backlog.len() as u64,
             slots_used: self.slots.iter().filter(|s| s.owner.is_some()).count() as u64,
-            slots_total: self.slots.len() as u64,
+            // A retired instance's slots count while a sequence holds them.
+            slots_total: (0..self.slots.len())
+                .filter(|&i| self.slots[i].owner.is_some() || !self.of_retired(i))
+                .count() as u64,
         }
     }
 }
