@@ -236,12 +236,16 @@ async fn a_sequence_model_updates_in_place_and_a_retired_instance_ends_its_seque
     assert_eq!(step(&repo, 1, true, false).await, [1]);
     assert_eq!(step(&repo, 2, true, false).await, [2]);
 
-    reload(&repo, root.path(), &sequences(4)).await.expect("grows");
+    reload(&repo, root.path(), &sequences(4))
+        .await
+        .expect("grows");
     assert_eq!(backend.instance_counts(), (4, 0));
 
     // Down to one (an added one is kept): the three others retire, but the first two
     // hold a sequence each and serve it to its end.
-    reload(&repo, root.path(), &sequences(1)).await.expect("shrinks");
+    reload(&repo, root.path(), &sequences(1))
+        .await
+        .expect("shrinks");
     finalized_in_background(&backend, (4, 1)).await;
     assert_eq!(step(&repo, 1, false, false).await, [1]);
     assert_eq!(step(&repo, 3, true, false).await, [3]);

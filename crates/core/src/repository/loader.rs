@@ -25,9 +25,9 @@ use crate::metrics::MetricsConfig;
 use crate::model::{ModelSpec, SchedulingSpec, MAX_INSTANCES};
 use crate::rate_limit::RateLimiter;
 use crate::scheduler::{
-    create_passive, strategy_library, BatchStrategy, BatchStrategyLoader,
-    DefaultScheduler, DynamicBatcher, InstancePool, InstanceSet, InstanceSource, Scheduler,
-    SequenceBatcher, WarmupSample, DEFAULT_QUEUE_CAPACITY,
+    create_passive, strategy_library, BatchStrategy, BatchStrategyLoader, DefaultScheduler,
+    DynamicBatcher, InstancePool, InstanceSet, InstanceSource, Scheduler, SequenceBatcher,
+    WarmupSample, DEFAULT_QUEUE_CAPACITY,
 };
 use crate::stats::histogram::first_response_histogram;
 use crate::stats::ModelStats;

@@ -36,8 +36,8 @@ use self::table::{Cancelled, Pending, Round, Table, CALLER_CHECK};
 use super::hold::Hooks;
 use super::WarmupSample;
 use super::{
-    stopping_error, Instance, InstanceHost, InstancePool, IterationHook, Job, OutputHook,
-    Payload, Reply, Scheduler, WorkerId,
+    stopping_error, Instance, InstanceHost, InstancePool, IterationHook, Job, OutputHook, Payload,
+    Reply, Scheduler, WorkerId,
 };
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
@@ -426,7 +426,10 @@ async fn dispatch(
                     let (stopped, finished) = {
                         let table = shared.table.lock();
                         let idle = !table.has_work(instance);
-                        (shared.stopping.load(Relaxed) && idle, table.finished(instance))
+                        (
+                            shared.stopping.load(Relaxed) && idle,
+                            table.finished(instance),
+                        )
                     };
                     if finished {
                         drop(payloads);

@@ -46,7 +46,11 @@ impl Table {
             && self
                 .slots
                 .get(first..first + self.per_instance)
-                .is_none_or(|slots| slots.iter().all(|s| s.owner.is_none() && s.queue.is_empty()))
+                .is_none_or(|slots| {
+                    slots
+                        .iter()
+                        .all(|s| s.owner.is_none() && s.queue.is_empty())
+                })
     }
 
     /// Whether slot `index` belongs to a retired instance.
@@ -66,7 +70,10 @@ mod tests {
     fn an_added_instance_takes_the_backlog_first_then_new_sequences() {
         let now = Instant::now();
         let mut t = Table::new("m", 1, 1, 1, direct(), Duration::from_secs(1));
-        assert_eq!(t.admit(pending(1, true, false, now), now).expect("1"), Some(0));
+        assert_eq!(
+            t.admit(pending(1, true, false, now), now).expect("1"),
+            Some(0)
+        );
         assert_eq!(t.admit(pending(2, true, false, now), now).expect("2"), None);
         let (instance, wake) = t.add_instance();
         assert_eq!((instance, wake), (1, vec![1]));
@@ -80,7 +87,10 @@ mod tests {
     fn a_retired_instance_serves_its_sequences_to_their_end_and_takes_no_new_one() {
         let now = Instant::now();
         let mut t = Table::new("m", 2, 1, 1, direct(), Duration::from_secs(1));
-        assert_eq!(t.admit(pending(1, true, false, now), now).expect("1"), Some(0));
+        assert_eq!(
+            t.admit(pending(1, true, false, now), now).expect("1"),
+            Some(0)
+        );
         ids(t.next_round(0, now).0);
         t.retire_instance(0);
         t.retire_instance(1);
@@ -89,11 +99,17 @@ mod tests {
         assert!(!t.finished(0));
         let (added, _) = t.add_instance();
         assert_eq!(added, 2);
-        assert_eq!(t.admit(pending(2, true, false, now), now).expect("2"), Some(2));
+        assert_eq!(
+            t.admit(pending(2, true, false, now), now).expect("2"),
+            Some(2)
+        );
         // A third sequence finds no slot: the retired instance's slots are not offered.
         assert_eq!(t.admit(pending(3, true, false, now), now).expect("3"), None);
         // Sequence 1 goes on on its instance and ends there; its slot goes to nobody.
-        assert_eq!(t.admit(pending(1, false, true, now), now).expect("end"), Some(0));
+        assert_eq!(
+            t.admit(pending(1, false, true, now), now).expect("end"),
+            Some(0)
+        );
         let (round, wake) = t.next_round(0, now);
         assert_eq!(ids(round), vec![Some(1)]);
         assert_eq!(wake, vec![0]);
