@@ -11,9 +11,11 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
+import requests
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
@@ -22,6 +24,8 @@ from conftest import REPO_ROOT
 
 SOURCE = os.path.join(REPO_ROOT, "crates", "triton-abi", "tests", "backend", "cpp_backend.cc")
 F32 = np.float32
+# The fixture's --pinned-memory-pool-byte-size: 1 MiB.
+POOL = 1 << 20
 
 
 @pytest.fixture(scope="module")
@@ -44,17 +48,25 @@ def cpp_server(tmp_path_factory):
         "TRITONBACKEND_ModelInstanceExecute", "TRITONBACKEND_ModelInstanceFinalize",
         "TRITONBACKEND_ModelInstanceInitialize"]
     root = tmp_path_factory.mktemp("cpp_models")
-    for name, batching in [("scaled", "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 200000 }"),
-                           ("plain", "max_batch_size: 0")]:
+    staged = 'instance_group [ { count: 2 kind: KIND_CPU } ]\nparameters { key: "pinned_staging_bytes" value { string_value: "%d" } }'
+    for name, extra in [("scaled", "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 200000 }"),
+                        ("plain", "max_batch_size: 0"),
+                        # Two instances of one page each fit the pool; the big one does not
+                        # and gets ordinary memory.
+                        ("staged", "max_batch_size: 0\n" + staged % 100),
+                        ("staged_big", "max_batch_size: 0\n" + staged % (2 * POOL))]:
         (root / name / "1").mkdir(parents=True)
         (root / name / "config.pbtxt").write_text(f'''backend: "nereid_cpp"
-{batching}
+{extra}
 input [ {{ name: "IN" data_type: TYPE_FP32 dims: [ 4 ] }} ]
 output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] }} ]
 parameters {{ key: "scale" value {{ string_value: "2.5" }} }}
 parameters {{ key: "unlucky" value {{ string_value: "13" }} }}
 ''')
-    srv = Server(str(root), base_args(str(root), ["--backend-directory", str(backends)]))
+    srv = Server(str(root), base_args(str(root), ["--backend-directory", str(backends),
+                                                  "--pinned-memory-pool-byte-size", str(POOL),
+                                                  "--model-control-mode=explicit",
+                                                  "--load-model=*"]))
     try:
         yield srv.wait_started()
     finally:
@@ -127,3 +139,29 @@ def test_an_exception_fails_its_request_alone(cpp_server):
 def test_a_model_without_batching(cpp_server):
     out = infer(grpcclient, cpp_server.grpc_url, "plain", [1, 2, 3, 4])
     np.testing.assert_array_equal(out, [2.5, 5, 7.5, 10])
+
+
+def pinned_gauges(server):
+    text = requests.get(f"http://{server.metrics_url}/metrics", timeout=10).text
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("nv_pinned_memory_pool_"):
+            name, value = line.split()
+            values[name] = int(value)
+    return values["nv_pinned_memory_pool_total_bytes"], values["nv_pinned_memory_pool_used_bytes"]
+
+
+def test_pinned_buffers_come_from_the_pool_the_flag_sizes(cpp_server):
+    # Two instances of "staged" hold a page each; "staged_big" asked for more than the
+    # pool and got ordinary memory, so it counts nothing and still serves.
+    assert pinned_gauges(cpp_server) == (POOL, 2 * 4096)
+    np.testing.assert_array_equal(infer(httpclient, cpp_server.http_url, "staged_big", [1, 2, 3, 4]),
+                                  [2.5, 5, 7.5, 10])
+    http = cpp_server.http_client()
+    http.unload_model("staged")
+    deadline = time.monotonic() + 10
+    while pinned_gauges(cpp_server) != (POOL, 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pinned_gauges(cpp_server) == (POOL, 0)
+    http.load_model("staged")
+    assert pinned_gauges(cpp_server) == (POOL, 2 * 4096)

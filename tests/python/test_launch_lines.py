@@ -36,7 +36,7 @@ LAUNCH_LINES = {
 }
 
 NO_EFFECT = {
-    "helm": ["--pinned-memory-pool-byte-size", "--cuda-memory-pool-byte-size"],
+    "helm": ["--cuda-memory-pool-byte-size"],
     "kserve": ["--grpc-infer-allocation-pool-size", "--grpc-max-response-pool-size"],
     "tuned": ["--buffer-manager-thread-count", "--min-supported-compute-capability",
               "--enable-peer-access", "--host-policy", "--model-load-gpu-limit",

@@ -41,6 +41,8 @@ impl Nereid {
     /// Must run inside a tokio runtime, which then runs the server's tasks.
     pub async fn start(options: Options) -> Result<Nereid> {
         let started = Instant::now();
+        // One pool per process, as Triton's: the last server started sets its size.
+        nereid_shm::pinned::POOL.set_total(options.pinned_memory_pool_bytes);
         let registry = crate::backends::registry(&options)?;
         let cache = options.cache.clone().map(|store| {
             let cache = ResponseCache::new(store);

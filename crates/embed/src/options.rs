@@ -107,6 +107,9 @@ pub struct Options {
     /// each resource exists as often as the most any instance needs); `None` is
     /// `--rate-limit=off`, Triton's default.
     pub rate_limit: Option<Vec<ResourceLimit>>,
+    /// The pinned host memory backends may hold (`--pinned-memory-pool-byte-size`,
+    /// Triton's 256 MiB by default): pinned on demand up to this many bytes.
+    pub pinned_memory_pool_bytes: u64,
     /// Where the `opentelemetry` trace mode's spans go (the binary passes its OTLP
     /// exporter); that mode is refused without one.
     pub span_sink: Option<Arc<dyn nereid_core::trace::SpanSink>>,
@@ -153,6 +156,7 @@ impl Default for Options {
             trace: nereid_core::trace::TraceOptions::default(),
             span_sink: None,
             rate_limit: None,
+            pinned_memory_pool_bytes: nereid_shm::pinned::DEFAULT_POOL_BYTES,
         }
     }
 }

@@ -195,6 +195,12 @@ fn options(
         trace: config.trace.clone(),
         span_sink: span_sink.map(|sink| sink as Arc<dyn SpanSink>),
         rate_limit: config.rate_limit(),
+        // tritonserver passes a negative size on as a huge unsigned one; none pins nothing.
+        pinned_memory_pool_bytes: cli
+            .pinned_memory_pool_byte_size
+            .map_or(Options::default().pinned_memory_pool_bytes, |bytes| {
+                u64::try_from(bytes).unwrap_or(0)
+            }),
         ..Options::default()
     }
 }

@@ -8,6 +8,8 @@
 //! - [`DeviceMemory`]: CUDA device memory of another process opened from its IPC handle,
 //!   through the CUDA driver loaded at run time (the binary runs without CUDA).
 //! - [`heap`]: giving freed heap pages back to the system after a model unloads.
+//! - [`pinned`]: page-locked buffers for backends that ask for pinned memory, within
+//!   `--pinned-memory-pool-byte-size`.
 //!
 //! The core's shared-memory registry (`nereid_core::shm`) owns regions, names and
 //! Triton's messages; this crate only knows memory. Errors carry a kind the core maps
@@ -18,6 +20,7 @@ mod cuda;
 mod error;
 pub mod heap;
 mod mapping;
+pub mod pinned;
 pub mod sigbus;
 
 pub use cuda::{

@@ -155,23 +155,26 @@ pub fn render(models: &[ModelMetrics], cache: Option<&CacheSnapshot>) -> String 
 }
 
 /// Triton's pinned memory pool gauges, which it always exports with its metrics
-/// (dashboards and Triton's QA look for them). Nereid keeps no pinned host pool (tensors
-/// are read where they arrived, `--pinned-memory-pool-byte-size` has no effect), so the
-/// pool is 0 bytes, none used. Triton reports the size it was asked for even where it
-/// could not allocate the pool (2.51 on a machine without CUDA: 268435456).
+/// (dashboards and Triton's QA look for them): the pool's size
+/// (`--pinned-memory-pool-byte-size`) and the bytes backends hold pinned now
+/// ([`nereid_shm::pinned`]: Nereid pins on demand within that size rather than
+/// reserving it at start-up).
 fn write_pinned_pool(out: &mut String) {
+    let pool = &nereid_shm::pinned::POOL;
     let gauges = [
         (
             "nv_pinned_memory_pool_total_bytes",
             "Pinned memory pool total memory size, in bytes",
+            pool.total(),
         ),
         (
             "nv_pinned_memory_pool_used_bytes",
             "Pinned memory pool used memory size, in bytes",
+            pool.used(),
         ),
     ];
-    for (name, help) in gauges {
-        Family::start(out, name, help, Kind::Gauge).sample(&[], &0u64);
+    for (name, help, value) in gauges {
+        Family::start(out, name, help, Kind::Gauge).sample(&[], &value);
     }
 }
 
@@ -475,9 +478,9 @@ mod tests {
         assert!(text.contains("# TYPE nv_inference_queue_duration_us counter"));
         assert!(text.contains("nv_model_load_duration_secs{model=\"add_sub\",version=\"1\"} 1.5\n"));
         assert!(!text.contains("summary"));
-        // No pinned pool: Triton's gauges say so.
+        // The pinned pool at its default size, nothing pinned: Triton's gauges.
         assert!(text.contains(
-            "# TYPE nv_pinned_memory_pool_total_bytes gauge\nnv_pinned_memory_pool_total_bytes 0\n"
+            "# TYPE nv_pinned_memory_pool_total_bytes gauge\nnv_pinned_memory_pool_total_bytes 268435456\n"
         ));
         assert!(text.contains("nv_pinned_memory_pool_used_bytes 0\n"));
 

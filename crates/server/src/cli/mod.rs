@@ -341,7 +341,7 @@ pub struct Cli {
     pub rate_limit_resource: Vec<RateLimitResource>,
 
     // ---- Memory/Device Management
-    /// Pinned host memory pool for GPU transfers; none without a GPU.
+    /// Pinned host memory backends may hold (pinned on demand up to this size).
     #[arg(long, allow_hyphen_values = true, value_parser = values::integer::<i64>, help_heading = "Memory/Device Management")]
     pub pinned_memory_pool_byte_size: Option<i64>,
     /// `<GPU device>:<bytes>` (repeatable): CUDA memory pool; none without a GPU.

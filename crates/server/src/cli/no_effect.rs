@@ -14,11 +14,6 @@ pub fn notes(config: &Config) -> Vec<String> {
     // (given, flag, why) for each flag that changes nothing here.
     let without_effect = [
         (
-            cli.pinned_memory_pool_byte_size.is_some(),
-            "pinned-memory-pool-byte-size",
-            "there is no pinned host memory pool (tensors are not copied to GPUs)",
-        ),
-        (
             !cli.cuda_memory_pool_byte_size.is_empty(),
             "cuda-memory-pool-byte-size",
             no_gpu,
@@ -149,10 +144,11 @@ mod tests {
             "--host-policy=gpu_0,numa-node=0",
             "--rate-limit=execution_count",
         ]));
-        // The rate limiter takes effect: nothing is said of it.
-        assert_eq!(said.len(), 3, "{said:?}");
-        assert!(said[0].starts_with("--pinned-memory-pool-byte-size has no effect"));
+        // The rate limiter and the pinned pool take effect: nothing is said of them.
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0].starts_with("--cuda-memory-pool-byte-size has no effect"));
         assert!(said.iter().all(|s| !s.contains("rate-limit")), "{said:?}");
+        assert!(said.iter().all(|s| !s.contains("pinned")), "{said:?}");
     }
 
     #[test]

@@ -1,10 +1,14 @@
-//! `TRITONBACKEND_MemoryManager`: the allocator a backend borrows buffers from. Nereid
-//! has CPU memory only; GPU requests are refused with Triton's wording.
+//! `TRITONBACKEND_MemoryManager`: the allocator a backend borrows buffers from. CPU
+//! memory comes from the heap; pinned memory from the process's pinned pool
+//! ([`nereid_shm::pinned`]), or the heap when the pool cannot take it (Triton's CPU-only
+//! build refuses pinned requests outright); GPU requests are refused with Triton's
+//! wording.
 #![allow(unsafe_code)]
 
 use std::alloc::Layout;
 use std::ffi::c_void;
 
+use nereid_shm::pinned::{self, PinnedBuffer};
 use parking_lot::Mutex;
 
 use crate::error::{invalid_arg, unsupported, ErrorPtr};
@@ -14,14 +18,23 @@ use crate::types::memory_type;
 /// Buffers are aligned like Triton's CPU allocations (malloc's guarantee).
 const ALIGNMENT: usize = 16;
 
-/// The object behind `TRITONBACKEND_MemoryManager*`: the layouts of live allocations,
+/// The object behind `TRITONBACKEND_MemoryManager*`: the live allocations by address,
 /// so `Free` can release them.
 #[derive(Default)]
 pub struct TRITONBACKEND_MemoryManager {
-    live: Mutex<std::collections::HashMap<usize, Layout>>,
+    live: Mutex<std::collections::HashMap<usize, Allocation>>,
 }
 
-/// `TRITONBACKEND_MemoryManagerAllocate`: `byte_size` bytes of CPU memory.
+/// A buffer handed to a backend.
+enum Allocation {
+    /// From the heap, with its layout.
+    Heap(Layout),
+    /// From the pinned pool; dropping it unpins it and gives it back.
+    Pinned(PinnedBuffer),
+}
+
+/// `TRITONBACKEND_MemoryManagerAllocate`: `byte_size` bytes of CPU memory, pinned when
+/// the backend asks for `CPU_PINNED` and the pinned pool can take them.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONBACKEND_MemoryManagerAllocate(
     manager: *mut TRITONBACKEND_MemoryManager,
@@ -38,6 +51,15 @@ pub unsafe extern "C" fn TRITONBACKEND_MemoryManagerAllocate(
         }
         let size = usize::try_from(byte_size.max(1))
             .map_err(|_| invalid_arg(format!("allocation of {byte_size} bytes is too large")))?;
+        if memory_type_requested == memory_type::CPU_PINNED {
+            if let Some(pinned) = pinned::POOL.allocate(size) {
+                let pointer = pinned.as_ptr();
+                m.live
+                    .lock()
+                    .insert(pointer as usize, Allocation::Pinned(pinned));
+                return put(buffer, pointer.cast(), "buffer");
+            }
+        }
         let layout = Layout::from_size_align(size, ALIGNMENT)
             .map_err(|_| invalid_arg(format!("allocation of {byte_size} bytes is too large")))?;
         // SAFETY: a non-zero size with a valid alignment.
@@ -45,7 +67,9 @@ pub unsafe extern "C" fn TRITONBACKEND_MemoryManagerAllocate(
         if pointer.is_null() {
             return Err(unsupported(format!("failed to allocate {byte_size} bytes")));
         }
-        m.live.lock().insert(pointer as usize, layout);
+        m.live
+            .lock()
+            .insert(pointer as usize, Allocation::Heap(layout));
         put(buffer, pointer.cast(), "buffer")
     })
 }
@@ -59,13 +83,16 @@ pub unsafe extern "C" fn TRITONBACKEND_MemoryManagerFree(
     _memory_type_id: i64,
 ) -> ErrorPtr {
     with_manager(manager, |m| {
-        let layout = m
+        let allocation = m
             .live
             .lock()
             .remove(&(buffer as usize))
             .ok_or_else(|| invalid_arg("buffer was not allocated by this memory manager"))?;
-        // SAFETY: allocated above with this layout and not freed since.
-        unsafe { std::alloc::dealloc(buffer.cast(), layout) };
+        match allocation {
+            // SAFETY: allocated above with this layout and not freed since.
+            Allocation::Heap(layout) => unsafe { std::alloc::dealloc(buffer.cast(), layout) },
+            Allocation::Pinned(pinned) => drop(pinned),
+        }
         Ok(())
     })
 }

@@ -72,6 +72,8 @@ pub struct TRITONSERVER_ServerOptions {
     pub(crate) repoagent_directory: PathBuf,
     /// `SetLogInfo`, `SetLogWarn`, `SetLogError`, `SetLogVerbose` and `SetLogCallback`.
     pub(crate) log: LogOptions,
+    /// `SetPinnedMemoryPoolByteSize`: the pinned host memory backends may hold.
+    pub(crate) pinned_memory_pool_bytes: u64,
 }
 
 impl Default for TRITONSERVER_ServerOptions {
@@ -104,6 +106,7 @@ impl Default for TRITONSERVER_ServerOptions {
                 nereid_core::repository::DEFAULT_REPOAGENT_DIRECTORY,
             ),
             log: LogOptions::default(),
+            pinned_memory_pool_bytes: nereid_shm::pinned::DEFAULT_POOL_BYTES,
         }
     }
 }
@@ -270,6 +273,19 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetExitTimeout(
 ) -> ErrorPtr {
     with_options(options, |o| {
         o.exit_timeout_secs = timeout;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize`: the pinned host memory the
+/// server's backends may hold, pinned on demand up to this size.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize(
+    options: *mut TRITONSERVER_ServerOptions,
+    size: u64,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.pinned_memory_pool_bytes = size;
         Ok(())
     })
 }
@@ -686,8 +702,6 @@ macro_rules! ignored_options {
 }
 
 ignored_options! {
-    /// `TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize`: ignored (no pinned pool).
-    TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize(size: u64);
     /// `TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize`: ignored (no CUDA).
     TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(gpu_device: i32, size: u64);
     /// `TRITONSERVER_ServerOptionsSetCudaVirtualAddressSize`: ignored (no CUDA).

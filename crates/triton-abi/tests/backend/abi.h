@@ -33,6 +33,7 @@ typedef struct Allocator Allocator;
 enum { INTERNAL = 1, INVALID_ARG = 3, UNSUPPORTED = 5 };
 enum { TYPE_INT32 = 8, TYPE_INT64 = 9, TYPE_FP32 = 11 };
 enum { PARAM_STRING = 0, PARAM_INT = 1 };
+enum { MEMORY_CPU = 0, MEMORY_CPU_PINNED = 1 };
 enum { RESPONSE_FINAL = 1, RELEASE_ALL = 1, LOG_INFO = 0 };
 
 extern Error* TRITONSERVER_ErrorNew(int code, const char* msg);

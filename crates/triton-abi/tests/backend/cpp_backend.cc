@@ -8,7 +8,10 @@
 //
 // Model: input IN and output OUT, FP32, any shape; OUT = IN * scale.
 // Parameters: "scale" (default 1), "unlucky": a value that makes the computation of the
-// request holding it throw (that request gets an error response, the others succeed).
+// request holding it throw (that request gets an error response, the others succeed),
+// "pinned_staging_bytes": a pinned buffer of that size each instance borrows from the
+// server's memory manager for its lifetime, as a backend that copies batches to a GPU
+// keeps pinned staging memory (default 0: none).
 // tests/python/test_cpp_backend.py builds it with `c++` and drives it with tritonclient.
 #include <chrono>
 #include <cstdio>
@@ -98,11 +101,13 @@ class ModelState {
     const std::string unlucky = Parameter(text, "unlucky", "");
     has_unlucky_ = !unlucky.empty();
     unlucky_ = has_unlucky_ ? std::strtof(unlucky.c_str(), nullptr) : 0.0f;
+    staging_bytes_ = std::strtoull(Parameter(text, "pinned_staging_bytes", "0").c_str(), nullptr, 10);
     batching_ = text.find("\"max_batch_size\":0") == std::string::npos;
   }
 
   const std::string& name() const { return name_; }
   bool batching() const { return batching_; }
+  uint64_t staging_bytes() const { return staging_bytes_; }
 
   // The model's computation, over a whole batch at once.
   void Compute(const std::vector<float>& in, std::vector<float>& out) const {
@@ -121,6 +126,34 @@ class ModelState {
   bool has_unlucky_ = false;
   float unlucky_ = 0.0f;
   bool batching_ = true;
+  uint64_t staging_bytes_ = 0;
+};
+
+// An instance's pinned staging buffer, borrowed from the server's memory manager as
+// CPU_PINNED and given back when the instance finalizes.
+class Staging {
+ public:
+  Staging(Instance* instance, uint64_t bytes) {
+    if (bytes == 0) return;
+    Model* model = nullptr;
+    Check(TRITONBACKEND_ModelInstanceModel(instance, &model));
+    Backend* backend = nullptr;
+    Check(TRITONBACKEND_ModelBackend(model, &backend));
+    Check(TRITONBACKEND_BackendMemoryManager(backend, &manager_));
+    Check(TRITONBACKEND_MemoryManagerAllocate(manager_, &buffer_, MEMORY_CPU_PINNED, 0, bytes));
+    std::memset(buffer_, 0, bytes);
+  }
+  ~Staging() {
+    if (buffer_ == nullptr) return;
+    Error* error = TRITONBACKEND_MemoryManagerFree(manager_, buffer_, MEMORY_CPU_PINNED, 0);
+    if (error != nullptr) TRITONSERVER_ErrorDelete(error);
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+
+ private:
+  MemoryManager* manager_ = nullptr;
+  void* buffer_ = nullptr;
 };
 
 // One request's share of the batch: where its elements start and its shape.
@@ -187,7 +220,8 @@ void Refuse(const Slice& slice, int code, const std::string& why) {
 
 class InstanceState {
  public:
-  explicit InstanceState(ModelState* model) : model_(model) {}
+  InstanceState(ModelState* model, Instance* instance)
+      : model_(model), staging_(instance, model->staging_bytes()) {}
 
   void Execute(Instance* instance, Request** requests, uint32_t count) {
     const uint64_t start = NowNs();
@@ -250,6 +284,7 @@ class InstanceState {
 
  private:
   ModelState* model_;
+  Staging staging_;
 };
 
 }  // namespace
@@ -276,7 +311,7 @@ EXPORT Error* TRITONBACKEND_ModelInstanceInitialize(Instance* instance) {
     Check(TRITONBACKEND_ModelInstanceModel(instance, &model));
     void* model_state = nullptr;
     Check(TRITONBACKEND_ModelState(model, &model_state));
-    auto state = std::make_unique<InstanceState>(static_cast<ModelState*>(model_state));
+    auto state = std::make_unique<InstanceState>(static_cast<ModelState*>(model_state), instance);
     Check(TRITONBACKEND_ModelInstanceSetState(instance, state.get()));
     state.release();
   });
