@@ -25,7 +25,10 @@ use std::time::{Instant, SystemTime};
 
 use parking_lot::Mutex;
 
-pub use record::{format_data, format_g, stamp, RequestTrace, TensorActivity};
+pub use record::{
+    format_data, format_g, next_trace_id, stamp, RequestTrace, TensorActivity, TraceListener,
+    TracedTensor,
+};
 pub use setting::{TraceFile, TraceLevel, TraceMode};
 pub use spans::{AttributeValue, FinishedSpan, FinishedTrace, RemoteParent, SpanSink};
 pub use update::SettingValue;

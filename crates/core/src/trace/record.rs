@@ -41,7 +41,8 @@ impl TensorActivity {
 /// The records of one sampled request and its ensemble steps. Dropping it (when the
 /// frontend has sent the answer and every step is done) collects them.
 struct TraceBuffer {
-    setting: Arc<Setting>,
+    /// What is traced (the setting's level when sampled, or the caller's).
+    level: TraceLevel,
     clock: Clock,
     records: Records,
 }
@@ -50,19 +51,58 @@ struct TraceBuffer {
 /// request's own threads only.
 enum Records {
     /// `triton`: one stream of JSON records per trace id, in the order the ids first
-    /// wrote.
-    Json(Mutex<Vec<(u64, String)>>),
+    /// wrote, for the setting's file.
+    Json {
+        streams: Mutex<Vec<(u64, String)>>,
+        setting: Arc<Setting>,
+    },
     /// `opentelemetry`: the activities, replayed into spans for the sink at the end.
     Spans {
         recorder: Mutex<Option<SpanRecorder>>,
         sink: Arc<dyn SpanSink>,
     },
+    /// A trace the caller started itself (the C API's): each activity goes to it as it
+    /// happens.
+    Listened(Arc<dyn TraceListener>),
+}
+
+/// Where the activities of a trace a caller started itself go, as they happen
+/// (`TRITONSERVER_ServerInferAsync` with a `TRITONSERVER_InferenceTrace`): Triton's
+/// activities only, each with the id of the (child) trace it belongs to.
+pub trait TraceListener: Send + Sync {
+    /// The request behind trace `id` (a child of `parent_id`, 0 for none), as the core
+    /// takes it, before its first activity.
+    fn identify(&self, id: u64, parent_id: u64, model: &str, version: i64, request_id: &str);
+
+    /// Activity `name` (`REQUEST_START`, `QUEUE_START`, `COMPUTE_*`, `REQUEST_END`)
+    /// happened at `at`.
+    fn timestamp(&self, id: u64, name: &str, at: Instant);
+
+    /// A tensor was seen where `activity` says (only queued inputs and backend outputs:
+    /// Triton reports no backend inputs).
+    fn tensor(&self, id: u64, activity: TensorActivity, tensor: TracedTensor<'_>);
+
+    /// Every activity of the trace and of its children has been reported.
+    fn finished(&self);
+}
+
+/// A tensor as a trace reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct TracedTensor<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its element type.
+    pub datatype: DataType,
+    /// Its shape.
+    pub shape: &'a [i64],
+    /// Its bytes, as the request or the backend holds them.
+    pub data: &'a [u8],
 }
 
 impl Drop for TraceBuffer {
     fn drop(&mut self) {
         match &self.records {
-            Records::Json(streams) => {
+            Records::Json { streams, setting } => {
                 let streams = std::mem::take(&mut *streams.lock());
                 let mut records = String::new();
                 for (_, stream) in streams.iter().filter(|(_, s)| !s.is_empty()) {
@@ -71,15 +111,22 @@ impl Drop for TraceBuffer {
                     }
                     records.push_str(stream);
                 }
-                self.setting.collect(&records);
+                setting.collect(&records);
             }
             Records::Spans { recorder, sink } => {
                 if let Some(recorder) = recorder.lock().take() {
                     sink.submit(recorder.finish(&self.clock, Instant::now()));
                 }
             }
+            Records::Listened(listener) => listener.finished(),
         }
     }
+}
+
+/// A new trace id (process-wide, from 1 as Triton's), for a trace a caller starts
+/// itself before handing it to [`RequestTrace::listened`].
+pub fn next_trace_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
 /// A handle on one traced request (an ensemble step gets its own id under the same
@@ -114,16 +161,39 @@ impl RequestTrace {
                 recorder: Mutex::new(Some(SpanRecorder::new(Instant::now(), remote_parent))),
                 sink: sink.clone(),
             },
-            _ => Records::Json(Mutex::new(Vec::new())),
+            _ => Records::Json {
+                streams: Mutex::new(Vec::new()),
+                setting: setting.clone(),
+            },
         };
         Self {
             buffer: Arc::new(TraceBuffer {
-                setting,
+                level: setting.values.level,
                 clock,
                 records,
             }),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: next_trace_id(),
             parent_id: 0,
+        }
+    }
+
+    /// The trace `id` (child of `parent_id`, 0 for none) a caller started itself at
+    /// `level`: its activities go to `listener` as they happen, and
+    /// [`TraceListener::finished`] is called when the request and its steps are done.
+    pub fn listened(
+        listener: Arc<dyn TraceListener>,
+        level: TraceLevel,
+        id: u64,
+        parent_id: u64,
+    ) -> Self {
+        Self {
+            buffer: Arc::new(TraceBuffer {
+                level,
+                clock: Clock::now(),
+                records: Records::Listened(listener),
+            }),
+            id,
+            parent_id,
         }
     }
 
@@ -136,18 +206,26 @@ impl RequestTrace {
     pub fn child(&self) -> Self {
         Self {
             buffer: self.buffer.clone(),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: next_trace_id(),
             parent_id: self.id,
         }
     }
 
     fn level(&self) -> TraceLevel {
-        self.buffer.setting.values.level
+        self.buffer.level
+    }
+
+    /// The caller's listener, for a trace it started itself.
+    fn listener(&self) -> Option<&Arc<dyn TraceListener>> {
+        match &self.buffer.records {
+            Records::Listened(listener) => Some(listener),
+            _ => None,
+        }
     }
 
     /// Appends one JSON record to this id's stream (`triton` mode only).
     fn record(&self, write: impl FnOnce(&mut String)) {
-        let Records::Json(streams) = &self.buffer.records else {
+        let Records::Json { streams, .. } = &self.buffer.records else {
             return;
         };
         let mut streams = streams.lock();
@@ -182,6 +260,10 @@ impl RequestTrace {
             spans.timestamp(self.id, name, at);
             return;
         }
+        if let Some(listener) = self.listener() {
+            listener.timestamp(self.id, name, at);
+            return;
+        }
         let ns = self.buffer.clock.ns(at);
         let id = self.id;
         self.record(|s| {
@@ -202,6 +284,11 @@ impl RequestTrace {
         let parent_id = self.parent_id;
         if let Some(mut spans) = self.spans() {
             spans.request_start(id, parent_id, model, version, request_id, at);
+            return;
+        }
+        if let Some(listener) = self.listener() {
+            listener.identify(id, parent_id, model, version, request_id);
+            self.timestamp("REQUEST_START", at);
             return;
         }
         self.record(|s| {
@@ -235,6 +322,18 @@ impl RequestTrace {
         if !self.level().tensors {
             return;
         }
+        if let Some(listener) = self.listener() {
+            if activity != TensorActivity::BackendInput {
+                let tensor = TracedTensor {
+                    name,
+                    datatype,
+                    shape,
+                    data,
+                };
+                listener.tensor(self.id, activity, tensor);
+            }
+            return;
+        }
         let id = self.id;
         self.record(|s| {
             let _ = write!(
@@ -256,7 +355,7 @@ impl RequestTrace {
 
     /// Whether tensors are traced, so callers skip walking them otherwise.
     pub fn traces_tensors(&self) -> bool {
-        self.level().tensors && matches!(self.buffer.records, Records::Json(_))
+        self.level().tensors && !matches!(self.buffer.records, Records::Spans { .. })
     }
 }
 

@@ -366,8 +366,10 @@ pub unsafe extern "C" fn TRITONBACKEND_RequestOutputName(
     })
 }
 
-/// `TRITONBACKEND_RequestTrace`: no trace (tracing is not implemented), which backends
-/// treat as tracing being off.
+/// `TRITONBACKEND_RequestTrace`: no trace, which backends treat as tracing being off:
+/// traces stay with the core (its trace files and spans, or an in-process caller's
+/// `TRITONSERVER_InferenceTrace`), so a backend's own requests (BLS) are not traced as
+/// children.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONBACKEND_RequestTrace(
     request: *mut TRITONBACKEND_Request,

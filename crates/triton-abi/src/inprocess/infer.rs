@@ -1,5 +1,5 @@
-//! `TRITONSERVER_ServerInferAsync`: hands a request to the core facade and, when the
-//! answer comes, writes the outputs through the caller's allocator, calls the response
+//! `TRITONSERVER_ServerInferAsync`: hands a request (and the caller's trace, see
+//! [`super::trace`]) to the core facade and, when the answer comes, writes the outputs through the caller's allocator, calls the response
 //! callback (COMPLETE_FINAL) and then the release callback (RELEASE_ALL), in Triton's
 //! order: a backend sends its response before it releases the request.
 #![allow(unsafe_code)]
@@ -19,6 +19,7 @@ use super::request::{
 };
 use super::response::{Allocation, Placed, TRITONSERVER_InferenceResponse};
 use super::server::TRITONSERVER_Server;
+use super::trace::{Forwarder, TRITONSERVER_InferenceTrace};
 use crate::error::{from_core, internal, invalid_arg, take, unsupported, ErrorPtr};
 use crate::ffi;
 use crate::types::memory_type;
@@ -35,16 +36,13 @@ const REQUEST_RELEASE_ALL: u32 = 1;
 pub unsafe extern "C" fn TRITONSERVER_ServerInferAsync(
     server: *mut TRITONSERVER_Server,
     inference_request: *mut TRITONSERVER_InferenceRequest,
-    trace: *mut c_void,
+    trace: *mut TRITONSERVER_InferenceTrace,
 ) -> ErrorPtr {
     ffi::status(|| {
         // SAFETY: a live server, or null (checked).
         let server = unsafe { ffi::reference(server, "server") }?;
         // SAFETY: a live request owned by the caller, or null (checked).
         let request = unsafe { ffi::reference_mut(inference_request, "inference_request") }?;
-        if !trace.is_null() {
-            return Err(unsupported("inference tracing not supported"));
-        }
         let target = request.response.ok_or_else(|| {
             invalid_arg(format!(
                 "{}inference request has no response callback (TRITONSERVER_InferenceRequestSetResponseCallback)",
@@ -55,8 +53,22 @@ pub unsafe extern "C" fn TRITONSERVER_ServerInferAsync(
         let spec = facade
             .model_spec(&request.model_name, request.model_version)
             .map_err(|e| from_core(&e))?;
-        let core = core_request(request, &spec).map_err(|e| from_core(&e))?;
+        let mut core = core_request(request, &spec).map_err(|e| from_core(&e))?;
         validate_request(&spec, &core).map_err(|e| from_core(&e))?;
+        // The caller's trace becomes the server's once the submission succeeds (`arm`);
+        // until then a failure leaves it with the caller.
+        let forwarder = (!trace.is_null()).then(|| {
+            // SAFETY: a live trace from TRITONSERVER_InferenceTrace(Tensor)New, which
+            // the caller hands over with the request.
+            let (forwarder, core_trace) = unsafe { Forwarder::start(trace) };
+            core.trace = Some(core_trace);
+            forwarder
+        });
+        let handed_over = || {
+            if let Some(forwarder) = &forwarder {
+                forwarder.arm();
+            }
+        };
         let delivery = Delivery {
             request: inference_request,
             release: request.release,
@@ -72,12 +84,14 @@ pub unsafe extern "C" fn TRITONSERVER_ServerInferAsync(
                 .engine
                 .submit_stream(core)
                 .map_err(|e| from_core(&e))?;
+            handed_over();
             server
                 .engine
                 .spawn(stream_answers(answers, delivery, cancel, engine));
             return Ok(());
         }
         let answer = server.engine.submit(core);
+        handed_over();
         server.engine.spawn(async move {
             let result = tokio::select! {
                 result = answer => result,

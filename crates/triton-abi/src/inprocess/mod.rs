@@ -21,4 +21,4 @@ pub mod response;
 pub mod server;
 pub mod start;
 pub mod tensors;
-pub mod unsupported;
+pub mod trace;

@@ -25,7 +25,7 @@ use tritonserver::inprocess::tensors::*;
 use crate::fixture;
 
 /// Panics with the error's message unless `error` is null.
-fn ok(error: ErrorPtr) {
+pub(crate) fn ok(error: ErrorPtr) {
     if !error.is_null() {
         // SAFETY: an error this library returned; read, then freed.
         let message = unsafe { CStr::from_ptr(TRITONSERVER_ErrorMessage(error)) }
@@ -37,7 +37,7 @@ fn ok(error: ErrorPtr) {
 }
 
 /// The code and message of `error` (which must be non-null), freed.
-fn failure(error: ErrorPtr) -> (TRITONSERVER_Error_Code, String) {
+pub(crate) fn failure(error: ErrorPtr) -> (TRITONSERVER_Error_Code, String) {
     assert!(!error.is_null(), "expected an error");
     // SAFETY: an error this library returned; read, then freed.
     unsafe {
@@ -56,12 +56,12 @@ fn c(text: &str) -> CString {
 
 /// Events the callbacks report, in order.
 #[derive(Debug)]
-enum Event {
+pub(crate) enum Event {
     Response(usize),
     Released,
 }
 
-unsafe extern "C" fn on_response(
+pub(crate) unsafe extern "C" fn on_response(
     response: *mut TRITONSERVER_InferenceResponse,
     flags: u32,
     userp: *mut c_void,
@@ -72,7 +72,7 @@ unsafe extern "C" fn on_response(
     let _ = events.send(Event::Response(response as usize));
 }
 
-unsafe extern "C" fn on_release(
+pub(crate) unsafe extern "C" fn on_release(
     _request: *mut TRITONSERVER_InferenceRequest,
     flags: u32,
     userp: *mut c_void,
@@ -84,7 +84,7 @@ unsafe extern "C" fn on_release(
 }
 
 /// Starts a server on the test repository (EXPLICIT mode, add_sub loaded).
-fn start(repository: &std::path::Path) -> *mut TRITONSERVER_Server {
+pub(crate) fn start(repository: &std::path::Path) -> *mut TRITONSERVER_Server {
     let mut options = null_mut();
     let mut server = null_mut();
     let path = c(&repository.to_string_lossy());

@@ -9,3 +9,4 @@ mod decoupled;
 mod direct;
 mod fixture;
 mod metrics_options;
+mod tracing;
