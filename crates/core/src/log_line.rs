@@ -22,6 +22,9 @@ pub struct LogLine {
     pub line: i32,
     /// The message, then ` name=value` for every other field.
     pub text: String,
+    /// A table (an event with the field `table = true`): written as it is, never
+    /// escaped, after a line break, as Triton writes its start-up tables.
+    pub table: bool,
 }
 
 impl LogLine {
@@ -77,7 +80,7 @@ impl LogLine {
                 write!(out, " {letter} {pid} {}:{}] ", self.file, self.line)?;
             }
         }
-        if escape {
+        if escape && !self.table {
             let quoted = serde_json::to_string(&self.text).map_err(|_| std::fmt::Error)?;
             out.write_str(&quoted)
         } else {
@@ -106,6 +109,13 @@ impl Fields<'_> {
 }
 
 impl Visit for Fields<'_> {
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        match field.name() {
+            "table" => self.line.table = value,
+            name => self.push(name, value),
+        }
+    }
+
     fn record_str(&mut self, field: &Field, value: &str) {
         match field.name() {
             "file" if !self.file_given => {
@@ -153,6 +163,7 @@ mod tests {
             file: "serve.rs".into(),
             line: 7,
             text: "say \"hi\"\nthen go model=m".into(),
+            table: false,
         };
         let pid = std::process::id();
         assert_eq!(
@@ -162,6 +173,16 @@ mod tests {
         assert_eq!(
             written(&line, &Level::DEBUG, LogFormat::Iso8601, false),
             format!("2026-11-29T10:00:00Z I {pid} serve.rs:7] say \"hi\"\nthen go model=m")
+        );
+        // A table is never escaped: its lines are the log's lines.
+        let table = LogLine {
+            text: "\n+---+\n| \"a\" |".into(),
+            table: true,
+            ..line
+        };
+        assert_eq!(
+            written(&table, &Level::INFO, LogFormat::Default, true),
+            format!("I1129 10:00:00.000042 {pid} serve.rs:7] \n+---+\n| \"a\" |")
         );
     }
 }

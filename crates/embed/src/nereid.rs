@@ -94,6 +94,10 @@ impl Nereid {
             hook(&server);
         }
         let failures = repository.load_startup_models().await?;
+        match repository.status_table().await {
+            Ok(table) => tracing::info!(table = true, "\n{table}"),
+            Err(e) => tracing::warn!("cannot list the models' states: {e}"),
+        }
         if options.exit_on_error && !failures.is_empty() {
             repository.stop_all();
             return Err(Error::internal(format!(

@@ -6,7 +6,8 @@
 //! where repository agents live; the `checksum` agent runs before a model loads.
 //!
 //! `manager.rs` defines [`ModelRepository`] (the table, its reads and storage access);
-//! each operation on it is a file of its own above it — `index`, `load`, `unload`,
+//! each operation on it is a file of its own above it — `index` (and `status_table`, the
+//! start-up table made of it), `load`, `unload`,
 //! `poll`, `batch` (start-up and poll loads in parallel), `ensembles`, `namespace`,
 //! `registered` — importing the manager and the plain helpers below it (`ids`,
 //! `registrations`, `record`, `scan`, `loader`, `backend_fields`, `storage`, `overrides`,
@@ -36,6 +37,7 @@ mod registrations;
 mod registry;
 mod remote;
 mod scan;
+mod status_table;
 mod storage;
 mod unload;
 mod version_policy;

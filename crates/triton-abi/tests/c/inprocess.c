@@ -112,6 +112,7 @@ extern Error* TRITONSERVER_InferenceResponseOutput(Response*, uint32_t, const ch
 extern Error* TRITONSERVER_InferenceRequestCancel(Request*);
 extern Error* TRITONSERVER_InferenceRequestIsCancelled(Request*, bool*);
 extern Error* TRITONSERVER_InferenceTraceNew(void**, int, uint64_t, void*, void*, void*);
+extern Error* TRITONSERVER_InferenceTraceDelete(void*);
 
 enum { INVALID_ARG = 3, UNSUPPORTED = 5, NOT_FOUND = 2 };
 enum { TYPE_FP32 = 11, MEMORY_CPU = 0, MEMORY_GPU = 2 };
@@ -413,11 +414,14 @@ static void request_checks(Server* server) {
         "output 'OUTPUT0' already exists in request", "duplicate output");
   fails(TRITONSERVER_ServerInferAsync(server, request, NULL), INVALID_ARG,
         "no response callback", "infer without callback");
-  void* trace = (void*)1;
-  fails(TRITONSERVER_ServerInferAsync(server, request, trace), UNSUPPORTED,
-        "inference tracing not supported", "infer with trace");
-  fails(TRITONSERVER_InferenceTraceNew(&trace, 1, 0, NULL, NULL, NULL), UNSUPPORTED,
-        "TRITONSERVER_InferenceTraceNew is not supported by Nereid", "trace new");
+  /* A traced submission refused before it runs leaves the trace with the caller. */
+  void* trace = NULL;
+  ok(TRITONSERVER_InferenceTraceNew(&trace, 4, 0, NULL, NULL, NULL), "trace new");
+  fails(TRITONSERVER_ServerInferAsync(server, request, trace), INVALID_ARG,
+        "no response callback", "infer with trace without callback");
+  ok(TRITONSERVER_InferenceTraceDelete(trace), "trace delete");
+  fails(TRITONSERVER_InferenceTraceNew(NULL, 4, 0, NULL, NULL, NULL), INVALID_ARG,
+        "trace must not be null", "trace new without a place for it");
   fails(TRITONSERVER_InferenceRequestSetId(NULL, "x"), INVALID_ARG, "must not be null",
         "null request");
   ok(TRITONSERVER_InferenceRequestDelete(request), "request delete");
