@@ -6,12 +6,16 @@
 # target/suite/nereid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage is announced with the clock and the seconds since the start, so a slow CI
+# run shows where its time went.
+stage() { echo "test: [$(date -u +%T) +${SECONDS}s] $*" >&2; }
+
 NEREID_SETUP_BUILD=0 scripts/setup.sh
 bin_dir="$PWD/target/suite"
 
 # The documentation site: mdbook build of docs/, then every link and repository path of
 # README.md and docs/src checked (scripts/check_links.py).
-echo "test: docs (mdbook build + link check)" >&2
+stage "docs (mdbook build + link check)"
 scripts/check_docs.sh
 
 # The redis cache tests start real redis-server processes (Debian's package).
@@ -65,13 +69,13 @@ if ! ldconfig -p | grep -q "libpython$pyver.so.1.0"; then
     echo "test: libpython$pyver is not available; the python backend tests will skip" >&2
 fi
 
-echo "test: cargo test (suite profile: release without LTO)" >&2
+stage "cargo test (suite profile: release without LTO)"
 cargo test --profile suite --locked --workspace
 # The python tests relink Triton's own cache plugin against the libtritonserver.so beside
 # the nereid binary; `cargo test` built it (with the workspace's features) into deps/.
 cp "$bin_dir/deps/libtritonserver.so" "$bin_dir/libtritonserver.so"
 
-echo "test: tritonclient conformance suite" >&2
+stage "tritonclient conformance suite"
 NEREID_BIN="$bin_dir/nereid" .venv/bin/python -m pytest -q tests/python
 
 # TorchScript models through Triton's own pytorch backend, built from source against
@@ -86,23 +90,23 @@ for pkg in cmake:cmake rapidjson-dev:/usr/include/rapidjson/document.h \
     apt-get update -qq && apt-get install -y -qq "${pkg%%:*}" >/dev/null
   fi
 done
-echo "test: TorchScript models through Triton's pytorch backend" >&2
+stage "TorchScript models through Triton's pytorch backend"
 NEREID_BIN="$bin_dir/nereid" scripts/test_pytorch_backend.sh
 
 # OpenVINO IR models through Triton's own openvino backend, built from source against
 # PyPI's openvino wheel (scripts/build_openvino_backend.sh, cached like the pytorch one).
-echo "test: OpenVINO models through Triton's openvino backend" >&2
+stage "OpenVINO models through Triton's openvino backend"
 NEREID_BIN="$bin_dir/nereid" scripts/test_openvino_backend.sh
 
 # Triton's own Python packages (tritonserver, tritonfrontend 2.73: Python 3.12, glibc 2.38)
 # on the libtritonserver.so copied above, inside a Debian 13 root cached outside the clone.
-echo "test: Triton's Python packages on libtritonserver.so" >&2
+stage "Triton's Python packages on libtritonserver.so"
 NEREID_LIBTRITONSERVER_DIR="$bin_dir" scripts/test_python_packages.sh
 
 # Two minutes of mixed, checked traffic while the repository changes, with the servers'
 # RSS, fds, threads, /dev/shm, pending requests and live sequences held to the bounds in
 # scripts/soak.py (after the python tests, which fetch Triton's python backend it uses).
-echo "test: soak (2 minutes)" >&2
+stage "soak (2 minutes)"
 # Without the python model's load/unload cycles: see PYTHON_RELOADS in scripts/soak.py.
 NEREID_SOAK_PYTHON_RELOADS=0 NEREID_BIN="$bin_dir/nereid" scripts/soak.sh 120
 
@@ -111,6 +115,7 @@ NEREID_SOAK_PYTHON_RELOADS=0 NEREID_BIN="$bin_dir/nereid" scripts/soak.sh 120
 if [ "${NEREID_SKIP_IMAGE:-0}" = 1 ]; then
   echo "test: container image test skipped (NEREID_SKIP_IMAGE=1)" >&2
 else
-  echo "test: container image" >&2
+  stage "container image"
   IMAGE_BUILD_OPTIONAL=1 scripts/test_image.sh "$bin_dir/nereid"
 fi
+stage "done"
