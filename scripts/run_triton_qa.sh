@@ -63,7 +63,14 @@
 # OPENVINO_PYTHON (a python with the `openvino` package, numpy < 2 and ml_dtypes: the
 # OpenVINO models of qa_model_repository are then generated too) and
 # TRITON_OPENVINO_BACKEND (the openvino folder of scripts/build_openvino_backend.sh's
-# OUT_DIR; linked as the suites' backends/openvino).
+# OUT_DIR; linked as the suites' backends/openvino), TRITON_CAPI_TESTS (the OUT_DIR of
+# scripts/build_triton_capi_tests.sh: Triton's C API gtests built against Nereid's
+# libtritonserver.so, each copied beside its suite's test.sh as Dockerfile.QA copies it)
+# with NEREID_LIBTRITONSERVER_DIR (the folder of that libtritonserver.so, default
+# NEREID_BIN's; it becomes the suites' /opt/tritonserver/lib). A suite given a C API test
+# runs in a mount namespace of its own whose /opt holds only tritonserver, a link to
+# WORK_DIR's Triton tree: the tests start the server in-process with Triton's default
+# backend directory, /opt/tritonserver/backends.
 # When SERVER_CHECKOUT also holds src/test/models, the models Triton's QA image
 # (Dockerfile.QA) adds to L0_backend_identity and L0_decoupled are added the same way.
 # Where Triton's image differs from this machine: scripts run by path whose first line
@@ -277,6 +284,11 @@ if [ -n "${TRITON_PYTHON_BACKEND:-}" ]; then
     ln -s "$(cd "$TRITON_PYTHON_BACKEND" && pwd)" "$WORK/triton/backends/python"
   stub_path=${TRITON_PYTHON_STUB_PATH:-}
 fi
+# Nereid's libtritonserver.so, which the C API tests load from /opt/tritonserver/lib.
+LIBTRITONSERVER_DIR=${NEREID_LIBTRITONSERVER_DIR:-$(dirname "$NEREID")}
+if [ -f "$LIBTRITONSERVER_DIR/libtritonserver.so" ]; then
+  mkdir -p "$WORK/triton/lib" && cp "$LIBTRITONSERVER_DIR/libtritonserver.so" "$WORK/triton/lib/"
+fi
 # The server runs under the name tritonserver (a link to NEREID_BIN), as suites find it
 # with `ps | grep tritonserver` (L0_sagemaker).
 mkdir -p "$WORK/triton/bin/.nereid" && ln -sfn "$NEREID" "$WORK/triton/bin/.nereid/tritonserver"
@@ -314,9 +326,16 @@ import glob, re, sys
 def count(paths):
     ran = failed = 0
     for path in paths:
+        text = open(path, errors="replace").read()
+        # googletest's: "[==========] 23 tests from 3 test suites ran." then, when some
+        # failed, "[  FAILED  ] 4 tests, listed below:".
+        for n in re.findall(r"^\[=+\] (\d+) tests? from .* ran\.", text, re.M):
+            ran += int(n)
+        for n in re.findall(r"^\[  FAILED  \] (\d+) tests?, listed below:", text, re.M):
+            failed += int(n)
+        # Server logs hold no client summaries, only a C API test's (which runs the server).
         if ".server." in path or path.endswith("server.log"):
             continue
-        text = open(path, errors="replace").read()
         for n, outcome in re.findall(r"^Ran (\d+) tests? in [^\n]*\n+(OK|FAILED[^\n]*)", text, re.M):
             ran += int(n)
             failed += sum(int(k) for k in re.findall(r"(?:failures|errors)=(\d+)", outcome))
@@ -363,6 +382,23 @@ image_models() { # suite
       mkdir -p "$dir/models/identity_int32/1" &&
         cp "$backends/identity/libtriton_identity.so" "$dir/models/identity_int32/1/" 2> /dev/null ;;
   esac
+  # Triton's C API tests, built against Nereid's library (TRITON_CAPI_TESTS), and the
+  # query backend L0_query's model carries in its version folder.
+  local capi
+  case $1 in
+    L0_register) capi=register_api_test ;;
+    L0_query)
+      capi=query_test
+      mkdir -p "$dir/models/query/1" &&
+        cp "$backends/query/libtriton_query.so" "$dir/models/query/1/" 2> /dev/null ;;
+    L0_backend_output_detail) capi=backend_output_detail_test ;;
+    L0_input_validation) capi=input_byte_size_test ;;
+    L0_request_cancellation) capi=request_cancellation_test ;;
+    *) capi= ;;
+  esac
+  if [ -n "$capi" ] && [ -x "${TRITON_CAPI_TESTS:-}/$capi" ]; then
+    cp "$TRITON_CAPI_TESTS/$capi" "$dir/"
+  fi
   [ -d "$models" ] || return 0
   case $1 in
     L0_backend_identity)
@@ -497,10 +533,18 @@ for s in "${SUITES[@]}"; do
   # Triton's own switch for a machine without a GPU: suites skip their GPU passes.
   cpu_only=0
   command -v nvidia-smi > /dev/null || cpu_only=1
+  # A suite with a C API test sees Triton's image layout under /opt (see the header);
+  # the in-process python backend's stubs take the stub python, as the server wrapper's.
+  image_opt=()
+  if compgen -G "$WORK/qa/$name/*_test" > /dev/null; then
+    image_opt=(unshare --mount --propagation private sh -c
+      "mount -t tmpfs nereid-opt /opt && ln -s '$WORK/triton' /opt/tritonserver && exec \"\$@\"" image-opt)
+    [ "$name" = L0_backend_output_detail ] && [ -n "$stub_path" ] && nested+=(PATH="$stub_path:$PYBIN:$PATH:$WORK/triton/bin")
+  fi
   (cd "$WORK/qa/$name" &&
     env PATH="$PYBIN:$PATH:$WORK/triton/bin" PYTHONPATH="$WORK/qa/common" REPO_VERSION=nereid TRITON_SERVER_VERSION="$server_version" \
       DATADIR="$MODELS" TRITON_DIR="$WORK/triton" BACKENDS=onnx TRITON_SERVER_CPU_ONLY=$cpu_only \
-      "${nested[@]}" "${extra[@]}" timeout "$limit" "${shell[@]}" ./test.sh nereid) > "$log" 2>&1
+      "${nested[@]}" "${extra[@]}" "${image_opt[@]}" timeout "$limit" "${shell[@]}" ./test.sh nereid) > "$log" 2>&1
   # Some test.sh leave their server running when they stop early.
   [ -f "$WORK/servers.pids" ] && xargs kill 2> /dev/null < "$WORK/servers.pids"
   rm -f "$WORK/servers.pids"

@@ -3,6 +3,7 @@
 
 mod admin;
 mod shm;
+pub use admin::IndexDocument;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -8,6 +8,7 @@ use axum::Json;
 use base64::Engine;
 use bytes::Bytes;
 use nereid_core::repository::{LoadRequest, FILE_PREFIX};
+use nereid_core::server::IndexDocument;
 use nereid_core::{Error, Result};
 use serde::Deserialize;
 use serde_json::Value;
@@ -186,7 +187,7 @@ impl<'de> serde::de::Visitor<'de> for ReadyFlag {
 pub(crate) async fn repository_index(
     State(s): State<AppState>,
     body: Bytes,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Vec<IndexDocument>>> {
     let request: IndexRequest = optional_body(&body).map_err(|e| {
         if e.message().contains(READY_NOT_BOOL) {
             Error::invalid_arg(READY_NOT_BOOL)

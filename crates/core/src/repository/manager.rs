@@ -268,21 +268,23 @@ impl ModelRepository {
         self.model_dir(name).await
     }
 
-    /// The directory of model `name`, or Triton's error for a model not in any repository.
+    /// The directory of model `name`, or Triton's error for a model that no repository
+    /// holds, or more than one does (its message names no reason, as Triton's; the log
+    /// says which).
     pub(super) async fn model_dir(&self, name: &str) -> Result<PathBuf> {
-        self.scan()
-            .await?
-            .remove(name)
-            .ok_or_else(|| {
-                Error::internal(format!(
-                    "failed to load '{name}', failed to poll from model repository: no model directory named '{name}' in {}",
-                    self.roots()
-                        .iter()
-                        .map(|r| r.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            })?
+        match self.scan().await?.remove(name) {
+            Some(Ok(dir)) => Ok(dir),
+            found => {
+                if found.is_some() {
+                    tracing::error!(
+                        "failed to poll model '{name}': not unique across all model repositories"
+                    );
+                }
+                Err(Error::internal(format!(
+                    "failed to load '{name}', failed to poll from model repository"
+                )))
+            }
+        }
     }
 }
 

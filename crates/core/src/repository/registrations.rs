@@ -47,26 +47,42 @@ impl Registrations {
             .collect()
     }
 
-    /// The name the directory `subdir` of repository `root` goes by.
-    fn name_of<'a>(&'a self, root: &Path, subdir: &'a str) -> &'a str {
+    /// The names mappings give the directory `subdir` of repository `root` (several
+    /// names may map to one directory); none when it is not mapped.
+    fn mapped_names<'a>(&'a self, root: &'a Path, subdir: &'a str) -> Vec<&'a str> {
         self.mappings
             .iter()
-            .find(|(_, (repository, dir))| repository == root && dir == subdir)
-            .map_or(subdir, |(name, _)| name.as_str())
+            .filter(|(_, (repository, dir))| repository == root && dir == subdir)
+            .map(|(name, _)| name.as_str())
+            .collect()
     }
 
     /// Every model directory across `startup` and the registered repositories, keyed as
     /// the model table is (with `namespacing`, `<repository>::<name>`), mapped
-    /// directories under their mapped names. Blocking.
+    /// directories under each of their mapped names. As in Triton, a mapped name takes
+    /// precedence: a directory that merely carries a name some mapping gives out is left
+    /// out, so it neither conflicts with the mapped one nor loads. Blocking.
     pub(super) fn list(&self, startup: &[PathBuf], namespacing: bool) -> Result<ModelDirs> {
         let mut all = ModelDirs::new();
         for root in self.roots(startup) {
             for (subdir, dir) in list_models(std::slice::from_ref(&root))? {
-                let name = self.name_of(&root, &subdir);
-                if namespacing {
-                    all.insert(qualified(&root, name), dir);
+                let mapped = self.mapped_names(&root, &subdir);
+                if mapped.is_empty() && self.mappings.contains_key(&subdir) {
+                    continue;
+                }
+                let names = if mapped.is_empty() {
+                    vec![subdir.as_str()]
                 } else {
-                    insert_model(&mut all, name, dir);
+                    mapped
+                };
+                for name in names {
+                    if namespacing {
+                        all.insert(qualified(&root, name), dir.clone());
+                    } else if self.mappings.contains_key(name) {
+                        all.insert(name.to_string(), dir.clone());
+                    } else {
+                        insert_model(&mut all, name, dir.clone());
+                    }
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! whole payloads from a bounded multi-consumer channel, executes them and answers each
 //! job. A thread exits when every sender is gone, after finishing what was queued.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
+use super::waiting_batch::WaitingBatch;
 use super::warmup::WarmupSample;
 use super::Job;
 use crate::backend::{ComputeTiming, InstanceBackend, Outcome, Streamed, NOT_RESCHEDULABLE};
@@ -35,6 +36,9 @@ pub struct Payload {
     /// Sequences the sequence batcher released since this instance's last payload; the
     /// backend drops their state before executing `jobs` (which may be empty).
     pub released: Vec<SequenceId>,
+    /// Where the dynamic batcher adds the jobs that join this payload until its instance
+    /// starts it (rate-limited instances only; see [`WaitingBatch`]).
+    pub waiting: Option<Arc<WaitingBatch>>,
 }
 
 impl Payload {
@@ -44,6 +48,7 @@ impl Payload {
             jobs: vec![job],
             slot: None,
             released: Vec::new(),
+            waiting: None,
         }
     }
 }
@@ -85,6 +90,9 @@ pub struct InstancePool {
     /// go (see [`Self::track_slots`]).
     slots: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
     next_id: AtomicU64,
+    /// Whether its instances wait for rate-limiter turns (the rate limiter is on for the
+    /// whole server, so all of them or none do).
+    waits_for_turns: AtomicBool,
 }
 
 /// A running worker: its thread and the signal that retires it.
@@ -130,6 +138,7 @@ impl InstancePool {
             workers: Mutex::new(Vec::new()),
             slots: Mutex::new(None),
             next_id: AtomicU64::new(0),
+            waits_for_turns: AtomicBool::new(false),
         };
         pool.add(instances, warmup)?;
         Ok(pool)
@@ -140,6 +149,9 @@ impl InstancePool {
     /// dropped (finalized).
     pub fn add(&self, instances: Vec<Instance>, warmup: &[WarmupSample]) -> Result<Vec<WorkerId>> {
         let count = instances.len();
+        if instances.iter().any(|i| i.turn.is_some()) {
+            self.waits_for_turns.store(true, Ordering::Relaxed);
+        }
         let mut ready = Vec::with_capacity(count);
         for Instance {
             name,
@@ -168,6 +180,7 @@ impl InstancePool {
                         jobs,
                         slot: None,
                         released: Vec::new(),
+                        waiting: None,
                     });
                 })?;
             }
@@ -190,6 +203,12 @@ impl InstancePool {
             slots.add_permits(count);
         }
         Ok(ids)
+    }
+
+    /// Whether its instances wait for rate-limiter turns before executing, so that a
+    /// payload handed to a free one may still wait.
+    pub fn waits_for_turns(&self) -> bool {
+        self.waits_for_turns.load(Ordering::Relaxed)
     }
 
     /// The running workers, oldest first.
@@ -352,44 +371,42 @@ impl Worker {
 
     fn execute(&mut self, payload: Payload) {
         let Payload {
-            jobs: mut payload,
+            jobs,
             slot,
+            waiting,
             ..
         } = payload;
-        if self.drops_cancelled() && payload.iter().any(Job::caller_left) {
-            let (live, gone): (Vec<Job>, Vec<Job>) =
-                payload.into_iter().partition(|job| !job.caller_left());
-            gone.into_iter().for_each(Job::cancel);
-            if live.is_empty() {
-                return;
-            }
-            payload = live;
-        }
-        let started = Instant::now();
-        for job in &mut payload {
-            job.record.executing();
+        let drops = self.drops_cancelled();
+        let jobs = live(jobs, drops);
+        if jobs.is_empty() && waiting.is_none() {
+            return;
         }
         if self.spec.decoupled {
-            return self.execute_decoupled(payload, slot, started);
+            return self.execute_decoupled(jobs, waiting, slot);
         }
-        let (mut outcomes, timing, total_batch) = {
-            let batch = Batch::new(
-                &self.spec,
-                payload.iter().map(|j| &j.request).collect(),
-                payload.iter().map(|j| j.batch_size).collect(),
-            )
-            .with_callers(
-                payload
-                    .iter()
-                    .map(|j| j.reply.presence().cloned())
-                    .collect(),
-            );
+        let spec = &self.spec;
+        let instance = &mut self.instance;
+        let executed = in_turn(self.turn.as_ref(), &self.payloads, &mut self.line, || {
+            let (payload, started) = start(jobs, waiting.as_deref(), drops)?;
             let mut timing = ComputeTiming::default();
-            let instance = &mut self.instance;
-            let outcomes = in_turn(self.turn.as_ref(), &self.payloads, &mut self.line, || {
-                instance.execute(&batch, &mut timing)
-            });
-            (outcomes, timing, batch.total_batch_size())
+            let (outcomes, total_batch) = {
+                let batch = Batch::new(
+                    spec,
+                    payload.iter().map(|j| &j.request).collect(),
+                    payload.iter().map(|j| j.batch_size).collect(),
+                )
+                .with_callers(
+                    payload
+                        .iter()
+                        .map(|j| j.reply.presence().cloned())
+                        .collect(),
+                );
+                (instance.execute(&batch, &mut timing), batch.total_batch_size())
+            };
+            Some((payload, outcomes, timing, total_batch, started))
+        });
+        let Some((mut payload, mut outcomes, timing, total_batch, started)) = executed else {
+            return;
         };
         outcomes.resize_with(payload.len(), || {
             Outcome::from(Err(Error::internal(format!(
@@ -427,37 +444,30 @@ impl Worker {
     /// returns (its answers may still be streaming).
     fn execute_decoupled(
         &mut self,
-        mut payload: Vec<Job>,
+        jobs: Vec<Job>,
+        waiting: Option<Arc<WaitingBatch>>,
         slot: Option<tokio::sync::OwnedSemaphorePermit>,
-        started: Instant,
     ) {
-        let senders: Vec<ResponseSender> = payload
-            .iter_mut()
-            .map(|job| {
-                job.stream.take().unwrap_or_else(|| {
-                    // Padding (or a job queued without a stream): answers are discarded.
-                    let model = self.spec.name.clone();
-                    ResponseSender::channel(Box::new(move |_| {
-                        Err(Error::internal(format!(
-                            "model '{model}': no one awaits this answer"
-                        )))
-                    }))
-                    .0
-                })
-            })
-            .collect();
+        let drops = self.drops_cancelled();
+        let spec = &self.spec;
+        let instance = &mut self.instance;
         let mut timing = ComputeTiming::default();
-        let (mut streamed, total_batch) = {
-            let batch = Batch::new(
-                &self.spec,
-                payload.iter().map(|j| &j.request).collect(),
-                payload.iter().map(|j| j.batch_size).collect(),
-            );
-            let instance = &mut self.instance;
-            let streamed = in_turn(self.turn.as_ref(), &self.payloads, &mut self.line, || {
-                instance.execute_decoupled(&batch, senders, &mut timing)
-            });
-            (streamed, batch.total_batch_size())
+        let executed = in_turn(self.turn.as_ref(), &self.payloads, &mut self.line, || {
+            let (mut payload, started) = start(jobs, waiting.as_deref(), drops)?;
+            let senders = payload.iter_mut().map(|job| stream_of(spec, job)).collect();
+            let (streamed, total_batch) = {
+                let batch = Batch::new(
+                    spec,
+                    payload.iter().map(|j| &j.request).collect(),
+                    payload.iter().map(|j| j.batch_size).collect(),
+                );
+                let streamed = instance.execute_decoupled(&batch, senders, &mut timing);
+                (streamed, batch.total_batch_size())
+            };
+            Some((payload, streamed, total_batch, started))
+        });
+        let Some((payload, mut streamed, total_batch, started)) = executed else {
+            return;
         };
         streamed.resize_with(payload.len(), || Streamed::Released);
         let settled = streamed
@@ -534,6 +544,51 @@ impl Worker {
             outputs,
         })
     }
+}
+
+/// The jobs of `jobs` whose callers still wait; with `drops`, the others are cancelled
+/// here rather than executed.
+fn live(jobs: Vec<Job>, drops: bool) -> Vec<Job> {
+    if !drops || !jobs.iter().any(Job::caller_left) {
+        return jobs;
+    }
+    let (live, gone): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|job| !job.caller_left());
+    gone.into_iter().for_each(Job::cancel);
+    live
+}
+
+/// Starts a payload once its instance may execute: the jobs that joined its waiting batch
+/// meanwhile are added (those whose callers left dropped, as `drops` says), and every job
+/// leaves its queue now. `None` when no job is left to execute.
+fn start(
+    mut jobs: Vec<Job>,
+    waiting: Option<&WaitingBatch>,
+    drops: bool,
+) -> Option<(Vec<Job>, Instant)> {
+    if let Some(waiting) = waiting {
+        jobs.extend(live(waiting.start(), drops));
+    }
+    if jobs.is_empty() {
+        return None;
+    }
+    for job in &mut jobs {
+        job.record.executing();
+    }
+    Some((jobs, Instant::now()))
+}
+
+/// Where a decoupled job's responses go: its stream, or (padding, or a job queued
+/// without one) a sender whose answers are discarded.
+fn stream_of(spec: &ModelSpec, job: &mut Job) -> ResponseSender {
+    job.stream.take().unwrap_or_else(|| {
+        let model = spec.name.clone();
+        ResponseSender::channel(Box::new(move |_| {
+            Err(Error::internal(format!(
+                "model '{model}': no one awaits this answer"
+            )))
+        }))
+        .0
+    })
 }
 
 /// Runs `execute` once it is the instance's turn under the rate limiter (at once without

@@ -14,6 +14,7 @@ mod intake;
 mod job;
 mod reply;
 pub mod sequence;
+mod waiting_batch;
 mod warmup;
 
 pub use default::{DefaultScheduler, DEFAULT_QUEUE_CAPACITY};

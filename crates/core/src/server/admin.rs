@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{Server, TensorMetadata};
@@ -50,9 +51,9 @@ impl Server {
 
     /// The repository index (`POST /v2/repository/index`), optionally only ready versions.
     /// Async because it lists the repositories on storage.
-    pub async fn repository_index_json(&self, ready_only: bool) -> Result<Value> {
+    pub async fn repository_index_json(&self, ready_only: bool) -> Result<Vec<IndexDocument>> {
         let entries = self.repository_index(ready_only).await?;
-        Ok(Value::Array(entries.into_iter().map(index_json).collect()))
+        Ok(entries.into_iter().map(IndexDocument::from).collect())
     }
 
     /// The repository index as typed entries (for gRPC's message).
@@ -146,18 +147,33 @@ fn stats_json(s: &ModelStatsSnapshot) -> Value {
 }
 
 /// One index entry; version, state and reason only where known.
-fn index_json(e: IndexEntry) -> Value {
-    let mut v = json!({"name": e.name});
-    if let Some(version) = e.version {
-        v["version"] = json!(version.to_string());
+/// One entry of the repository index document, its fields in Triton's order (`name`,
+/// `version`, `state`, `reason`): the in-process API hands its text over as written, and
+/// Triton's C API tests compare that text byte for byte.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IndexDocument {
+    /// The model's name.
+    pub name: String,
+    /// The version, for an entry of one version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Its state (`READY`, `UNAVAILABLE`, ...), where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<&'static str>,
+    /// Why it is in that state, if anything is to be said.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+impl From<IndexEntry> for IndexDocument {
+    fn from(e: IndexEntry) -> Self {
+        Self {
+            name: e.name,
+            version: e.version.map(|v| v.to_string()),
+            state: e.state.map(|s| s.as_str()),
+            reason: e.reason,
+        }
     }
-    if let Some(state) = e.state {
-        v["state"] = json!(state.as_str());
-    }
-    if !e.reason.is_empty() {
-        v["reason"] = json!(e.reason);
-    }
-    v
 }
 
 #[cfg(test)]
@@ -186,9 +202,11 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 2 ] } ]"#;
                 "inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [-1, 2]}],
                 "outputs": [{"name": "OUTPUT0", "datatype": "INT32", "shape": [-1, 2]}]})
         );
+        let index = server.repository_index_json(true).await.expect("index");
+        // Triton's order of fields, which its C API tests compare as text.
         assert_eq!(
-            server.repository_index_json(true).await.expect("index"),
-            json!([{"name": "ident", "version": "1", "state": "READY"}])
+            serde_json::to_string(&index).expect("serializes"),
+            r#"[{"name":"ident","version":"1","state":"READY"}]"#
         );
         let stats = server.statistics_json(Some("ident"), None).expect("stats");
         assert_eq!(stats["model_stats"][0]["version"], "1");

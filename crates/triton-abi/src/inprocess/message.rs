@@ -14,10 +14,13 @@ pub struct TRITONSERVER_Message {
 }
 
 impl TRITONSERVER_Message {
-    /// A message holding `value` serialized, as Triton's compact JSON writer does.
-    pub fn from_value(value: &serde_json::Value) -> Self {
+    /// A message holding `value` serialized, as Triton's compact JSON writer does (a
+    /// struct's fields in their declared order).
+    pub fn from_value<T: serde::Serialize + ?Sized>(value: &T) -> Self {
         Self {
-            json: value.to_string().into_bytes(),
+            // Only JSON documents and structs with string keys come here, which always
+            // serialize.
+            json: serde_json::to_vec(value).unwrap_or_default(),
         }
     }
 
@@ -30,7 +33,10 @@ impl TRITONSERVER_Message {
     ///
     /// # Safety
     /// A non-null `out` must be valid for a write.
-    pub unsafe fn give(out: *mut *mut Self, value: &serde_json::Value) -> Result<(), ErrorPtr> {
+    pub unsafe fn give<T: serde::Serialize + ?Sized>(
+        out: *mut *mut Self,
+        value: &T,
+    ) -> Result<(), ErrorPtr> {
         if out.is_null() {
             return Err(invalid_arg("message must not be null"));
         }

@@ -14,14 +14,16 @@ use crossbeam_channel::Sender as PayloadSender;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::sleep_until;
 
-use self::plan::{plan_batch, Plan};
+use self::plan::{plan_batch, plan_growth, Growth, Plan};
 use self::queue::PriorityQueues;
 use self::strategy::BatchStrategy;
 use super::hold::{Hold, Hooks};
 use super::intake::Intake;
+use super::waiting_batch::WaitingBatch;
 use super::{InstancePool, Job, Payload, ReplyOrder, Scheduler, DEFAULT_QUEUE_CAPACITY};
 use crate::error::{Error, Result};
 use crate::model::{DynamicBatchingSpec, ModelSpec, SchedulingSpec};
+use crate::request::InputTensor;
 
 /// Handle of a model version's dynamic batcher.
 pub struct DynamicBatcher {
@@ -64,6 +66,10 @@ impl DynamicBatcher {
         let slots = Arc::new(Semaphore::new(instances.max(1)));
         // Instance updates add and retire workers; the pool keeps the slots in step.
         pool.track_slots(slots.clone());
+        // A batch handed to a free instance starts at once, unless the instance must wait
+        // for its rate-limiter turn; only then is it kept open to grow. (A custom strategy
+        // decides each batch once, so its batches are not grown.)
+        let grows = pool.waits_for_turns() && strategy.is_none();
         let task = BatcherTask {
             queues: PriorityQueues::new(&config),
             order: config
@@ -76,6 +82,8 @@ impl DynamicBatcher {
             payloads,
             slots,
             hold: Hold::until(hooks.queued),
+            grows,
+            waiting: None,
         };
         // Triton's verbose line, which L0_backend_config reads to see batching is on (the
         // batcher here is a task on the runtime, not a thread of its own).
@@ -126,6 +134,30 @@ struct BatcherTask {
     /// `TRITONSERVER_DELAY_SCHEDULER`: nothing is planned (nor timed out) until this many
     /// requests are queued, as in Triton's batcher thread.
     hold: Hold,
+    /// Whether handed-over batches are kept open until their instance starts them (the
+    /// instances wait for rate-limiter turns).
+    grows: bool,
+    /// The last batch handed over, while it may still grow.
+    waiting: Option<Waiting>,
+}
+
+/// A handed-over batch that may still grow, with what planning its growth needs.
+struct Waiting {
+    batch: Arc<WaitingBatch>,
+    /// The inputs of its first request, which later ones must match.
+    first: Vec<InputTensor>,
+    /// Its batch size so far.
+    size: usize,
+}
+
+/// What became of the waiting batch after growing it.
+enum Grown {
+    /// It took jobs from the queue; look at the queue again.
+    Again,
+    /// It waits for more requests until this moment.
+    WaitUntil(Instant),
+    /// There is none open (it is full or started): cut new batches.
+    Closed,
 }
 
 impl BatcherTask {
@@ -162,6 +194,23 @@ impl BatcherTask {
                 continue;
             }
             let deadline = self.queues.next_deadline();
+            match self.grow() {
+                Grown::Again => continue,
+                Grown::WaitUntil(until) => {
+                    let wake = deadline.map_or(until, |d| d.min(until));
+                    let started = self.waiting.as_ref().map(|w| w.batch.clone());
+                    tokio::select! {
+                        job = self.receiver.recv(), if open => match job {
+                            Some(job) => self.ingest(job),
+                            None => open = false,
+                        },
+                        () = sleep_until(wake.into()) => {}
+                        () = started_opt(started.as_deref()) => {}
+                    }
+                    continue;
+                }
+                Grown::Closed => {}
+            }
             if slot.is_none() {
                 slot = self.slots.clone().try_acquire_owned().ok();
             }
@@ -212,20 +261,74 @@ impl BatcherTask {
         }
     }
 
-    fn dispatch(&self, jobs: Vec<Job>, slot: OwnedSemaphorePermit) {
+    /// Adds queued jobs to the batch waiting for its instance, as [`plan_growth`] says.
+    fn grow(&mut self) -> Grown {
+        let Some(waiting) = &mut self.waiting else {
+            return Grown::Closed;
+        };
+        let queues = &mut self.queues;
+        let growth = plan_growth(
+            &self.config,
+            &self.spec,
+            &waiting.first,
+            waiting.size,
+            queues,
+            super::now(),
+        );
+        let grown = waiting.batch.while_waiting(|added| match growth {
+            Growth::Add { take, full } => {
+                let jobs = queues.take(take);
+                waiting.size += jobs.iter().map(|j| j.batch_size).sum::<usize>();
+                added.extend(jobs);
+                let next = if take > 0 { Grown::Again } else { Grown::Closed };
+                (next, full || take == 0)
+            }
+            Growth::WaitUntil(until) => (Grown::WaitUntil(until), false),
+        });
+        // `None`: an instance has started it.
+        let (grown, closed) = grown.unwrap_or((Grown::Closed, true));
+        if closed {
+            self.waiting = None;
+        }
+        grown
+    }
+
+    fn dispatch(&mut self, jobs: Vec<Job>, slot: OwnedSemaphorePermit) {
+        let waiting = self.grows.then(|| {
+            let waiting = Waiting {
+                batch: WaitingBatch::new(),
+                first: jobs
+                    .first()
+                    .map(|j| j.request.inputs.clone())
+                    .unwrap_or_default(),
+                size: jobs.iter().map(|j| j.batch_size).sum(),
+            };
+            let batch = waiting.batch.clone();
+            self.waiting = Some(waiting);
+            batch
+        });
         let payload = Payload {
             jobs,
             slot: Some(slot),
             released: Vec::new(),
+            waiting,
         };
         // The channel has room for as many payloads as a model can have instances and a
         // payload is only sent with a free slot (one per instance), so this never blocks;
         // it fails only if the workers are gone.
         if let Err(e) = self.payloads.send(payload) {
+            self.waiting = None;
             for job in e.into_inner().jobs {
                 job.reject(Error::unavailable("model instances have stopped"));
             }
         }
+    }
+}
+
+async fn started_opt(batch: Option<&WaitingBatch>) {
+    match batch {
+        Some(batch) => batch.started().await,
+        None => std::future::pending().await,
     }
 }
 

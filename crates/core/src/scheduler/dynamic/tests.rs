@@ -4,10 +4,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::plan::{plan_batch, Plan};
+use nereid_proto::inference::model_rate_limiter::Resource;
+use nereid_proto::inference::ModelRateLimiter;
+
+use super::plan::{plan_batch, plan_growth, Growth, Plan};
 use super::queue::PriorityQueues;
 use super::DynamicBatcher;
 use crate::model::{DynamicBatchingSpec, ModelSpec, SchedulingSpec};
+use crate::rate_limit::RateLimiter;
 use crate::request::ParamValue;
 use crate::scheduler::hold::Hooks;
 use crate::scheduler::{BatchCut, BatchStrategy, InstancePool, Job, Scheduler};
@@ -320,6 +324,42 @@ fn start_hooked(
     (batcher, stats)
 }
 
+/// A batcher over two instances of `backend` that wait for turns of `limiter`, each
+/// needing its one resource `R`.
+fn start_rate_limited(
+    spec: Arc<ModelSpec>,
+    backend: &TestBackend,
+    limiter: &Arc<RateLimiter>,
+    hooks: Hooks,
+) -> DynamicBatcher {
+    let instances = backend
+        .instances("m", 2)
+        .into_iter()
+        .map(|mut instance| {
+            instance.turn = Some(limiter.register(Some(&needs_r()), 0).expect("fits"));
+            instance
+        })
+        .collect();
+    let (sender, receiver) = InstancePool::channel(2);
+    let stats = Arc::new(ModelStats::default());
+    let pool = Arc::new(
+        InstancePool::start(spec.clone(), stats, instances, receiver, &[]).expect("starts"),
+    );
+    DynamicBatcher::start_with(spec, sender, pool, 2, None, hooks).expect("starts")
+}
+
+/// One of resource `R`.
+fn needs_r() -> ModelRateLimiter {
+    ModelRateLimiter {
+        resources: vec![Resource {
+            name: "R".into(),
+            global: false,
+            count: 1,
+        }],
+        priority: 1,
+    }
+}
+
 /// Stops the batcher off the runtime (stopping joins the instance threads).
 async fn stop(batcher: DynamicBatcher) {
     tokio::task::spawn_blocking(move || batcher.stop())
@@ -519,4 +559,95 @@ async fn pending_counts_queued_requests_not_executing_ones() {
     }
     assert_eq!(pending(), 0);
     stop(batcher).await;
+}
+
+#[tokio::test]
+async fn a_batch_waiting_for_its_rate_limiter_turn_takes_requests_that_arrive_meanwhile() {
+    // L0_rate_limiter's dynamic batching case: preferred sizes 1 to 4 and a long delay,
+    // instances that cannot run at once. A batch cut at size 1 for an instance that must
+    // wait for its turn grows to 4 with the requests that arrive before the turn comes,
+    // as Triton's payload does, instead of running alone.
+    let spec = spec("preferred_batch_size: [ 1, 2, 3, 4 ] max_queue_delay_microseconds: 5000000");
+    let backend = echo();
+    let limiter = RateLimiter::new(Vec::new());
+    // The test holds the only `R` until it lets go, so no instance can start meanwhile.
+    let holder = limiter.register(Some(&needs_r()), 0).expect("fits");
+    let (hold, release) = std::sync::mpsc::channel::<()>();
+    let (held, is_held) = std::sync::mpsc::channel::<()>();
+    let holding = std::thread::spawn(move || {
+        holder.run(|| {
+            held.send(()).expect("test waits");
+            release.recv().ok();
+        })
+    });
+    is_held.recv().expect("holding R");
+    let hooks = Hooks {
+        queued: 5,
+        backlog: 0,
+    };
+    let batcher = start_rate_limited(spec, &backend, &limiter, hooks);
+    let mut answers = Vec::new();
+    for i in 0..5 {
+        let (j, rx) = job(i, 1, 1, vec![]);
+        batcher.enqueue(j).expect("queued");
+        answers.push(rx);
+    }
+    // Cut as 4 and 1, both waiting for a turn; three more arrive.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    for i in 5..8 {
+        let (j, rx) = job(i, 1, 1, vec![]);
+        batcher.enqueue(j).expect("queued");
+        answers.push(rx);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    hold.send(()).expect("holder waits");
+    holding.join().expect("released");
+    for rx in answers {
+        rx.await.expect("answered").expect("ok");
+    }
+    assert_eq!(backend.batch_sizes(), vec![4, 4]);
+    stop(batcher).await;
+}
+
+#[test]
+fn a_waiting_batch_grows_by_the_batchers_rules_counted_from_its_size() {
+    let spec = spec("preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 100000");
+    let s = batching(&spec);
+    let first = job(0, 1, 2, vec![]).0.request.inputs;
+    let jobs: Vec<Job> = (1..4).map(|i| job(i, 1, 2, vec![]).0).collect();
+    let now = jobs[0].enqueued_at;
+    let q = queues_of(&spec, jobs);
+    // Size 1 + 3 queued reaches the preferred 4; it stays open (a delay is set).
+    assert_eq!(
+        plan_growth(s, &spec, &first, 1, &q, now),
+        Growth::Add {
+            take: 3,
+            full: false
+        }
+    );
+    // At 4 the next would outgrow every preferred size: full, nothing taken.
+    assert_eq!(
+        plan_growth(s, &spec, &first, 4, &q, now),
+        Growth::Add {
+            take: 0,
+            full: true
+        }
+    );
+    // At the preferred 2 with one queued (3 is not preferred), it waits for the delay.
+    let lone = job(5, 1, 2, vec![]).0;
+    let at = lone.enqueued_at;
+    let one = queues_of(&spec, vec![lone]);
+    assert_eq!(
+        plan_growth(s, &spec, &first, 2, &one, at),
+        Growth::WaitUntil(at + Duration::from_millis(100))
+    );
+    // A request of another shape never joins.
+    let other = queues_of(&spec, vec![job(6, 1, 3, vec![]).0]);
+    assert_eq!(
+        plan_growth(s, &spec, &first, 1, &other, now),
+        Growth::Add {
+            take: 0,
+            full: true
+        }
+    );
 }

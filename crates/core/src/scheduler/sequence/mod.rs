@@ -481,6 +481,7 @@ async fn dispatch(
                 jobs,
                 slot: Some(permit),
                 released,
+                waiting: None,
             })
             .is_err()
         {

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds Triton's C API tests (the gtests of triton-inference-server/core's src/test that
+# use only the public headers) against Nereid's libtritonserver.so, for the QA suites
+# that run them: Triton's image builds them with its server and Dockerfile.QA copies each
+# beside its suite's test.sh, which scripts/run_triton_qa.sh does with these
+# (TRITON_CAPI_TESTS).
+#
+# Usage: scripts/build_triton_capi_tests.sh CORE_DIR LIB_DIR OUT_DIR
+#
+#   CORE_DIR  a checkout (or `git archive`) of triton-inference-server/core with
+#             include/ and src/test/
+#   LIB_DIR   the folder holding Nereid's libtritonserver.so (e.g. target/suite)
+#   OUT_DIR   receives the test programs and OUT_DIR/logs/<test>.log
+#
+# The tests and their suites: register_api_test (L0_register), query_test (L0_query),
+# backend_output_detail_test (L0_backend_output_detail), input_byte_size_test
+# (L0_input_validation), request_cancellation_test (L0_request_cancellation). The core's
+# other tests exercise its internal classes (memory managers, the work queue, the cache
+# and repository-agent internals), not the C API, and cannot be built against another
+# implementation. Needs a C++17 compiler and googletest with gmock (Debian: g++
+# libgtest-dev libgmock-dev). Exit status: the number of tests that failed to build.
+set -u
+
+usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+[ $# -eq 3 ] || usage
+CORE=$(cd "$1" && pwd) || usage
+LIB=$(cd "$2" && pwd) || usage
+OUT=$3
+[ -f "$LIB/libtritonserver.so" ] || { echo "no libtritonserver.so in $LIB" >&2; exit 2; }
+mkdir -p "$OUT/logs"
+
+failed=0
+for test in register_api_test query_test backend_output_detail_test input_byte_size_test \
+  request_cancellation_test; do
+  source=$CORE/src/test/$test.cc
+  if [ ! -f "$source" ]; then
+    echo "$test: $source is missing" >&2
+    failed=$((failed + 1))
+    continue
+  fi
+  if g++ -std=c++17 -O1 -o "$OUT/$test" "$source" -I"$CORE/include" \
+    -L"$LIB" -ltritonserver -lgmock -lgtest_main -lgtest -lpthread > "$OUT/logs/$test.log" 2>&1; then
+    echo "$test: built"
+  else
+    echo "$test: failed (see $OUT/logs/$test.log)" >&2
+    failed=$((failed + 1))
+  fi
+done
+exit "$failed"
