@@ -76,6 +76,9 @@ output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "SAME" data_
 input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]""")
     model(root, "auto", "auto", io="")
+    model(root, "querying", "query", io="""
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 3 ] } ]""")
     model(root, "bad_model", "fail_model")
     model(root, "bad_instance", "fail_instance")
     model(root, "headless", "echo", backend="no_execute")
@@ -98,6 +101,18 @@ def fp32(module, values, name="IN"):
     tensor = module.InferInput(name, list(array.shape), "FP32")
     tensor.set_data_from_numpy(array)
     return tensor
+
+
+@pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])
+def test_a_backend_asking_where_an_output_goes_is_told_host_memory(hosted, module):
+    """TRITONBACKEND_RequestOutputBufferProperties over HTTP and gRPC: an output not in a
+    CUDA shared-memory region is encoded from host memory, device 0, as Triton's frontends
+    answer (the backend asked for CPU_PINNED on device 1 and writes what it was told)."""
+    client = hosted.http_client() if module is httpclient else hosted.grpc_client()
+    value = module.InferInput("IN", [1], "INT32")
+    value.set_data_from_numpy(np.array([1], np.int32))
+    result = client.infer("querying", [value])
+    assert result.as_numpy("OUT").tolist() == [0, 0, 16]
 
 
 @pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])

@@ -38,6 +38,7 @@ pub mod log_line;
 pub mod log_settings;
 pub mod metrics;
 pub mod model;
+pub mod output_query;
 pub mod presence;
 pub mod rate_limit;
 pub mod raw_input;

@@ -148,6 +148,9 @@ pub struct InferRequest {
     pub classification: Classifications,
     /// The request's trace when it was sampled (the trace extension); `None` otherwise.
     pub trace: Option<crate::trace::RequestTrace>,
+    /// Who answers a backend asking where an output will go before it allocates it
+    /// (see [`crate::output_query`]); `None`: nobody, the properties are not available.
+    pub output_query: Option<std::sync::Arc<dyn crate::output_query::OutputQuery>>,
 }
 
 /// A successful inference response.

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
+use nereid_core::output_query::frontend_query;
 use nereid_core::request::{
     Classifications, InferRequest, InferResponse, InputTensor, ParamValue, Parameters,
 };
@@ -76,6 +77,7 @@ pub fn decode_request(
             requested_outputs,
             classification,
             trace: None,
+            output_query: Some(frontend_query(&targets)),
         },
         targets,
     ))

@@ -7,6 +7,7 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::response::Response;
 use bytes::Bytes;
 use nereid_core::model::{format_dims, ModelSpec};
+use nereid_core::output_query::frontend_query;
 use nereid_core::raw_input::raw_input;
 use nereid_core::request::{
     element_count, Classifications, InferRequest, InferResponse, InputTensor, OutputTensor,
@@ -188,6 +189,7 @@ pub fn decode(
             requested_outputs,
             classification,
             trace: None,
+            output_query: Some(frontend_query(&format.shm)),
         },
         format,
     ))

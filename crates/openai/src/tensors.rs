@@ -139,6 +139,7 @@ pub fn inference_request(spec: &ModelSpec, inputs: Vec<InputTensor>) -> InferReq
         requested_outputs: None,
         classification: Vec::new(),
         trace: None,
+        output_query: None,
     }
 }
 

@@ -104,7 +104,7 @@ pub fn exported_functions() -> Vec<*const ()> {
             as *const (),
         backend::response_stats::TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseStart
             as *const (),
-        backend::unsupported::TRITONBACKEND_RequestOutputBufferProperties as *const (),
+        backend::output_query::TRITONBACKEND_RequestOutputBufferProperties as *const (),
         buffer_attributes::TRITONSERVER_BufferAttributesByteSize as *const (),
         buffer_attributes::TRITONSERVER_BufferAttributesCudaIpcHandle as *const (),
         buffer_attributes::TRITONSERVER_BufferAttributesDelete as *const (),

@@ -2,6 +2,7 @@
 //! types, with Triton's numbering.
 #![allow(unsafe_code)]
 
+use nereid_core::output_query::MemoryKind;
 use std::ffi::{c_char, CStr};
 
 use nereid_core::DataType;
@@ -54,6 +55,25 @@ pub mod memory_type {
     pub const CPU_PINNED: u32 = 1;
     /// `TRITONSERVER_MEMORY_GPU`
     pub const GPU: u32 = 2;
+}
+
+/// `kind` as `TRITONSERVER_MemoryType` numbers it.
+pub(crate) fn memory_type_of(kind: MemoryKind) -> u32 {
+    match kind {
+        MemoryKind::Cpu => memory_type::CPU,
+        MemoryKind::CpuPinned => memory_type::CPU_PINNED,
+        MemoryKind::Gpu => memory_type::GPU,
+    }
+}
+
+/// The memory kind a `TRITONSERVER_MemoryType` number names, if it names one.
+pub(crate) fn memory_kind_of(raw: u32) -> Option<MemoryKind> {
+    match raw {
+        memory_type::CPU => Some(MemoryKind::Cpu),
+        memory_type::CPU_PINNED => Some(MemoryKind::CpuPinned),
+        memory_type::GPU => Some(MemoryKind::Gpu),
+        _ => None,
+    }
 }
 
 /// `TRITONSERVER_ApiVersion`: the API version this library implements.

@@ -338,6 +338,7 @@ impl Run {
             requested_outputs: Some(step.outputs.iter().map(|(n, _)| n.clone()).collect()),
             classification: Vec::new(),
             trace: self.trace.as_ref().map(RequestTrace::child),
+            output_query: Some(crate::output_query::any_placement()),
         };
         if !model.spec().decoupled {
             let answer = model.submit_step(request, Instant::now(), self.times.clone());

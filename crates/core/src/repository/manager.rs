@@ -268,24 +268,22 @@ impl ModelRepository {
         self.model_dir(name).await
     }
 
-    /// The directory of model `name`, or Triton's error for a model that no repository
-    /// holds, or more than one does (its message names no reason, as Triton's; the log
-    /// says which).
+    /// The directory of model `name`; for a model no repository holds, Triton's error
+    /// ([`not_polled`]); for one several hold, the error naming the conflict.
     pub(super) async fn model_dir(&self, name: &str) -> Result<PathBuf> {
-        match self.scan().await?.remove(name) {
-            Some(Ok(dir)) => Ok(dir),
-            found => {
-                if found.is_some() {
-                    tracing::error!(
-                        "failed to poll model '{name}': not unique across all model repositories"
-                    );
-                }
-                Err(Error::internal(format!(
-                    "failed to load '{name}', failed to poll from model repository"
-                )))
-            }
-        }
+        self.scan()
+            .await?
+            .remove(name)
+            .unwrap_or_else(|| Err(not_polled(name)))
     }
+}
+
+/// Triton's error for a model a load cannot find in the repositories (its reason, such as
+/// a name several repositories hold, is only logged).
+pub(super) fn not_polled(name: &str) -> Error {
+    Error::internal(format!(
+        "failed to load '{name}', failed to poll from model repository"
+    ))
 }
 
 /// Logs Triton's poll error for a model name that no repository holds, as its repository

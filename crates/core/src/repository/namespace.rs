@@ -13,9 +13,9 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::ids::{qualified, split_id, step_key};
-use super::manager::{ModelRepository, Override};
+use super::manager::{not_polled, ModelRepository, Override};
 use super::record::ModelRecord;
-use super::scan::ModelDirs;
+use super::scan::{duplicate_model, ModelDirs};
 use crate::error::{Error, Result};
 
 /// Triton's error for a name that several namespaces hold.
@@ -103,7 +103,18 @@ impl ModelRepository {
         over: Option<Override>,
     ) -> Result<()> {
         if !self.namespacing() {
-            return self.load_unlocked(name, over).await;
+            // A load through the API reports a name several repositories hold as Triton
+            // does: the generic poll failure, the conflict in the log.
+            return self.load_unlocked(name, over).await.map_err(|e| {
+                if e == duplicate_model(name) {
+                    tracing::error!(
+                        "failed to poll model '{name}': not unique across all model repositories"
+                    );
+                    not_polled(name)
+                } else {
+                    e
+                }
+            });
         }
         let ids = self.ids_named(self.scan().await?.keys(), name);
         if ids.is_empty() {

@@ -242,3 +242,44 @@ async fn an_ensemble_archive_loads_its_composing_model_from_the_archive() {
     );
     assert!(repo.all_ready());
 }
+
+#[tokio::test]
+async fn a_mapped_name_wins_over_a_directory_of_that_name_and_one_directory_takes_several() {
+    // Triton's register_api_test: in EXPLICIT mode a mapping is looked up first, so a
+    // directory merely called like a mapped name neither conflicts nor loads; one
+    // directory mapped to two names loads under each; a name two repositories hold is
+    // Triton's generic poll failure (INTERNAL), the conflict only logged.
+    let root = tempfile::tempdir().expect("temp dir");
+    let repo = repository(root.path(), ControlMode::Explicit);
+    let (a, b) = (archive(false), archive(false));
+    testing::write_model(b.path(), "m1", CONFIG, &[3]);
+    let names = vec![
+        ("add_sub".to_string(), "m1".to_string()),
+        ("add_sub".to_string(), "m2".to_string()),
+    ];
+    repo.register_repository(b.path(), &names)
+        .await
+        .expect("registered");
+    for name in ["m1", "m2"] {
+        repo.load(name, LoadRequest::default())
+            .await
+            .expect("loads the mapped directory");
+        // Version 1 is add_sub's; the directory called m1 has only version 3.
+        assert!(repo.get(name, Some(1)).is_ok(), "{name} from add_sub");
+    }
+    repo.register_repository(a.path(), &[])
+        .await
+        .expect("registered");
+    testing::write_model(root.path(), "add_sub", CONFIG, &[1]);
+    let e = repo
+        .load("add_sub", LoadRequest::default())
+        .await
+        .expect_err("in two repositories");
+    assert_eq!(
+        (e.kind(), e.message()),
+        (
+            ErrorKind::Internal,
+            "failed to load 'add_sub', failed to poll from model repository"
+        )
+    );
+}

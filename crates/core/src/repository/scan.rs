@@ -46,13 +46,18 @@ pub fn list_models(roots: &[PathBuf]) -> Result<ModelDirs> {
 /// for that name, as in Triton.
 pub(super) fn insert_model(models: &mut ModelDirs, name: &str, dir: Result<PathBuf>) {
     let entry = if models.contains_key(name) {
-        Err(Error::invalid_arg(format!(
-            "model '{name}' appears in multiple model repositories"
-        )))
+        Err(duplicate_model(name))
     } else {
         dir
     };
     models.insert(name.to_string(), entry);
+}
+
+/// The error for a model name that more than one repository holds.
+pub(super) fn duplicate_model(name: &str) -> Error {
+    Error::invalid_arg(format!(
+        "model '{name}' appears in multiple model repositories"
+    ))
 }
 
 /// The numeric version subdirectories of a model directory (others are ignored).

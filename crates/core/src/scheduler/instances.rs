@@ -401,7 +401,10 @@ impl Worker {
                         .map(|j| j.reply.presence().cloned())
                         .collect(),
                 );
-                (instance.execute(&batch, &mut timing), batch.total_batch_size())
+                (
+                    instance.execute(&batch, &mut timing),
+                    batch.total_batch_size(),
+                )
             };
             Some((payload, outcomes, timing, total_batch, started))
         });

@@ -557,6 +557,23 @@ pub struct OutputTarget {
 }
 
 impl OutputTarget {
+    /// The memory the window is in (a backend that asks is told, see
+    /// [`crate::output_query`]).
+    pub fn placement(&self) -> crate::output_query::Placement {
+        match &self.region.memory {
+            Memory::System { .. } => crate::output_query::Placement::CPU,
+            Memory::Cuda(device) => crate::output_query::Placement {
+                kind: crate::output_query::MemoryKind::Gpu,
+                id: i64::from(device.device()),
+            },
+        }
+    }
+
+    /// The window's size in bytes.
+    pub fn window_size(&self) -> usize {
+        self.len
+    }
+
     /// Writes output `name`'s bytes into the window, or says the window is too small.
     pub fn write(&self, name: &str, data: &[u8]) -> Result<()> {
         let fits = data.len() <= self.len

@@ -25,13 +25,13 @@ pub mod loader;
 pub mod memory;
 pub mod model;
 mod objects;
+pub mod output_query;
 pub mod request;
 pub mod resolve;
 pub mod response;
 pub mod response_stats;
 mod single_buffer;
 mod soname;
-pub mod unsupported;
 
 pub use batch_strategy::BatchLibraries;
 pub use hosted::HostedSettings;

@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use nereid_core::model::ModelSpec;
+use nereid_core::output_query::OutputQuery;
 use nereid_core::request::{InferRequest, ParamValue};
 use nereid_core::sequence_flags::{SequenceFlags, SequenceId};
 
@@ -68,6 +69,9 @@ pub struct TRITONBACKEND_Request {
     /// The model's configuration, for the sequence states a backend may set.
     pub(crate) spec: Arc<ModelSpec>,
     pub(crate) exchange: Arc<Exchange>,
+    /// Who answers `TRITONBACKEND_RequestOutputBufferProperties` (see
+    /// [`super::output_query`]).
+    pub(crate) output_query: Option<Arc<dyn OutputQuery>>,
 }
 
 /// A C string of `text`, without the NULs C cannot carry.
@@ -144,7 +148,20 @@ impl TRITONBACKEND_Request {
             reschedulable: spec.scheduling.sequence().is_some_and(|s| s.iterative),
             spec: spec.clone(),
             exchange,
+            output_query: request.output_query.clone(),
         })
+    }
+
+    /// Triton's prefix for a message about this request: `[request id: <id>] `, with
+    /// `<id_unknown>` for a request without one.
+    pub(crate) fn log_prefix(&self) -> String {
+        let id = self.id.to_string_lossy();
+        let id = if id.is_empty() {
+            "<id_unknown>".into()
+        } else {
+            id
+        };
+        format!("[request id: {id}] ")
     }
 }
 

@@ -3,9 +3,14 @@
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void};
+use std::sync::Arc;
 
-use crate::error::{invalid_arg, ErrorPtr};
+use nereid_core::output_query::{OutputQuery, Placement};
+
+use super::request::ResponseTarget;
+use crate::error::{callee_result, invalid_arg, ErrorPtr};
 use crate::ffi;
+use crate::types::{memory_kind_of, memory_type_of};
 
 /// `TRITONSERVER_ResponseAllocatorAllocFn_t`.
 pub type AllocFn = unsafe extern "C" fn(
@@ -66,8 +71,7 @@ pub struct TRITONSERVER_ResponseAllocator {
     pub(crate) release_fn: ReleaseFn,
     /// Called once per response before its first allocation.
     pub(crate) start_fn: Option<StartFn>,
-    /// Stored for completeness: Nereid always knows the output sizes it allocates.
-    #[allow(dead_code)] // kept so the setter has its effect if a later use needs it
+    /// Answers a backend asking where an output will go (see [`CallerQuery`]).
     query_fn: Option<QueryFn>,
     /// Stored: Nereid writes outputs to CPU memory and needs no extra attributes.
     #[allow(dead_code)] // kept so the setter has its effect if a later use needs it
@@ -141,4 +145,72 @@ pub unsafe extern "C" fn TRITONSERVER_ResponseAllocatorDelete(
         drop(unsafe { Box::from_raw(allocator) });
     }
     std::ptr::null_mut()
+}
+
+/// A request's allocator query function, as the core asks it when a backend calls
+/// `TRITONBACKEND_RequestOutputBufferProperties` (Triton forwards that call the same way).
+#[derive(Debug)]
+pub(crate) struct CallerQuery {
+    allocator: *mut TRITONSERVER_ResponseAllocator,
+    userp: *mut c_void,
+    query: QueryFn,
+}
+
+// SAFETY: Triton's contract for a response allocator: it and its user pointer stay valid
+// while requests using them are in flight, and its functions may be called from any
+// thread (Triton's backends call them from their own).
+unsafe impl Send for CallerQuery {}
+// SAFETY: as for `Send`; the fields are only read.
+unsafe impl Sync for CallerQuery {}
+
+impl CallerQuery {
+    /// The query function of `target`'s allocator, if it has one.
+    pub(crate) fn of(target: &ResponseTarget) -> Option<Arc<dyn OutputQuery>> {
+        // SAFETY: the caller's allocator stays alive while its requests are in flight.
+        let allocator = unsafe { target.allocator.as_ref() }?;
+        let query = allocator.query_fn?;
+        Some(Arc::new(Self {
+            allocator: target.allocator,
+            userp: target.allocator_userp,
+            query,
+        }))
+    }
+}
+
+impl OutputQuery for CallerQuery {
+    fn query(
+        &self,
+        name: Option<&str>,
+        byte_size: Option<usize>,
+        preferred: Placement,
+    ) -> nereid_core::Result<Placement> {
+        let name = name.map(super::parameter::c_string);
+        let mut size = byte_size.unwrap_or(0);
+        let mut kind = memory_type_of(preferred.kind);
+        let mut id = preferred.id;
+        // SAFETY: the caller's query function (valid while the request is in flight, see
+        // above) with its allocator and user pointer, a NUL-terminated name or null, and
+        // out-parameters that live across the call.
+        let error = unsafe {
+            (self.query)(
+                self.allocator,
+                self.userp,
+                name.as_ref().map_or(std::ptr::null(), |n| n.as_ptr()),
+                if byte_size.is_some() {
+                    &mut size
+                } else {
+                    std::ptr::null_mut()
+                },
+                &mut kind,
+                &mut id,
+            )
+        };
+        callee_result(error)?;
+        let kind = memory_kind_of(kind).ok_or_else(|| {
+            nereid_core::Error::invalid_arg(format!(
+                "the response allocator's query answered an unknown memory type {kind}"
+            ))
+        })?;
+        Ok(Placement { kind, id })
+    }
 }

@@ -12,7 +12,7 @@ use nereid_core::request::{InferRequest, InferResponse, OutputTensor, ParamValue
 use nereid_core::validate::validate_request;
 use nereid_core::{Error, ErrorKind};
 
-use super::allocator::TRITONSERVER_ResponseAllocator;
+use super::allocator::{CallerQuery, TRITONSERVER_ResponseAllocator};
 use super::request::{
     Cancel, Correlation, ReleaseFn, ResponseTarget, TRITONSERVER_InferenceRequest,
     FLAG_SEQUENCE_END, FLAG_SEQUENCE_START,
@@ -190,6 +190,7 @@ fn core_request(
             .then(|| request.requested_outputs.clone()),
         classification: Vec::new(),
         trace: None,
+        output_query: request.response.as_ref().and_then(CallerQuery::of),
     })
 }
 

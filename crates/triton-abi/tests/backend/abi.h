@@ -106,6 +106,7 @@ extern Error* TRITONBACKEND_RequestInput(Request*, const char*, Input**);
 extern Error* TRITONBACKEND_RequestInputCount(Request*, uint32_t*);
 extern Error* TRITONBACKEND_RequestInputByIndex(Request*, uint32_t, Input**);
 extern Error* TRITONBACKEND_RequestOutputCount(Request*, uint32_t*);
+extern Error* TRITONBACKEND_RequestOutputBufferProperties(Request*, const char*, size_t*, int*, int64_t*);
 extern Error* TRITONBACKEND_RequestOutputName(Request*, uint32_t, const char**);
 extern Error* TRITONBACKEND_RequestRelease(Request*, uint32_t);
 extern Error* TRITONBACKEND_InputProperties(Input*, const char**, int*, const int64_t**,

@@ -25,6 +25,10 @@
  *   bls        OUT = OUTPUT0 of model `add_sub` for INPUT0 = INPUT1 = IN, through
  *              TRITONSERVER_ServerInferAsync on the model's server.
  *   auto       auto-completes IN/OUT (FP32 [-1]) when the config has no inputs.
+ *   query      asks where OUT will go (TRITONBACKEND_RequestOutputBufferProperties with
+ *              16 bytes, CPU_PINNED device 1 preferred) and answers OUT (INT64 [3]) = the
+ *              memory type and device id it was told and the byte size it passed; the
+ *              query's error, if any, is the response's.
  * Backend, model and instance state objects are kept and checked; instance init fails
  * for mode "fail_instance", model init for "fail_model".
  * Build flags: -DNO_EXECUTE leaves out TRITONBACKEND_ModelInstanceExecute;
@@ -319,6 +323,24 @@ static Error* echo(Instance* instance, Request* request) {
                                                      now_ns() + 10, now_ns() + 20, now_ns() + 30);
 }
 
+static Error* query(Request* request) {
+  size_t size = 16;
+  int memory_type = 1; /* CPU_PINNED */
+  int64_t memory_id = 1;
+  Response* response;
+  RETURN_IF_ERROR(TRITONBACKEND_ResponseNew(&response, request));
+  Error* err = TRITONBACKEND_RequestOutputBufferProperties(request, "OUT", &size, &memory_type,
+                                                           &memory_id);
+  if (err == NULL) {
+    int64_t told[3] = {memory_type, memory_id, (int64_t)size};
+    int64_t shape[1] = {3};
+    err = add_output(response, "OUT", TYPE_INT64, shape, 1, told, sizeof(told));
+  }
+  RETURN_IF_ERROR(TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, err));
+  if (err != NULL) TRITONSERVER_ErrorDelete(err);
+  return NULL;
+}
+
 typedef struct {
   Instance* instance;
   Factory* factory;
@@ -494,6 +516,8 @@ Error* TRITONBACKEND_ModelInstanceExecute(Instance* instance, Request** requests
       err = bls(instance, requests[r]);
     } else if (strcmp(mode, "accumulate") == 0) {
       err = accumulate(requests[r]);
+    } else if (strcmp(mode, "query") == 0) {
+      err = query(requests[r]);
     } else if (strcmp(mode, "error") == 0) {
       Response* response;
       err = TRITONBACKEND_ResponseNew(&response, requests[r]);

@@ -102,7 +102,7 @@ unsafe extern "C" fn on_release(
 
 /// Builds the C test backend as `<dir>/nereid_test/libtriton_nereid_test.so`; false
 /// (with the reason printed) when there is no C compiler.
-fn build_backend(dir: &Path) -> bool {
+pub(crate) fn build_backend(dir: &Path) -> bool {
     let source = fixture::workspace_root().join("crates/triton-abi/tests/backend/test_backend.c");
     let target = dir.join("nereid_test/libtriton_nereid_test.so");
     std::fs::create_dir_all(dir.join("nereid_test")).expect("backend directory");

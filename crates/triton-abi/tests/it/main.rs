@@ -9,4 +9,5 @@ mod decoupled;
 mod direct;
 mod fixture;
 mod metrics_options;
+mod output_query;
 mod tracing;

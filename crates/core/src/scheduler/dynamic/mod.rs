@@ -280,7 +280,11 @@ impl BatcherTask {
                 let jobs = queues.take(take);
                 waiting.size += jobs.iter().map(|j| j.batch_size).sum::<usize>();
                 added.extend(jobs);
-                let next = if take > 0 { Grown::Again } else { Grown::Closed };
+                let next = if take > 0 {
+                    Grown::Again
+                } else {
+                    Grown::Closed
+                };
                 (next, full || take == 0)
             }
             Growth::WaitUntil(until) => (Grown::WaitUntil(until), false),
