@@ -52,6 +52,7 @@ impl Harness {
             service: InferenceService {
                 server,
                 header_forward: None,
+                infer_delays: Default::default(),
             },
             _repo: repo,
         }

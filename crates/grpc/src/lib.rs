@@ -19,6 +19,7 @@
 //! - [`restrict`]: `--grpc-restricted-protocol`, refusing calls to restricted groups.
 //! - [`deadline`]: a call's `grpc-timeout`, ended with DEADLINE_EXCEEDED as gRPC does.
 //! - [`response_delay`]: Triton's test hook delaying non-inference answers.
+//! - [`infer_delays`]: Triton's test hooks delaying a `ModelInfer` answer.
 //! - [`status`]: core error → gRPC status.
 
 pub mod admin;
@@ -28,6 +29,7 @@ pub mod convert;
 pub mod deadline;
 pub mod forward;
 pub mod frames;
+pub mod infer_delays;
 pub mod limits;
 pub mod logging;
 pub mod message_limits;
@@ -106,6 +108,8 @@ pub struct GrpcOptions {
     /// How long every non-inference answer waits before it is written
     /// (`TRITONSERVER_SERVER_DELAY_GRPC_RESPONSE_SEC`, Triton's test hook); `None`: no wait.
     pub response_delay: Option<Duration>,
+    /// Triton's test hooks holding a `ModelInfer` answer (see [`infer_delays`]).
+    pub infer_delays: infer_delays::InferDelays,
 }
 
 impl Default for GrpcOptions {
@@ -120,6 +124,7 @@ impl Default for GrpcOptions {
             restrictions: Arc::default(),
             header_forward: None,
             response_delay: None,
+            infer_delays: infer_delays::InferDelays::default(),
         }
     }
 }
@@ -145,6 +150,7 @@ pub async fn serve_with(
         let service = GrpcInferenceServiceServer::new(InferenceService {
             server: server.clone(),
             header_forward: options.header_forward.clone(),
+            infer_delays: options.infer_delays,
         })
         .accept_compressed(CompressionEncoding::Gzip)
         .accept_compressed(CompressionEncoding::Deflate)
@@ -214,6 +220,8 @@ pub struct InferenceService {
     pub server: Arc<Server>,
     /// `--grpc-header-forward-pattern`, when given.
     pub header_forward: Option<Arc<HeaderForward>>,
+    /// Triton's test hooks holding a `ModelInfer` answer.
+    pub infer_delays: infer_delays::InferDelays,
 }
 
 fn reply<T>(result: nereid_core::Result<T>) -> Result<Response<T>, Status> {
@@ -297,7 +305,10 @@ impl GrpcInferenceService for InferenceService {
             }
             to_status(e)
         })?;
-        let response = answer.await.map_err(to_status)?;
+        let response = answer.await;
+        // Success or error, the answer waits here when Triton's test hooks say so.
+        self.infer_delays.hold().await;
+        let response = response.map_err(to_status)?;
         let Some(trace) = trace else {
             return Ok(Response::new(
                 convert::encode_response(response, &targets).map_err(to_status)?,

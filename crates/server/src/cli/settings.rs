@@ -165,6 +165,7 @@ impl Config {
                     .ok()
                     .as_deref(),
             ),
+            infer_delays: nereid_grpc::infer_delays::InferDelays::from_env(),
         })
     }
 
