@@ -279,7 +279,7 @@ RESULTS = {
     "L0_sequence_corrid_batcher": (6, 5, ""),
     "L0_model_update": (69, 51, "its three rate-limit modes"),
     "L0_onnx_optimization": (13, 4, "shell checks"),
-    "L0_request_cancellation": (16, 12, ""),
+    "L0_request_cancellation": (16, 15, ""),
     "L0_lifecycle": (4, 4, ""),
     "L0_response_cache": (4, 4, ""),
 }
