@@ -5,12 +5,16 @@
 # beside its suite's test.sh, which scripts/run_triton_qa.sh does with these
 # (TRITON_CAPI_TESTS).
 #
-# Usage: scripts/build_triton_capi_tests.sh CORE_DIR LIB_DIR OUT_DIR
+# Usage: scripts/build_triton_capi_tests.sh CORE_DIR LIB_DIR OUT_DIR [SERVER_DIR]
 #
-#   CORE_DIR  a checkout (or `git archive`) of triton-inference-server/core with
-#             include/ and src/test/
-#   LIB_DIR   the folder holding Nereid's libtritonserver.so (e.g. target/suite)
-#   OUT_DIR   receives the test programs and OUT_DIR/logs/<test>.log
+#   CORE_DIR    a checkout (or `git archive`) of triton-inference-server/core with
+#               include/ and src/test/
+#   LIB_DIR     the folder holding Nereid's libtritonserver.so (e.g. target/suite)
+#   OUT_DIR     receives the test programs and OUT_DIR/logs/<test>.log
+#   SERVER_DIR  optional: a checkout (or `git archive`) of triton-inference-server/server
+#               with src/; then the server's in-process programs are built too: simple
+#               (L0_simple_lib) and multi_server (L0_multi_server). memory_alloc (L0_io)
+#               calls the CUDA runtime unconditionally and is not built.
 #
 # The tests and their suites: register_api_test (L0_register), query_test (L0_query),
 # backend_output_detail_test (L0_backend_output_detail), input_byte_size_test
@@ -18,11 +22,12 @@
 # other tests exercise its internal classes (memory managers, the work queue, the cache
 # and repository-agent internals), not the C API, and cannot be built against another
 # implementation. Needs a C++17 compiler and googletest with gmock (Debian: g++
-# libgtest-dev libgmock-dev). Exit status: the number of tests that failed to build.
+# libgtest-dev libgmock-dev) and, for the server's programs, RapidJSON (rapidjson-dev).
+# Exit status: the number of programs that failed to build.
 set -u
 
 usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2; exit 2; }
-[ $# -eq 3 ] || usage
+[ $# -eq 3 ] || [ $# -eq 4 ] || usage
 CORE=$(cd "$1" && pwd) || usage
 LIB=$(cd "$2" && pwd) || usage
 OUT=$3
@@ -46,4 +51,16 @@ for test in register_api_test query_test backend_output_detail_test input_byte_s
     failed=$((failed + 1))
   fi
 done
+if [ $# -eq 4 ]; then
+  SERVER=$(cd "$4" && pwd) || usage
+  for program in simple multi_server; do
+    if g++ -std=c++17 -O1 -o "$OUT/$program" "$SERVER/src/$program.cc" -I"$SERVER/src" \
+      -I"$CORE/include" -L"$LIB" -ltritonserver -lpthread > "$OUT/logs/$program.log" 2>&1; then
+      echo "$program: built"
+    else
+      echo "$program: failed (see $OUT/logs/$program.log)" >&2
+      failed=$((failed + 1))
+    fi
+  done
+fi
 exit "$failed"

@@ -64,8 +64,9 @@
 # OpenVINO models of qa_model_repository are then generated too) and
 # TRITON_OPENVINO_BACKEND (the openvino folder of scripts/build_openvino_backend.sh's
 # OUT_DIR; linked as the suites' backends/openvino), TRITON_CAPI_TESTS (the OUT_DIR of
-# scripts/build_triton_capi_tests.sh: Triton's C API gtests built against Nereid's
-# libtritonserver.so, each copied beside its suite's test.sh as Dockerfile.QA copies it)
+# scripts/build_triton_capi_tests.sh: Triton's C API gtests, and its in-process programs
+# simple and multi_server, built against Nereid's libtritonserver.so, each copied beside
+# its suite's test.sh as Dockerfile.QA copies it)
 # with NEREID_LIBTRITONSERVER_DIR (the folder of that libtritonserver.so, default
 # NEREID_BIN's; it becomes the suites' /opt/tritonserver/lib). A suite given a C API test
 # runs in a mount namespace of its own whose /opt holds only tritonserver, a link to
@@ -394,6 +395,8 @@ image_models() { # suite
     L0_backend_output_detail) capi=backend_output_detail_test ;;
     L0_input_validation) capi=input_byte_size_test ;;
     L0_request_cancellation) capi=request_cancellation_test ;;
+    L0_simple_lib) capi=simple ;;
+    L0_multi_server) capi=multi_server ;;
     *) capi= ;;
   esac
   if [ -n "$capi" ] && [ -x "${TRITON_CAPI_TESTS:-}/$capi" ]; then
@@ -536,10 +539,14 @@ for s in "${SUITES[@]}"; do
   # A suite with a C API test sees Triton's image layout under /opt (see the header);
   # the in-process python backend's stubs take the stub python, as the server wrapper's.
   image_opt=()
-  if compgen -G "$WORK/qa/$name/*_test" > /dev/null; then
+  if compgen -G "$WORK/qa/$name/*_test" > /dev/null || [ -x "$WORK/qa/$name/simple" ] ||
+    [ -x "$WORK/qa/$name/multi_server" ]; then
     image_opt=(unshare --mount --propagation private sh -c
       "mount -t tmpfs nereid-opt /opt && ln -s '$WORK/triton' /opt/tritonserver && exec \"\$@\"" image-opt)
     [ "$name" = L0_backend_output_detail ] && [ -n "$stub_path" ] && nested+=(PATH="$stub_path:$PYBIN:$PATH:$WORK/triton/bin")
+    # Triton's image exports LD_LIBRARY_PATH, so a test.sh that prepends its lib folder
+    # without `export` (L0_simple_lib) still reaches the programs it starts.
+    nested+=(LD_LIBRARY_PATH="$WORK/triton/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
   fi
   (cd "$WORK/qa/$name" &&
     env PATH="$PYBIN:$PATH:$WORK/triton/bin" PYTHONPATH="$WORK/qa/common" REPO_VERSION=nereid TRITON_SERVER_VERSION="$server_version" \

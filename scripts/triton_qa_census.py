@@ -134,7 +134,7 @@ FACTS = {
     "L0_model_namespacing": ("py", "yes", "python models in several repositories"),
     "L0_model_queue": ("custom", "yes", "custom_zero_1_float32 with queue policies"),
     "L0_model_update": ("py gpu", "partly", "instance updates of a python model; the tests with KIND_GPU groups not"),
-    "L0_multi_server": ("capi onnx trt", "partly", "multi_server (C API, to build) on the onnx models; plan not"),
+    "L0_multi_server": ("capi onnx trt", "partly", "multi_server (built by scripts/build_triton_capi_tests.sh) starts 33 in-process servers at once, 22 of them on plan models: its one check needs TensorRT"),
     "L0_nan_inf": ("py", "yes", ""),
     "L0_nullchar_string": ("py torch", "yes", "a python string model and a libtorch identity model"),
     "L0_onnx_optimization": ("onnx gpu", "partly", "CPU optimization settings and unknown accelerators; CUDA and TensorRT execution providers not"),
@@ -177,7 +177,7 @@ FACTS = {
     "L0_simple_ensemble": ("onnx py", "yes", "ensembles and back-pressure with python models"),
     "L0_simple_example": ("cc onnx", "partly", "the python client; the C++ simple_http_infer_client not built here"),
     "L0_simple_go_client": ("other", "no", "a Go client generated from a clone of Triton's repositories"),
-    "L0_simple_lib": ("capi onnx torch trt gpu", "partly", "simple (C API, runs here by scripts/run_triton_inprocess_example.sh) on onnx/libtorch with system and pinned memory; plan and gpu memory not"),
+    "L0_simple_lib": ("capi onnx torch trt gpu", "partly", "simple (built by scripts/build_triton_capi_tests.sh) on onnx and libtorch models in system memory; its pinned and gpu memory modes need a CUDA build of simple, its plan trial and plan ensemble TensorRT"),
     "L0_simple_nodejs_client": ("other", "no", "a Node.js client (npm install, clone of Triton's common repository)"),
     "L0_socket": ("onnx", "yes", "port and address flags (uses ports 8000-8007)"),
     "L0_storage_S3": ("cloud torch trt gpu", "no", "AWS S3"),
@@ -253,6 +253,8 @@ RESULTS = {
     "L0_cmdline_trace": (76, 76, "shell checks"),
     "L0_rate_limiter": (7, 5, ""),
     "L0_register": (23, 23, ""),
+    "L0_simple_lib": (16, 4, "shell checks"),
+    "L0_multi_server": (1, 0, "shell check"),
     "L0_query": (9, 3, ""),
     "L0_sequence_stress": (10, 10, "shell checks"),
     "L0_perf_pyclients": (4, 4, "shell checks"),
@@ -299,6 +301,11 @@ NEEDS_MISSING_HARDWARE = {
     "L0_model_update": {"gpu": 18},
     # CUDA and TensorRT execution accelerators, read only for a GPU instance.
     "L0_onnx_optimization": {"gpu": 9},
+    # The plan trial and the plan ensemble, 4 runs each; `-m pinned` and `-m gpu` on onnx
+    # and libtorch (simple built without GPU support refuses any memory type but system).
+    "L0_simple_lib": {"trt": 8, "gpu": 4},
+    # Two of every three of its 33 servers load plan models.
+    "L0_multi_server": {"trt": 1},
     # query_e2e.py's four tests that register CUDA shared-memory regions for the outputs.
     "L0_query": {"gpu": 4},
     # test_implicit_state_growable_memory and test_no_update (GPU state buffers), per backend.
