@@ -8,11 +8,10 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use nereid_core::output_query::frontend_query;
 use nereid_core::request::{
     Classifications, InferRequest, InferResponse, InputTensor, ParamValue, Parameters,
 };
-use nereid_core::shm::{OutputTarget, ShmParams, ShmRegistry};
+use nereid_core::shm::{frontend_query, OutputTarget, ShmParams, ShmRegistry};
 use nereid_core::{DataType, Error, Result};
 use nereid_proto::inference::infer_parameter::ParameterChoice;
 use nereid_proto::inference::model_infer_request::{InferInputTensor, InferRequestedOutputTensor};

@@ -7,13 +7,12 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::response::Response;
 use bytes::Bytes;
 use nereid_core::model::{format_dims, ModelSpec};
-use nereid_core::output_query::frontend_query;
 use nereid_core::raw_input::raw_input;
 use nereid_core::request::{
     element_count, Classifications, InferRequest, InferResponse, InputTensor, OutputTensor,
     ParamValue, Parameters,
 };
-use nereid_core::shm::{OutputTarget, ShmParams, ShmRegistry};
+use nereid_core::shm::{frontend_query, OutputTarget, ShmParams, ShmRegistry};
 use nereid_core::{DataType, Error, Result};
 use serde_json::{Map, Value};
 

@@ -5,6 +5,7 @@
 //! unregistering a region that requests still use defers the unmap until they finish.
 
 mod params;
+mod placement;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use parking_lot::Mutex;
 pub use nereid_shm::LIBRARY_ENV as CUDA_LIBRARY_ENV;
 pub use nereid_shm::MAX_MAPPINGS;
 pub use params::{ShmParams, ShmRef};
+pub use placement::frontend_query;
 
 use crate::error::{Error, ErrorKind, Result};
 use nereid_shm::{sigbus, DeviceMemory, Mapping};
