@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use nereid_core::output_query::{OutputQuery, Placement};
 
-use super::request::ResponseTarget;
 use crate::error::{callee_result, invalid_arg, ErrorPtr};
 use crate::ffi;
 use crate::types::{memory_kind_of, memory_type_of};
@@ -164,14 +163,17 @@ unsafe impl Send for CallerQuery {}
 unsafe impl Sync for CallerQuery {}
 
 impl CallerQuery {
-    /// The query function of `target`'s allocator, if it has one.
-    pub(crate) fn of(target: &ResponseTarget) -> Option<Arc<dyn OutputQuery>> {
+    /// The query function of a request's `allocator` (null: none) with its user pointer
+    /// `userp`, if it has one.
+    pub(crate) fn of(
+        allocator: *mut TRITONSERVER_ResponseAllocator,
+        userp: *mut c_void,
+    ) -> Option<Arc<dyn OutputQuery>> {
         // SAFETY: the caller's allocator stays alive while its requests are in flight.
-        let allocator = unsafe { target.allocator.as_ref() }?;
-        let query = allocator.query_fn?;
+        let query = unsafe { allocator.as_ref() }?.query_fn?;
         Some(Arc::new(Self {
-            allocator: target.allocator,
-            userp: target.allocator_userp,
+            allocator,
+            userp,
             query,
         }))
     }

@@ -190,7 +190,10 @@ fn core_request(
             .then(|| request.requested_outputs.clone()),
         classification: Vec::new(),
         trace: None,
-        output_query: request.response.as_ref().and_then(CallerQuery::of),
+        output_query: request
+            .response
+            .as_ref()
+            .and_then(|target| CallerQuery::of(target.allocator, target.allocator_userp)),
     })
 }
 
