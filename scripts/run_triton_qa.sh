@@ -24,7 +24,8 @@
 #                    L0_backend_python as its subtests; hours of work on 2 cores):
 #                    DRY_RUN=1 prints that list and stops
 #
-# Each test.sh runs as Triton's CI runs it, with BACKENDS=onnx and its paths under
+# Each test.sh runs as Triton's CI runs it, with BACKENDS=onnx (L0_pinned_memory: libtorch,
+# the only backend it has an ensemble for) and its paths under
 # /opt/tritonserver and /data/inferenceserver moved under WORK_DIR: its
 # `tritonserver` is a wrapper that starts NEREID_BIN with the same arguments, so the
 # suites use their fixed ports 8000-8002 (keep them free). Unless a suite sets them
@@ -88,7 +89,9 @@
 # backend comes from the backend directory), and its example `simple` model to
 # L0_https, L0_secure_grpc, L0_data_compression, L0_simple_example and L0_socket. The ragged
 # models (gen_qa_ragged_models.py, for L0_batch_input) are generated with the rest.
-# perf_analyzer, nginx and redis-server come from PATH.
+# nginx and redis-server come from PATH, perf_analyzer too unless PERF_ANALYZER names the
+# command to run as perf_analyzer (../shared/triton/perf-analyzer.sh with PA_MODE=ldso:
+# without a chroot it sees WORK_DIR, so its triton_c_api mode loads Nereid's library).
 # Counts come from the unittest (or pytest) summaries in each suite's client logs: a
 # test counts once per run, so a test.sh that runs a test under several configurations
 # counts each run; pytest's skipped tests are not counted.
@@ -293,6 +296,10 @@ fi
 # The server runs under the name tritonserver (a link to NEREID_BIN), as suites find it
 # with `ps | grep tritonserver` (L0_sagemaker).
 mkdir -p "$WORK/triton/bin/.nereid" && ln -sfn "$NEREID" "$WORK/triton/bin/.nereid/tritonserver"
+if [ -n "${PERF_ANALYZER:-}" ]; then
+  printf '#!/bin/bash\nexec %q "$@"\n' "$PERF_ANALYZER" > "$WORK/triton/bin/perf_analyzer"
+  chmod +x "$WORK/triton/bin/perf_analyzer"
+fi
 cat > "$WORK/triton/bin/tritonserver" <<EOF
 #!/bin/bash
 # The python backend's stubs take the first python3 on PATH.
@@ -443,9 +450,10 @@ python_subtest() { # parent-dir subtest-dir
 # A fresh copy of a suite, its test.sh adapted to this machine as described in the header.
 prepare_suite() { # suite
   rm -rf "$WORK/qa/$1" && cp -r "$SRC/qa/$1" "$WORK/qa/$1"
-  # The same paths in the suite's test.sh and in the configuration files it hands to
-  # other programs (L0_http's nginx.conf names its password file under /opt/tritonserver).
-  find "$WORK/qa/$1" -maxdepth 1 \( -name test.sh -o -name '*.conf' \) -print0 |
+  # The same paths in the suite's scripts (L0_perf_nomodel's run_test.sh) and in the
+  # configuration files it hands to other programs (L0_http's nginx.conf names its
+  # password file under /opt/tritonserver).
+  find "$WORK/qa/$1" -maxdepth 1 \( -name '*.sh' -o -name '*.conf' \) -print0 |
     xargs -0 sed -i -e "s#/opt/tritonserver#$WORK/triton#g" -e "s#/data/inferenceserver#$WORK/data#g"
   # nginx's workers run as an unprivileged user, which cannot reach those files where
   # `/` itself is closed to other users (as on this machine, unlike Triton's image);
@@ -526,10 +534,18 @@ for s in "${SUITES[@]}"; do
     L0_shared_memory | L0_https | L0_secure_grpc | L0_data_compression | L0_simple_example | L0_socket)
       add_examples "$name" simple ;;
     # It scripts an identity model with torch (skipped above): TORCH_PYTHON's does it.
+    # Without a GPU its onnx and libtorch identity models run on the CPU, as the
+    # generated models do (the sed above finds `KIND="KIND_GPU"` there, not `kind:`).
+    L0_perf_nomodel)
+      command -v nvidia-smi > /dev/null ||
+        sed -i 's/KIND="KIND_GPU" &&/KIND="KIND_CPU" \&\&/' "$WORK/qa/$name/run_test.sh" ;;
     L0_input_validation)
       [ -n "${TORCH_PYTHON:-}" ] &&
         sed -i "s#^res=\"\$(python3 -c #res=\"\$($TORCH_PYTHON -c #" "$WORK/qa/$name/test.sh" ;;
   esac
+  # L0_pinned_memory has an ensemble for libtorch only.
+  backends=onnx
+  [ "$name" = L0_pinned_memory ] && backends=libtorch
   # Its trials print each of hundreds of streamed responses: about two hours here.
   limit=${SUITE_TIMEOUT:-3600}
   [ "$name" = L0_decoupled ] && [ -z "${SUITE_TIMEOUT:-}" ] && limit=7200
@@ -550,7 +566,7 @@ for s in "${SUITES[@]}"; do
   fi
   (cd "$WORK/qa/$name" &&
     env PATH="$PYBIN:$PATH:$WORK/triton/bin" PYTHONPATH="$WORK/qa/common" REPO_VERSION=nereid TRITON_SERVER_VERSION="$server_version" \
-      DATADIR="$MODELS" TRITON_DIR="$WORK/triton" BACKENDS=onnx TRITON_SERVER_CPU_ONLY=$cpu_only \
+      DATADIR="$MODELS" TRITON_DIR="$WORK/triton" BACKENDS=$backends TRITON_SERVER_CPU_ONLY=$cpu_only \
       "${nested[@]}" "${extra[@]}" "${image_opt[@]}" timeout "$limit" "${shell[@]}" ./test.sh nereid) > "$log" 2>&1
   # Some test.sh leave their server running when they stop early.
   [ -f "$WORK/servers.pids" ] && xargs kill 2> /dev/null < "$WORK/servers.pids"

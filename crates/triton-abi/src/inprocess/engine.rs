@@ -138,13 +138,27 @@ impl Engine {
 
     /// Stops the server: readiness turns false, then the models stop, waiting at most
     /// `timeout` for them. False when they had not stopped by then.
+    ///
+    /// It may be called while the process exits (a caller's static destructor deleting
+    /// the server, as perf_analyzer's in-process mode does), when the calling thread's
+    /// thread-locals, tokio's runtime context among them, are already gone: the wait then
+    /// runs on a thread of its own.
     pub fn stop(&self, timeout: Duration) -> bool {
         self.server.begin_shutdown();
         let repository = self.server.repository().clone();
         let stop = self.handle.spawn_blocking(move || repository.stop_all());
-        // The timer must be created inside the runtime.
-        self.block_on(async { tokio::time::timeout(timeout, stop).await })
-            .is_ok()
+        let handle = self.handle.clone();
+        let wait = move || {
+            // The timer must be created inside the runtime.
+            let _inside = handle.enter();
+            futures::executor::block_on(tokio::time::timeout(timeout, stop)).is_ok()
+        };
+        match tokio::runtime::Handle::try_current() {
+            Err(e) if e.is_thread_local_destroyed() => std::thread::spawn(wait)
+                .join()
+                .unwrap_or(false),
+            _ => wait(),
+        }
     }
 }
 

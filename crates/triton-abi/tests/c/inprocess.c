@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct Error Error;
 typedef struct Options Options;
@@ -427,6 +428,19 @@ static void request_checks(Server* server) {
   ok(TRITONSERVER_InferenceRequestDelete(request), "request delete");
 }
 
+/* Deleted while the process exits, as perf_analyzer's in-process mode deletes its server
+ * from a static destructor: glibc has run the main thread's thread-local destructors
+ * (the runtime context among them) by then. */
+static Server* exiting_server;
+
+static void delete_at_exit(void) {
+  Error* err = TRITONSERVER_ServerDelete(exiting_server);
+  if (err != NULL) {
+    fprintf(stderr, "inprocess: server delete at exit failed\n");
+    _exit(1);
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s MODEL_REPOSITORY\n", argv[0]);
@@ -531,6 +545,13 @@ int main(int argc, char** argv) {
   fails(TRITONSERVER_ServerModelIsReady(server, "add_sub", -1, &ready), 4, "Server not ready",
         "model ready after stop");
   ok(TRITONSERVER_ServerDelete(server), "server delete");
+
+  ok(TRITONSERVER_ServerOptionsNew(&options), "options new");
+  ok(TRITONSERVER_ServerOptionsSetModelRepositoryPath(options, argv[1]), "repository");
+  ok(TRITONSERVER_ServerOptionsSetModelControlMode(options, 2 /* EXPLICIT */), "mode");
+  ok(TRITONSERVER_ServerNew(&exiting_server, options), "server new");
+  ok(TRITONSERVER_ServerOptionsDelete(options), "options delete");
+  CHECK(atexit(delete_at_exit) == 0, "atexit");
   if (failures != 0) {
     fprintf(stderr, "inprocess: %d failure(s)\n", failures);
     return 1;
