@@ -13,8 +13,17 @@
 #   OUT_DIR     receives the test programs and OUT_DIR/logs/<test>.log
 #   SERVER_DIR  optional: a checkout (or `git archive`) of triton-inference-server/server
 #               with src/; then the server's in-process programs are built too: simple
-#               (L0_simple_lib) and multi_server (L0_multi_server). memory_alloc (L0_io)
-#               calls the CUDA runtime unconditionally and is not built.
+#               (L0_simple_lib) and multi_server (L0_multi_server); memory_alloc (L0_io)
+#               too when CUDA_RUNTIME_DIR is set (below).
+#
+# memory_alloc calls the CUDA runtime whatever the memory types asked (Triton builds it
+# only with GPU support), so it needs CUDA's headers and libcudart, which PyPI's CUDA
+# wheels carry: CUDA_RUNTIME_DIR is a folder where the nvidia-cuda-runtime-cu12 and
+# nvidia-cuda-nvcc-cu12 wheels (`pip download --no-deps nvidia-cuda-runtime-cu12==12.6.77
+# nvidia-cuda-nvcc-cu12==12.6.77`) are unzipped: its nvidia/cuda_runtime holds include/
+# and lib/libcudart.so.12, its nvidia/cuda_nvcc/include the crt headers. The program
+# finds libcudart there at run time; without a GPU its host-memory runs work and the
+# runs placing tensors on a GPU fail in cudaSetDevice.
 #
 # The tests and their suites: register_api_test (L0_register), query_test (L0_query),
 # backend_output_detail_test (L0_backend_output_detail), input_byte_size_test
@@ -62,5 +71,18 @@ if [ $# -eq 4 ]; then
       failed=$((failed + 1))
     fi
   done
+  cuda=${CUDA_RUNTIME_DIR:+$(cd "$CUDA_RUNTIME_DIR" && pwd)/nvidia}
+  if [ -n "$cuda" ]; then
+    if g++ -std=c++17 -O1 -DTRITON_ENABLE_GPU=1 -DTRITON_MIN_COMPUTE_CAPABILITY=6.0 \
+      -o "$OUT/memory_alloc" "$SERVER/src/memory_alloc.cc" -I"$SERVER/src" -I"$CORE/include" \
+      -I"$cuda/cuda_runtime/include" -I"$cuda/cuda_nvcc/include" -L"$LIB" -ltritonserver \
+      -L"$cuda/cuda_runtime/lib" -l:libcudart.so.12 -Wl,-rpath,"$cuda/cuda_runtime/lib" \
+      -lpthread > "$OUT/logs/memory_alloc.log" 2>&1; then
+      echo "memory_alloc: built"
+    else
+      echo "memory_alloc: failed (see $OUT/logs/memory_alloc.log)" >&2
+      failed=$((failed + 1))
+    fi
+  fi
 fi
 exit "$failed"

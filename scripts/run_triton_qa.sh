@@ -80,14 +80,17 @@
 # SageMaker's `serve` is on PATH (after the client's Python); `pip install torch` lines
 # are skipped (PyPI's torch is a CUDA build of GBs; L0_input_validation scripts its model
 # with TORCH_PYTHON instead), other pip steps run, `go install` lines are skipped (no Go
-# proxy offline); a suite that runs or copies from a sibling suite
+# proxy offline), L0_http_fuzz's conda Python 3.8 is replaced by PyPI's current boofuzz in
+# the client's Python; a suite that runs or copies from a sibling suite
 # (`../L0_...`: L0_dyna_implicit_state, L0_trace) gets a fresh copy of it, and the
 # client logs of a sibling it runs in count for it; the server runs under the name
 # tritonserver (`ps | grep tritonserver`), with TRITON_SERVER_VERSION set to the version
 # it reports, as in Triton's image; the version folders and backend libraries
 # Dockerfile.QA adds beside some suites are added (empty version folders where the
 # backend comes from the backend directory), and its example `simple` model to
-# L0_https, L0_secure_grpc, L0_data_compression, L0_simple_example and L0_socket. The ragged
+# L0_https, L0_secure_grpc, L0_data_compression, L0_simple_example and L0_socket, python
+# backend's decoupled repeat example to L0_memory and the server's MLflow plugin
+# (deploy/mlflow-triton-plugin, when SERVER_CHECKOUT has it) to L0_mlflow. The ragged
 # models (gen_qa_ragged_models.py, for L0_batch_input) are generated with the rest.
 # nginx and redis-server come from PATH, perf_analyzer too unless PERF_ANALYZER names the
 # command to run as perf_analyzer (../shared/triton/perf-analyzer.sh with PA_MODE=ldso:
@@ -389,6 +392,16 @@ image_models() { # suite
     L0_repoagent_checksum)
       mkdir -p "$dir/models/identity_int32/1" &&
         cp "$backends/identity/libtriton_identity.so" "$dir/models/identity_int32/1/" 2> /dev/null ;;
+    # python_backend's decoupled repeat example, as its python model.
+    L0_memory)
+      local repeat=${TRITON_PYTHON_EXAMPLES:-}/decoupled
+      if [ -d "$repeat" ]; then
+        mkdir -p "$dir/python_models/repeat_int32/1" &&
+          cp "$repeat/repeat_model.py" "$dir/python_models/repeat_int32/1/model.py" &&
+          cp "$repeat/repeat_config.pbtxt" "$dir/python_models/repeat_int32/config.pbtxt"
+      fi ;;
+    # The MLflow plugin from the server repository's deploy folder.
+    L0_mlflow) [ -d "$SRC/deploy/mlflow-triton-plugin" ] && cp -r "$SRC/deploy/mlflow-triton-plugin" "$dir/" ;;
   esac
   # Triton's C API tests, built against Nereid's library (TRITON_CAPI_TESTS), and the
   # query backend L0_query's model carries in its version folder.
@@ -404,6 +417,7 @@ image_models() { # suite
     L0_request_cancellation) capi=request_cancellation_test ;;
     L0_simple_lib) capi=simple ;;
     L0_multi_server) capi=multi_server ;;
+    L0_io) capi=memory_alloc ;;
     *) capi= ;;
   esac
   if [ -n "$capi" ] && [ -x "${TRITON_CAPI_TESTS:-}/$capi" ]; then
@@ -534,11 +548,19 @@ for s in "${SUITES[@]}"; do
     L0_shared_memory | L0_https | L0_secure_grpc | L0_data_compression | L0_simple_example | L0_socket)
       add_examples "$name" simple ;;
     # It scripts an identity model with torch (skipped above): TORCH_PYTHON's does it.
+    # Its conda Python 3.8 (for boofuzz 0.3.0) is out of reach offline: the client's
+    # Python gets PyPI's boofuzz, whose current release runs on it.
+    L0_http_fuzz)
+      sed -i -E 's/^function_install_python38$/pip3 install boofuzz # instead of conda and Python 3.8/' "$WORK/qa/$name/test.sh" ;;
     # Without a GPU its onnx and libtorch identity models run on the CPU, as the
     # generated models do (the sed above finds `KIND="KIND_GPU"` there, not `kind:`).
     L0_perf_nomodel)
       command -v nvidia-smi > /dev/null ||
         sed -i 's/KIND="KIND_GPU" &&/KIND="KIND_CPU" \&\&/' "$WORK/qa/$name/run_test.sh" ;;
+    # It scripts its libtorch models with torch, skipped above: TORCH_PYTHON's does it.
+    L0_io)
+      [ -n "${TORCH_PYTHON:-}" ] &&
+        sed -i "s#^python3 gen_libtorch_model.py#$TORCH_PYTHON gen_libtorch_model.py#" "$WORK/qa/$name/test.sh" ;;
     L0_input_validation)
       [ -n "${TORCH_PYTHON:-}" ] &&
         sed -i "s#^res=\"\$(python3 -c #res=\"\$($TORCH_PYTHON -c #" "$WORK/qa/$name/test.sh" ;;
@@ -556,10 +578,12 @@ for s in "${SUITES[@]}"; do
   # the in-process python backend's stubs take the stub python, as the server wrapper's.
   image_opt=()
   if compgen -G "$WORK/qa/$name/*_test" > /dev/null || [ -x "$WORK/qa/$name/simple" ] ||
-    [ -x "$WORK/qa/$name/multi_server" ]; then
+    [ -x "$WORK/qa/$name/multi_server" ] || [ -x "$WORK/qa/$name/memory_alloc" ]; then
     image_opt=(unshare --mount --propagation private sh -c
       "mount -t tmpfs nereid-opt /opt && ln -s '$WORK/triton' /opt/tritonserver && exec \"\$@\"" image-opt)
-    [ "$name" = L0_backend_output_detail ] && [ -n "$stub_path" ] && nested+=(PATH="$stub_path:$PYBIN:$PATH:$WORK/triton/bin")
+    case $name in L0_backend_output_detail | L0_io)
+      [ -n "$stub_path" ] && nested+=(PATH="$stub_path:$PYBIN:$PATH:$WORK/triton/bin") ;;
+    esac
     # Triton's image exports LD_LIBRARY_PATH, so a test.sh that prepends its lib folder
     # without `export` (L0_simple_lib) still reaches the programs it starts.
     nested+=(LD_LIBRARY_PATH="$WORK/triton/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")

@@ -37,7 +37,7 @@ LAUNCH_LINES = {
 
 NO_EFFECT = {
     "helm": ["--cuda-memory-pool-byte-size"],
-    "kserve": ["--grpc-infer-allocation-pool-size", "--grpc-max-response-pool-size"],
+    "kserve": ["--grpc-infer-allocation-pool-size"],
     "tuned": ["--buffer-manager-thread-count", "--min-supported-compute-capability",
               "--enable-peer-access", "--host-policy", "--model-load-gpu-limit",
               "--cuda-virtual-address-size"],

@@ -53,9 +53,17 @@ impl std::fmt::Debug for ResponseSender {
 }
 
 impl ResponseSender {
-    /// A sender whose responses are built by `shape`, and the stream that receives them.
+    /// A sender whose responses are built by `shape`, and the stream that receives them;
+    /// [`RESPONSES_BUFFERED`] responses may wait for the caller.
     pub fn channel(shape: ShapeResponse) -> (Self, ResponseStream) {
-        let (tx, rx) = channel(RESPONSES_BUFFERED);
+        Self::holding(RESPONSES_BUFFERED, shape)
+    }
+
+    /// [`Self::channel`] where at most `waiting` responses (at least one) wait for the
+    /// caller before a send waits: the gRPC frontend's `--grpc-max-response-pool-size`,
+    /// which bounds how much of a request's answer the server holds for a slow client.
+    pub fn holding(waiting: usize, shape: ShapeResponse) -> (Self, ResponseStream) {
+        let (tx, rx) = channel(waiting.max(1));
         let sender = Self {
             tx: Mutex::new(Some(tx)),
             shape,
@@ -210,6 +218,24 @@ mod tests {
             !sender.has_room(),
             "nothing can go out after the last message"
         );
+    }
+
+    #[test]
+    fn a_sender_holding_one_response_waits_for_the_client_after_one() {
+        let (sender, mut stream) = ResponseSender::holding(
+            1,
+            Box::new(|_| Err(Error::internal("an error stands for a response here"))),
+        );
+        assert!(sender.has_room());
+        sender.send(Ok(Vec::new()), false);
+        assert!(!sender.has_room(), "a second send would wait");
+        stream.try_recv().expect("the one held");
+        assert!(sender.has_room());
+        let (none_asked, _stream) = ResponseSender::holding(
+            0,
+            Box::new(|_| Err(Error::internal("an error stands for a response here"))),
+        );
+        assert!(none_asked.has_room(), "zero is taken as one");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::log_settings::{LogControl, LogSettings, SettingValue};
 use crate::model::ModelSpec;
 use crate::repository::ModelRepository;
 use crate::request::{refused, Answer, Classifications, InferRequest, InferResponse};
-use crate::response_stream::{ResponseStream, StreamedResponse};
+use crate::response_stream::{ResponseStream, StreamedResponse, RESPONSES_BUFFERED};
 use crate::stats::ModelStatsSnapshot;
 use nereid_proto::DataType;
 
@@ -346,11 +346,21 @@ impl Server {
     /// decoupled model every response it sends, the last one marked; for any other
     /// model its one answer, marked last. Must run inside the server's runtime.
     pub fn submit_stream(&self, request: InferRequest) -> Result<ResponseStream> {
+        self.submit_stream_holding(request, RESPONSES_BUFFERED)
+    }
+
+    /// [`Self::submit_stream`] where at most `waiting` responses of a decoupled model
+    /// wait for the caller before its backend waits (`--grpc-max-response-pool-size`).
+    pub fn submit_stream_holding(
+        &self,
+        request: InferRequest,
+        waiting: usize,
+    ) -> Result<ResponseStream> {
         let model = self
             .repository
             .get(&request.model_name, request.model_version)?;
         if model.spec().decoupled {
-            return model.submit_stream(request, Instant::now());
+            return model.submit_stream(request, Instant::now(), waiting);
         }
         let answer = self.submit_to(InferTarget(Ok(model)), request);
         // One message: the channel never fills.

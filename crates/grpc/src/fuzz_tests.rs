@@ -53,6 +53,7 @@ impl Harness {
                 server,
                 header_forward: None,
                 infer_delays: Default::default(),
+                response_pool_size: nereid_core::response_stream::RESPONSES_BUFFERED,
             },
             _repo: repo,
         }

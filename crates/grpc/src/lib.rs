@@ -110,6 +110,11 @@ pub struct GrpcOptions {
     pub response_delay: Option<Duration>,
     /// Triton's test hooks holding a `ModelInfer` answer (see [`infer_delays`]).
     pub infer_delays: infer_delays::InferDelays,
+    /// Most responses of one decoupled request waiting to be written
+    /// (`--grpc-max-response-pool-size`); its backend waits while they are this many.
+    /// Triton's default is unbounded; Nereid's holds
+    /// [`nereid_core::response_stream::RESPONSES_BUFFERED`].
+    pub response_pool_size: usize,
 }
 
 impl Default for GrpcOptions {
@@ -125,6 +130,7 @@ impl Default for GrpcOptions {
             header_forward: None,
             response_delay: None,
             infer_delays: infer_delays::InferDelays::default(),
+            response_pool_size: nereid_core::response_stream::RESPONSES_BUFFERED,
         }
     }
 }
@@ -151,6 +157,7 @@ pub async fn serve_with(
             server: server.clone(),
             header_forward: options.header_forward.clone(),
             infer_delays: options.infer_delays,
+            response_pool_size: options.response_pool_size,
         })
         .accept_compressed(CompressionEncoding::Gzip)
         .accept_compressed(CompressionEncoding::Deflate)
@@ -222,6 +229,8 @@ pub struct InferenceService {
     pub header_forward: Option<Arc<HeaderForward>>,
     /// Triton's test hooks holding a `ModelInfer` answer.
     pub infer_delays: infer_delays::InferDelays,
+    /// `--grpc-max-response-pool-size`: see [`GrpcOptions::response_pool_size`].
+    pub response_pool_size: usize,
 }
 
 fn reply<T>(result: nereid_core::Result<T>) -> Result<Response<T>, Status> {
@@ -335,6 +344,7 @@ impl GrpcInferenceService for InferenceService {
             self.server.clone(),
             request.into_inner(),
             metadata,
+            self.response_pool_size,
         )))
     }
 

@@ -176,11 +176,14 @@ impl<T> Drop for AbortOnDrop<T> {
 
 /// Starts answering `inbound`; the returned stream ends once the client has closed its
 /// side (or the server begins shutting down) and every request read has been answered.
-/// `metadata` is what the stream's metadata gives each of its requests.
+/// `metadata` is what the stream's metadata gives each of its requests; at most
+/// `response_pool_size` responses of a decoupled request wait to be written before its
+/// backend waits (Triton's per-request response queue).
 pub fn start(
     server: Arc<Server>,
     inbound: Streaming<ModelInferRequest>,
     metadata: StreamMetadata,
+    response_pool_size: usize,
 ) -> ResponseStream {
     let (outgoing, receiver) = mpsc::channel(STREAM_CAPACITY);
     // Both queues are bounded by what their items hold: read-ahead bytes, outgoing slots.
@@ -195,9 +198,12 @@ pub fn start(
         Arc::clone(&cut_short),
     ));
     tokio::spawn(write_in_order(in_order, outgoing.clone()));
-    tokio::spawn(admit_in_order(
-        server, metadata, to_admit, outgoing, answers,
-    ));
+    let admission = Admitting {
+        server,
+        metadata,
+        response_pool_size,
+    };
+    tokio::spawn(admit_in_order(admission, to_admit, outgoing, answers));
     ResponseStream {
         messages: ReceiverStream::new(receiver),
         cut_short,
@@ -254,8 +260,7 @@ async fn read_requests(
 /// queues their answers in the same order. A decoupled model's answers skip the order:
 /// they are forwarded as the model sends them, as in Triton.
 async fn admit_in_order(
-    server: Arc<Server>,
-    metadata: StreamMetadata,
+    admitting: Admitting,
     mut to_admit: mpsc::UnboundedReceiver<ReadAhead>,
     outgoing: Outgoing,
     answers: mpsc::UnboundedSender<Answer>,
@@ -266,7 +271,7 @@ async fn admit_in_order(
         let Ok(slot) = outgoing.clone().reserve_owned().await else {
             return; // the client dropped the response stream
         };
-        let admission = submit(&server, &metadata, request, wait);
+        let admission = submit(&admitting, request, wait);
         drop(held);
         match admission {
             Admission::Ordered(answer, trace) => {
@@ -319,6 +324,14 @@ async fn write_in_order(mut in_order: mpsc::UnboundedReceiver<Answer>, client: O
     }
 }
 
+/// What admitting a stream's requests takes: the server, what the stream's metadata
+/// gives each request, and how many responses of a decoupled request may wait.
+struct Admitting {
+    server: Arc<Server>,
+    metadata: StreamMetadata,
+    response_pool_size: usize,
+}
+
 /// How one admitted request is answered.
 enum Admission {
     /// One answer, written in stream order, and the request's trace.
@@ -338,12 +351,12 @@ enum Admission {
 /// request's id, as in Triton; a response that completes its request is marked
 /// `triton_final_response`. A request whose read was timed (`wait`) may be sampled for
 /// tracing once it is decoded, where Triton samples it.
-fn submit(
-    server: &Server,
-    metadata: &StreamMetadata,
-    request: ModelInferRequest,
-    wait: Option<WaitRead>,
-) -> Admission {
+fn submit(admitting: &Admitting, request: ModelInferRequest, wait: Option<WaitRead>) -> Admission {
+    let Admitting {
+        server,
+        metadata,
+        response_pool_size,
+    } = admitting;
     let echo = ModelInferResponse {
         model_name: request.model_name.clone(),
         model_version: request.model_version.clone(),
@@ -370,7 +383,7 @@ fn submit(
         let admitted = decoded.and_then(|(request, targets)| {
             let trace = request.trace.clone();
             Ok(Box::new(Forward {
-                answers: server.submit_stream(request)?,
+                answers: server.submit_stream_holding(request, *response_pool_size)?,
                 echo: echo.clone(),
                 targets,
                 empty_final,

@@ -13,11 +13,13 @@ use crate::validate::validate_request;
 
 impl LoadedModel {
     /// Admits one request of a decoupled model now and returns the stream of its
-    /// answers: any number of responses, the last one (or a final flag alone) marked.
+    /// answers: any number of responses, the last one (or a final flag alone) marked;
+    /// at most `waiting` of them wait for the caller before the backend sending waits.
     pub fn submit_stream(
         self: Arc<Self>,
         request: InferRequest,
         received_at: Instant,
+        waiting: usize,
     ) -> Result<ResponseStream> {
         let batch_size = validate_request(&self.spec, &request)?;
         let spec = self.spec.clone();
@@ -27,21 +29,24 @@ impl LoadedModel {
         if let Some(trace) = &trace {
             trace.request_start(&spec.name, spec.version, &id, received_at);
         }
-        let (sender, stream) = ResponseSender::channel(Box::new(move |outputs| {
-            // Each response records its outputs as it is sent (core `InferenceResponse::Send`).
-            if let Some(trace) = &trace {
-                trace_outputs(trace, &outputs);
-            }
-            let mut outputs = select_outputs(outputs, wanted.as_deref());
-            spec.reshape_outputs(&mut outputs)?;
-            Ok(InferResponse {
-                model_name: spec.name.clone(),
-                model_version: spec.version,
-                id: id.clone(),
-                parameters: Vec::new(),
-                outputs,
-            })
-        }));
+        let (sender, stream) = ResponseSender::holding(
+            waiting,
+            Box::new(move |outputs| {
+                // Each response records its outputs as it is sent (core `InferenceResponse::Send`).
+                if let Some(trace) = &trace {
+                    trace_outputs(trace, &outputs);
+                }
+                let mut outputs = select_outputs(outputs, wanted.as_deref());
+                spec.reshape_outputs(&mut outputs)?;
+                Ok(InferResponse {
+                    model_name: spec.name.clone(),
+                    model_version: spec.version,
+                    id: id.clone(),
+                    parameters: Vec::new(),
+                    outputs,
+                })
+            }),
+        );
         let sender = sender.observing(FirstResponse::of(&self.stats, received_at));
         let admitted = Admitted {
             batch_size,

@@ -29,7 +29,7 @@ use crate::metrics::ModelMetrics;
 use crate::model::ModelSpec;
 use crate::presence::CallerPresence;
 use crate::request::{refused, Answer, InferRequest, InferResponse, Outputs};
-use crate::response_stream::{ResponseSender, ResponseStream};
+use crate::response_stream::{ResponseSender, ResponseStream, RESPONSES_BUFFERED};
 use crate::scheduler::{InstanceSet, Job, PassiveInstances, Reply, Scheduler};
 use crate::stats::{
     FailureReason, FirstResponse, ModelStats, ModelStatsSnapshot, RequestRecord, StepTimes,
@@ -394,7 +394,7 @@ impl StepModel for LoadedModel {
         request: InferRequest,
         received_at: Instant,
     ) -> Result<ResponseStream> {
-        self.submit_stream(request, received_at)
+        self.submit_stream(request, received_at, RESPONSES_BUFFERED)
     }
 }
 

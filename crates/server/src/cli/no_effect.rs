@@ -41,11 +41,6 @@ pub fn notes(config: &Config) -> Vec<String> {
             "gRPC request and response state is not pooled",
         ),
         (
-            cli.grpc_max_response_pool_size.is_some(),
-            "grpc-max-response-pool-size",
-            "gRPC responses are not pooled",
-        ),
-        (
             !cli.host_policy.is_empty(),
             "host-policy",
             "host policies (numa-node, cpu-cores) apply to GPU instances, and no instance runs on a GPU",

@@ -166,6 +166,12 @@ impl Config {
                     .as_deref(),
             ),
             infer_delays: nereid_grpc::infer_delays::InferDelays::from_env(),
+            // Checked positive at parse.
+            response_pool_size: cli
+                .grpc_max_response_pool_size
+                .map_or(nereid_core::response_stream::RESPONSES_BUFFERED, |size| {
+                    usize::try_from(size).unwrap_or(1)
+                }),
         })
     }
 

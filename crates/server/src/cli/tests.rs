@@ -422,9 +422,11 @@ fn grpc_policy_flags_map_to_the_frontend_and_negatives_mean_grpc_defaults() {
         "--grpc-max-connection-age=60000",
         "--grpc-max-connection-age-grace=0",
         "--grpc-infer-response-compression-level=HIGH",
+        "--grpc-max-response-pool-size=3",
     ])
     .expect("valid");
     let grpc = c.grpc_options(1).expect("no TLS");
+    assert_eq!(grpc.response_pool_size, 3);
     assert!(grpc.http2.permit_without_calls);
     assert_eq!(grpc.http2.max_pings_without_data, 0);
     assert_eq!(grpc.http2.min_recv_ping_interval, Duration::from_secs(1));
@@ -444,6 +446,10 @@ fn grpc_policy_flags_map_to_the_frontend_and_negatives_mean_grpc_defaults() {
     .expect("valid");
     let grpc = c.grpc_options(1).expect("no TLS");
     assert_eq!(grpc.http2, nereid_grpc::Http2Policy::default());
+    assert_eq!(
+        grpc.response_pool_size,
+        nereid_core::response_stream::RESPONSES_BUFFERED
+    );
     assert!(grpc.tls.is_none());
 }
 

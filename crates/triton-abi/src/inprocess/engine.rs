@@ -154,9 +154,9 @@ impl Engine {
             futures::executor::block_on(tokio::time::timeout(timeout, stop)).is_ok()
         };
         match tokio::runtime::Handle::try_current() {
-            Err(e) if e.is_thread_local_destroyed() => std::thread::spawn(wait)
-                .join()
-                .unwrap_or(false),
+            Err(e) if e.is_thread_local_destroyed() => {
+                std::thread::spawn(wait).join().unwrap_or(false)
+            }
             _ => wait(),
         }
     }
