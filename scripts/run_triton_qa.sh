@@ -80,8 +80,8 @@
 # SageMaker's `serve` is on PATH (after the client's Python); `pip install torch` lines
 # are skipped (PyPI's torch is a CUDA build of GBs; L0_input_validation scripts its model
 # with TORCH_PYTHON instead), other pip steps run, `go install` lines are skipped (no Go
-# proxy offline), L0_http_fuzz's conda Python 3.8 is replaced by PyPI's current boofuzz in
-# the client's Python; a suite that runs or copies from a sibling suite
+# proxy offline), L0_http_fuzz's conda Python 3.8 is replaced by boofuzz 0.3.0 in the
+# client's Python, L0_mlflow's venv keeps SQLAlchemy below 2.1 (for mlflow 2); a suite that runs or copies from a sibling suite
 # (`../L0_...`: L0_dyna_implicit_state, L0_trace) gets a fresh copy of it, and the
 # client logs of a sibling it runs in count for it; the server runs under the name
 # tritonserver (`ps | grep tritonserver`), with TRITON_SERVER_VERSION set to the version
@@ -548,10 +548,16 @@ for s in "${SUITES[@]}"; do
     L0_shared_memory | L0_https | L0_secure_grpc | L0_data_compression | L0_simple_example | L0_socket)
       add_examples "$name" simple ;;
     # It scripts an identity model with torch (skipped above): TORCH_PYTHON's does it.
+    # mlflow-triton-plugin takes mlflow 2, which imports a pool class SQLAlchemy 2.1
+    # removed, and does not bound SQLAlchemy: the suite's venv keeps it below 2.1.
+    L0_mlflow)
+      sed -i -E 's/^pip install mlflow onnx onnxruntime boto3$/& "sqlalchemy<2.1"/' "$WORK/qa/$name/test.sh" ;;
     # Its conda Python 3.8 (for boofuzz 0.3.0) is out of reach offline: the client's
-    # Python gets PyPI's boofuzz, whose current release runs on it.
+    # Python gets boofuzz 0.3.0 with current releases of its dependencies (its own pins,
+    # tornado 5 among them, do not run on Python 3.11). Later releases fuzz combinations
+    # of mutations by default, which do not end.
     L0_http_fuzz)
-      sed -i -E 's/^function_install_python38$/pip3 install boofuzz # instead of conda and Python 3.8/' "$WORK/qa/$name/test.sh" ;;
+      sed -i -E 's/^function_install_python38$/pip3 install --no-deps boofuzz==0.3.0 \&\& pip3 install attrs click colorama Flask funcy future impacket psutil pydot pyserial six tornado backports.shutil-get-terminal-size # instead of conda and Python 3.8/' "$WORK/qa/$name/test.sh" ;;
     # Without a GPU its onnx and libtorch identity models run on the CPU, as the
     # generated models do (the sed above finds `KIND="KIND_GPU"` there, not `kind:`).
     L0_perf_nomodel)
