@@ -327,6 +327,18 @@ def start_server():
         srv.kill()
 
 
+@pytest.fixture(scope="session")
+def fake_cuda(tmp_path_factory):
+    """The CUDA driver test double (fake_cuda/fake_cuda.c), built once: a server given
+    NEREID_CUDA_LIBRARY=<it> sees FAKE_CUDA_DEVICES GPUs (default 1)."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    assert gcc, "a C compiler is needed to build the CUDA driver test double"
+    lib = tmp_path_factory.mktemp("fake_cuda") / "libfakecuda.so"
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_cuda", "fake_cuda.c")
+    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(lib), source], check=True)
+    return str(lib)
+
+
 @pytest.fixture
 def make_repo(tmp_path):
     """make_repo(models, configs=None) -> path of a new repository.

@@ -23,9 +23,6 @@ failed) instead of Triton's "GPUs not supported".
 import base64
 import ctypes
 import json
-import os
-import shutil
-import subprocess
 import uuid
 
 import numpy as np
@@ -36,7 +33,6 @@ import tritonclient.utils.shared_memory as shm
 
 from conftest import EXAMPLE_MODELS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 F32 = np.float32
 A = np.array([[1.0, 2.0, 3.0, 4.0]], F32)
 B = np.array([[0.5, -1.0, 10.0, 2.25]], F32)
@@ -59,18 +55,6 @@ def handle_for(key):
     raw = key.encode().ljust(64, b"\0")
     assert len(raw) == 64
     return raw
-
-
-@pytest.fixture(scope="module")
-def fake_cuda(tmp_path_factory):
-    gcc = shutil.which("gcc") or shutil.which("cc")
-    assert gcc, "a C compiler is needed to build the CUDA driver test double"
-    lib = tmp_path_factory.mktemp("fake_cuda") / "libfakecuda.so"
-    subprocess.run(
-        [gcc, "-shared", "-fPIC", "-O1", "-o", str(lib), os.path.join(HERE, "fake_cuda", "fake_cuda.c")],
-        check=True,
-    )
-    return str(lib)
 
 
 @pytest.fixture

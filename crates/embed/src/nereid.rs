@@ -58,7 +58,9 @@ impl Nereid {
                 startup_models: options.startup_models.clone(),
                 settings: LoadSettings {
                     strict_model_config: options.strict_model_config,
-                    normalize: NormalizeOptions { gpu_count: 0 },
+                    normalize: NormalizeOptions {
+                        gpu_count: nereid_shm::gpu_count(),
+                    },
                     cache,
                     metrics: options.metrics_config.clone(),
                     flags: options.repository_flags(),

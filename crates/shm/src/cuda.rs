@@ -184,6 +184,23 @@ pub fn available() -> Result<()> {
     driver().map(|_| ())
 }
 
+/// How many GPUs the CUDA driver shows this process (`CUDA_VISIBLE_DEVICES` applied by
+/// the driver), where `KIND_GPU` instances may be placed; 0 without a usable driver.
+pub fn device_count() -> usize {
+    let Ok(driver) = driver() else {
+        return 0;
+    };
+    let mut count: c_int = 0;
+    // SAFETY: `count` is a valid out-pointer and the driver is initialized.
+    match driver.check(unsafe { (driver.device_get_count)(&mut count) }) {
+        Ok(()) => usize::try_from(count).unwrap_or(0),
+        Err(why) => {
+            tracing::warn!("counting GPUs failed, none used: {why}");
+            0
+        }
+    }
+}
+
 /// A device allocation of another process, opened from its IPC handle; closed (and its
 /// device's primary context released) on drop.
 #[derive(Debug)]

@@ -24,8 +24,8 @@ pub mod pinned;
 pub mod sigbus;
 
 pub use cuda::{
-    available as cuda_available, copy_device_to_host, DeviceMemory, BAD_HANDLE, IPC_HANDLE_SIZE,
-    LIBRARY_ENV,
+    available as cuda_available, copy_device_to_host, device_count as gpu_count, DeviceMemory,
+    BAD_HANDLE, IPC_HANDLE_SIZE, LIBRARY_ENV,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use mapping::Mapping;

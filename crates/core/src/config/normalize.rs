@@ -23,8 +23,21 @@ const MIN_COMPUTE_CAPABILITY: f64 = 6.0;
 /// Facts about the server that the defaults depend on.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NormalizeOptions {
-    /// Number of usable GPUs (`KIND_AUTO` becomes `KIND_GPU` only when there are some).
+    /// Number of GPUs the CUDA driver shows: `KIND_GPU` groups are placed on them (all of
+    /// them when a group lists none), and `KIND_AUTO` becomes `KIND_GPU` where there are
+    /// some, unless the backend is one Nereid runs on the CPU.
     pub gpu_count: usize,
+}
+
+/// Backends Nereid runs itself, on the CPU only (its ONNX Runtime has no CUDA provider):
+/// a `KIND_AUTO` group stays on the CPU for them on a machine with GPUs, as a Triton
+/// backend that prefers CPU instances declares it
+/// (`TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup`).
+const CPU_ONLY_BACKENDS: &[&str] = &["onnxruntime", "stateful", "llamacpp"];
+
+/// Whether GPU `id` is one of the `gpu_count` the server sees.
+fn usable_gpu(id: i32, gpu_count: usize) -> bool {
+    usize::try_from(id).is_ok_and(|id| id < gpu_count)
 }
 
 /// Normalizes `config` in place for the model stored in directory `model_name`, then
@@ -217,6 +230,8 @@ fn normalize_instance_groups(config: &mut ModelConfig, options: NormalizeOptions
             });
     }
     let model = config.name.clone();
+    let gpus = options.gpu_count;
+    let auto_on_gpu = gpus > 0 && !CPU_ONLY_BACKENDS.contains(&config.backend.as_str());
     // Triton runs two CPU instances by default for the ONNX Runtime and TensorFlow backends.
     let cpu_default_count = if matches!(config.backend.as_str(), "onnxruntime" | "tensorflow") {
         2
@@ -228,14 +243,22 @@ fn normalize_instance_groups(config: &mut ModelConfig, options: NormalizeOptions
             group.name = format!("{model}_{index}");
         }
         let kind = Kind::try_from(group.kind).unwrap_or(Kind::Auto);
+        // Triton's rule: GPU when there are GPUs and every one the group lists exists.
         let kind = match kind {
-            Kind::Auto if options.gpu_count > 0 => Kind::Gpu,
+            Kind::Auto if auto_on_gpu && group.gpus.iter().all(|&id| usable_gpu(id, gpus)) => {
+                Kind::Gpu
+            }
             Kind::Auto => Kind::Cpu,
             other => other,
         };
         group.kind = kind as i32;
         match kind {
-            Kind::Gpu => check_gpu_ids(group, &model, options.gpu_count)?,
+            Kind::Gpu => {
+                check_gpu_ids(group, &model, gpus)?;
+                if group.gpus.is_empty() {
+                    group.gpus = (0..gpus).filter_map(|id| i32::try_from(id).ok()).collect();
+                }
+            }
             Kind::Cpu | Kind::Model if !group.gpus.is_empty() => {
                 return Err(Error::invalid_arg(format!(
                     "instance group {} of model {model} has kind {} but specifies one or more GPUs",
@@ -263,14 +286,13 @@ fn check_gpu_ids(
     model: &str,
     gpu_count: usize,
 ) -> Result<()> {
-    let usable = |id: i32| usize::try_from(id).is_ok_and(|id| id < gpu_count);
     if group.gpus.is_empty() && gpu_count == 0 {
         return Err(Error::invalid_arg(format!(
             "instance group {} of model {model} has kind KIND_GPU but no GPUs are available",
             group.name
         )));
     }
-    match group.gpus.iter().find(|&&id| !usable(id)) {
+    match group.gpus.iter().find(|&&id| !usable_gpu(id, gpu_count)) {
         Some(id) => {
             let ids: Vec<String> = (0..gpu_count).map(|i| i.to_string()).collect();
             Err(Error::invalid_arg(format!(
@@ -440,6 +462,55 @@ mod tests {
         let c = normalized("instance_group [ { count: 1 }, { count: 3 } ]").expect("valid");
         assert_eq!(c.instance_group[1].name, "m_1");
         assert_eq!(c.instance_group[1].count, 3);
+    }
+
+    fn normalized_with_gpus(text: &str, gpu_count: usize) -> Result<ModelConfig> {
+        let mut c = parse_model_config(Path::new("config.pbtxt"), text)?;
+        normalize_and_validate(&mut c, "m", NormalizeOptions { gpu_count })?;
+        Ok(c)
+    }
+
+    #[test]
+    fn gpu_groups_list_every_gpu_unless_they_name_some() {
+        let c = normalized_with_gpus("backend: \"pytorch\" instance_group { kind: KIND_GPU }", 2)
+            .expect("valid");
+        assert_eq!(c.instance_group[0].gpus, vec![0, 1]);
+        let c = normalized_with_gpus(
+            "backend: \"pytorch\" instance_group { kind: KIND_GPU gpus: [ 1 ] count: 2 }",
+            2,
+        )
+        .expect("valid");
+        assert_eq!(c.instance_group[0].gpus, vec![1]);
+        assert_eq!(c.instance_group[0].count, 2);
+    }
+
+    #[test]
+    fn auto_goes_to_the_gpus_unless_the_backend_runs_on_the_cpu_or_a_listed_gpu_is_missing() {
+        let kind_of = |text: &str, gpus: usize| {
+            let c = normalized_with_gpus(text, gpus).expect("valid");
+            (
+                Kind::try_from(c.instance_group[0].kind).expect("kind"),
+                c.instance_group[0].gpus.clone(),
+            )
+        };
+        assert_eq!(kind_of("backend: \"pytorch\"", 1), (Kind::Gpu, vec![0]));
+        assert_eq!(kind_of("backend: \"pytorch\"", 0), (Kind::Cpu, vec![]));
+        assert_eq!(
+            kind_of("platform: \"onnxruntime_onnx\"", 2),
+            (Kind::Cpu, vec![])
+        );
+        assert_eq!(kind_of("backend: \"llamacpp\"", 2), (Kind::Cpu, vec![]));
+        let err = normalized_with_gpus(
+            "backend: \"pytorch\" instance_group { kind: KIND_AUTO gpus: [ 3 ] }",
+            2,
+        )
+        .unwrap_err();
+        assert!(
+            err.message()
+                .contains("has kind KIND_CPU but specifies one or more GPUs"),
+            "{}",
+            err.message()
+        );
     }
 
     #[test]

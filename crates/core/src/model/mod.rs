@@ -97,9 +97,10 @@ pub enum InstanceKind {
 pub struct InstanceGroupSpec {
     /// Group name; instances are `<name>_<index>`.
     pub name: String,
-    /// Device placement (the group's first GPU for `KIND_GPU`).
-    pub kind: InstanceKind,
-    /// Instances in the group (at least 1).
+    /// Where its instances run: `count` instances on each of these devices (one for a
+    /// CPU or model group, each listed GPU for `KIND_GPU`), as Triton places them.
+    pub devices: Vec<InstanceKind>,
+    /// Instances per device (at least 1).
     pub count: usize,
     /// Passive instances are loaded by Triton but get no work; Nereid does not start them.
     pub passive: bool,
@@ -220,7 +221,7 @@ impl ModelSpec {
             config.instance_group.iter().map(instance_group).collect();
         let instances = instance_groups
             .iter()
-            .fold(0usize, |sum, g| sum.saturating_add(g.count));
+            .fold(0usize, |sum, g| sum.saturating_add(g.instances()));
         if instances > MAX_INSTANCES {
             return Err(over_limit(
                 &config.name,
@@ -311,18 +312,26 @@ impl ModelSpec {
     }
 }
 
-/// The typed form of one normalized `instance_group`.
+/// The typed form of one normalized `instance_group` (normalizing gives a `KIND_GPU`
+/// group its GPUs).
 fn instance_group(group: &ModelInstanceGroup) -> InstanceGroupSpec {
-    let kind = match Kind::try_from(group.kind).unwrap_or(Kind::Cpu) {
-        Kind::Gpu => InstanceKind::Gpu(group.gpus.first().copied().unwrap_or(0)),
-        Kind::Model => InstanceKind::Model,
-        Kind::Cpu | Kind::Auto => InstanceKind::Cpu,
+    let devices = match Kind::try_from(group.kind).unwrap_or(Kind::Cpu) {
+        Kind::Gpu => group.gpus.iter().map(|&id| InstanceKind::Gpu(id)).collect(),
+        Kind::Model => vec![InstanceKind::Model],
+        Kind::Cpu | Kind::Auto => vec![InstanceKind::Cpu],
     };
     InstanceGroupSpec {
         name: group.name.clone(),
-        kind,
+        devices,
         count: usize::try_from(group.count.max(1)).unwrap_or(1),
         passive: group.passive,
+    }
+}
+
+impl InstanceGroupSpec {
+    /// How many instances the group makes: `count` on each of its devices.
+    pub fn instances(&self) -> usize {
+        self.count.saturating_mul(self.devices.len())
     }
 }
 

@@ -287,7 +287,7 @@ impl SequenceSpec {
         let instances = groups
             .iter()
             .filter(|g| !g.passive)
-            .map(|g| g.count)
+            .map(InstanceGroupSpec::instances)
             .sum::<usize>()
             .max(1);
         let per_instance = self.slots_per_instance(max_batch_size);

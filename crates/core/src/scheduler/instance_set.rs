@@ -21,7 +21,12 @@ use crate::rate_limit::{RateLimiter, Registration};
 use crate::stats::ModelStats;
 
 /// An instance to create: its name, its group's configuration and normalized form.
-type Wanted<'a> = (String, &'a ModelInstanceGroup, &'a InstanceGroupSpec);
+type Wanted<'a> = (
+    String,
+    &'a ModelInstanceGroup,
+    &'a InstanceGroupSpec,
+    InstanceKind,
+);
 
 /// Where a scheduler runs its instances, as an instance update changes them.
 pub trait InstanceHost: Send + Sync {
@@ -72,17 +77,24 @@ struct Live {
 }
 
 /// What makes two instances interchangeable: their group's configuration without the
-/// group's name and count (Triton's `InstanceConfigSignature`).
-fn identity(group: &ModelInstanceGroup) -> ModelInstanceGroup {
+/// group's name and count, and the device the instance is on (Triton's instance
+/// `Signature`: group and device id).
+fn identity(group: &ModelInstanceGroup, kind: InstanceKind) -> ModelInstanceGroup {
+    let gpus = match kind {
+        InstanceKind::Gpu(id) => vec![id],
+        InstanceKind::Cpu | InstanceKind::Model => group.gpus.clone(),
+    };
     ModelInstanceGroup {
         name: String::new(),
         count: 1,
+        gpus,
         ..group.clone()
     }
 }
 
-/// The instances `spec` asks for, in group order: `<group>_<index>`, of the passive
-/// groups or of the others.
+/// The instances `spec` asks for, in group order: `<group>_<index>` on each of the
+/// group's devices (one name per index, as Triton names them), of the passive groups or
+/// of the others.
 fn wanted(spec: &ModelSpec, passive: bool) -> Vec<Wanted<'_>> {
     spec.config
         .instance_group
@@ -90,7 +102,12 @@ fn wanted(spec: &ModelSpec, passive: bool) -> Vec<Wanted<'_>> {
         .zip(&spec.instance_groups)
         .filter(|(_, group)| group.passive == passive)
         .flat_map(|(config, group)| {
-            (0..group.count).map(move |index| (format!("{}_{index}", group.name), config, group))
+            (0..group.count).flat_map(move |index| {
+                group
+                    .devices
+                    .iter()
+                    .map(move |&kind| (format!("{}_{index}", group.name), config, group, kind))
+            })
         })
         .collect()
 }
@@ -127,16 +144,16 @@ fn create_instances(
     rate_limiter: Option<&Arc<RateLimiter>>,
 ) -> Result<Vec<Instance>> {
     let mut instances = Vec::with_capacity(wanted.len());
-    for (name, config, group) in wanted {
+    for (name, config, group, kind) in wanted {
         let instance = InstanceConfig {
             name: name.clone(),
-            kind: group.kind,
+            kind: *kind,
             passive: group.passive,
             stats: stats.clone(),
         };
         let backend = model.create_instance(&instance)?;
         let turn = match rate_limiter {
-            Some(limiter) => Some(registration(limiter, config, group.kind)?),
+            Some(limiter) => Some(registration(limiter, config, *kind)?),
             None => None,
         };
         instances.push(Instance {
@@ -194,9 +211,9 @@ impl InstanceSet {
             .workers()
             .into_iter()
             .zip(&wanted)
-            .map(|(worker, (_, config, _))| Live {
+            .map(|(worker, (_, config, _, kind))| Live {
                 worker,
-                identity: identity(config),
+                identity: identity(config, *kind),
             })
             .collect();
         let set = Self {
@@ -220,7 +237,7 @@ impl InstanceSet {
         let mut kept = Vec::new();
         let mut missing = Vec::new();
         for want in wanted(spec, false) {
-            let wanted_identity = identity(want.1);
+            let wanted_identity = identity(want.1, want.3);
             match unclaimed
                 .iter()
                 .rposition(|l| l.identity == wanted_identity)
@@ -247,7 +264,7 @@ impl InstanceSet {
         self.host.retire(&retired);
         kept.extend(added.into_iter().zip(&missing).map(|(worker, want)| Live {
             worker,
-            identity: identity(want.1),
+            identity: identity(want.1, want.3),
         }));
         *live = kept;
         Ok(())

@@ -30,7 +30,9 @@
  *              memory type and device id it was told and the byte size it passed; the
  *              query's error, if any, is the response's.
  * Backend, model and instance state objects are kept and checked; instance init fails
- * for mode "fail_instance", model init for "fail_model".
+ * for mode "fail_instance", model init for "fail_model". Instances are CPU instances,
+ * except for mode "placed", whose instances may be on any device and log where they are
+ * ("placed <name> kind <kind> device <id>") for the GPU placement tests.
  * Build flags: -DNO_EXECUTE leaves out TRITONBACKEND_ModelInstanceExecute;
  * -DNEEDS_NEWER_API makes initialize ask for API 1.99. */
 #include <pthread.h>
@@ -182,8 +184,16 @@ Error* TRITONBACKEND_ModelInstanceInitialize(Instance* instance) {
   RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceDeviceId(instance, &device));
   RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceModel(instance, &model));
   RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &model_state));
-  if (kind != 1 /* CPU */ || model_state == NULL)
-    return TRITONSERVER_ErrorNew(INTERNAL, "unexpected instance kind or model state");
+  if (model_state == NULL)
+    return TRITONSERVER_ErrorNew(INTERNAL, "no model state");
+  if (strcmp(((ModelState*)model_state)->mode, "placed") == 0) {
+    /* Says where the server placed it: the GPU placement tests read the log. */
+    char line[160];
+    snprintf(line, sizeof(line), "placed %s kind %d device %d", name, kind, (int)device);
+    TRITONSERVER_LogMessage(LOG_INFO, __FILE__, __LINE__, line);
+  } else if (kind != 1 /* CPU */) {
+    return TRITONSERVER_ErrorNew(INTERNAL, "unexpected instance kind");
+  }
   if (strcmp(((ModelState*)model_state)->mode, "fail_instance") == 0)
     return TRITONSERVER_ErrorNew(INVALID_ARG, "instance initialization failed on purpose");
   return TRITONBACKEND_ModelInstanceSetState(instance, model_state);
