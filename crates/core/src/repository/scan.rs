@@ -32,7 +32,9 @@ pub fn list_models(roots: &[PathBuf]) -> Result<ModelDirs> {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
-            if !path.is_dir() || name.starts_with('.') {
+            // Every subdirectory is a model, hidden ones too (a model may be called
+            // `...`), as Triton's repository reads its directory.
+            if !path.is_dir() {
                 continue;
             }
             let name = name.to_string();
@@ -203,9 +205,10 @@ mod tests {
         std::fs::create_dir_all(m.join("12")).expect("mkdir");
         std::fs::create_dir_all(m.join("x1")).expect("mkdir");
         std::fs::write(m.join("config.pbtxt"), "max_batch_size: 2").expect("write");
-        std::fs::create_dir_all(dir.path().join(".hidden")).expect("mkdir");
+        std::fs::create_dir_all(dir.path().join("...")).expect("mkdir");
+        std::fs::write(dir.path().join("notes.txt"), "not a model").expect("write");
         let models = list_models(&[dir.path().to_path_buf()]).expect("readable");
-        assert_eq!(models.keys().collect::<Vec<_>>(), vec!["m"]);
+        assert_eq!(models.keys().collect::<Vec<_>>(), vec!["...", "m"]);
         let mut versions = list_versions(&m);
         versions.sort();
         assert_eq!(versions, vec![1, 12]);
