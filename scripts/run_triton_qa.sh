@@ -89,7 +89,8 @@
 # Dockerfile.QA adds beside some suites are added (empty version folders where the
 # backend comes from the backend directory), and its example `simple` model to
 # L0_https, L0_secure_grpc, L0_data_compression, L0_simple_example and L0_socket, python
-# backend's decoupled repeat example to L0_memory and the server's MLflow plugin
+# backend's decoupled repeat example to L0_memory, the repeat model to
+# L0_grpc_state_cleanup and the server's MLflow plugin
 # (deploy/mlflow-triton-plugin, when SERVER_CHECKOUT has it) to L0_mlflow. The ragged
 # models (gen_qa_ragged_models.py, for L0_batch_input) are generated with the rest.
 # nginx and redis-server come from PATH, perf_analyzer too unless PERF_ANALYZER names the
@@ -425,6 +426,11 @@ image_models() { # suite
   fi
   [ -d "$models" ] || return 0
   case $1 in
+    # The repeat model with Triton's repeat backend in its version folder.
+    L0_grpc_state_cleanup)
+      mkdir -p "$dir/models" && cp -r "$models/repeat_int32" "$dir/models/" &&
+        mkdir -p "$dir/models/repeat_int32/1" &&
+        cp "$backends/repeat/libtriton_repeat.so" "$dir/models/repeat_int32/1/" 2> /dev/null ;;
     L0_backend_identity)
       mkdir -p "$dir/models" && cp -r "$models/identity_fp32" "$dir/models/" &&
         mkdir -p "$dir/models/identity_fp32/1" ;;
