@@ -68,6 +68,10 @@ def test_gpu_groups_make_count_instances_on_each_gpu(tmp_path, fake_cuda):
         # Without a group, one named after the model, on every GPU.
         assert placements(server, "auto") == [("auto_0", KIND_GPU, 0), ("auto_0", KIND_GPU, 1)]
         assert placements(server, "cpu") == [("cpu_0_0", KIND_CPU, 0), ("cpu_0_1", KIND_CPU, 0)]
+        # The model initializes (and may auto-complete) with its groups already placed.
+        groups = re.search(r"placed model auto groups (.*)", server.log()).group(1).replace('\\"', '"')
+        for field in ('"name":"auto"', '"kind":"KIND_GPU"', '"gpus":[0,1]', '"count":1'):
+            assert field in groups, groups
         config = server.request("GET", "/v2/models/every/config").json()
         assert config["instance_group"][0]["kind"] == "KIND_GPU"
         assert config["instance_group"][0]["gpus"] == [0, 1]

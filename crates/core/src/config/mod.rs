@@ -12,7 +12,7 @@ mod reshape;
 pub mod support;
 
 pub use json::{config_from_json, config_to_json};
-pub use normalize::{normalize_and_validate, NormalizeOptions};
+pub use normalize::{normalize_and_validate, normalize_instance_groups, NormalizeOptions};
 pub use parse::parse_model_config;
 pub use support::check_supported;
 

@@ -214,8 +214,13 @@ fn sequence_batching_mut(
 }
 
 /// Triton's `NormalizeInstanceGroup`: one group by default, named `<model>_<index>`,
-/// `KIND_AUTO` resolved, count defaulted.
-fn normalize_instance_groups(config: &mut ModelConfig, options: NormalizeOptions) -> Result<()> {
+/// `KIND_AUTO` resolved, count defaulted. Triton runs it before a backend initializes the
+/// model (and may auto-complete it), so the backend sees the groups normalized; running
+/// it again after auto-completion changes nothing it did.
+pub fn normalize_instance_groups(
+    config: &mut ModelConfig,
+    options: NormalizeOptions,
+) -> Result<()> {
     if is_ensemble(config) {
         return Ok(());
     }

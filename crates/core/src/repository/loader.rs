@@ -16,7 +16,8 @@ use crate::backend::{Backend, ModelSite};
 use crate::cache::ResponseCache;
 use crate::classification::{read_labels, Labels};
 use crate::config::{
-    check_supported, normalize_and_validate, ModelConfig, NormalizeOptions, PublishedConfig,
+    check_supported, normalize_and_validate, normalize_instance_groups, ModelConfig,
+    NormalizeOptions, PublishedConfig,
 };
 use crate::ensemble::Ensemble;
 use crate::error::{Error, Result};
@@ -251,6 +252,9 @@ fn prepare(
     if !settings.strict_model_config {
         let file = dir.join(newest.to_string()).join(filename(&config));
         if file.exists() {
+            // The backend initializes the model with its instance groups normalized,
+            // as Triton's (core `backend_model.cc`).
+            normalize_instance_groups(&mut config, settings.normalize)?;
             backend.autocomplete(&mut config, &file)?;
         }
         if config.default_model_filename.is_empty() {

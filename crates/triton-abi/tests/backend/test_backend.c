@@ -32,7 +32,8 @@
  * Backend, model and instance state objects are kept and checked; instance init fails
  * for mode "fail_instance", model init for "fail_model". Instances are CPU instances,
  * except for mode "placed", whose instances may be on any device and log where they are
- * ("placed <name> kind <kind> device <id>") for the GPU placement tests.
+ * ("placed <name> kind <kind> device <id>"), and whose model logs its instance groups as
+ * it initializes ("placed model <name> groups ..."), for the GPU placement tests.
  * Build flags: -DNO_EXECUTE leaves out TRITONBACKEND_ModelInstanceExecute;
  * -DNEEDS_NEWER_API makes initialize ask for API 1.99. */
 #include <pthread.h>
@@ -143,6 +144,13 @@ Error* TRITONBACKEND_ModelInitialize(Model* model) {
   ModelState* state = calloc(1, sizeof(ModelState));
   read_mode(json, state->mode, sizeof(state->mode));
   snprintf(state->name, sizeof(state->name), "%s", name);
+  if (strcmp(state->mode, "placed") == 0) {
+    /* The instance groups as the model sees them when it initializes. */
+    const char* groups = strstr(json, "\"instance_group\"");
+    char line[320];
+    snprintf(line, sizeof(line), "placed model %s groups %.240s", name, groups ? groups : "none");
+    TRITONSERVER_LogMessage(LOG_INFO, __FILE__, __LINE__, line);
+  }
   bool auto_complete;
   RETURN_IF_ERROR(TRITONBACKEND_ModelAutoCompleteConfig(model, &auto_complete));
   if (strcmp(state->mode, "auto") == 0 && auto_complete && strstr(json, "\"input\":[{") == NULL) {
