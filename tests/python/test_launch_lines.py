@@ -36,7 +36,7 @@ LAUNCH_LINES = {
 }
 
 NO_EFFECT = {
-    "helm": ["--cuda-memory-pool-byte-size"],
+    "helm": [],
     "kserve": ["--grpc-infer-allocation-pool-size"],
     "tuned": ["--buffer-manager-thread-count", "--min-supported-compute-capability",
               "--enable-peer-access", "--host-policy", "--model-load-gpu-limit",

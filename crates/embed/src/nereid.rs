@@ -43,6 +43,7 @@ impl Nereid {
         let started = Instant::now();
         // One pool per process, as Triton's: the last server started sets its size.
         nereid_shm::pinned::POOL.set_total(options.pinned_memory_pool_bytes);
+        nereid_shm::cuda_pool::POOLS.configure(&options.cuda_memory_pool_bytes);
         let registry = crate::backends::registry(&options)?;
         let cache = options.cache.clone().map(|store| {
             let cache = ResponseCache::new(store);

@@ -110,6 +110,9 @@ pub struct Options {
     /// The pinned host memory backends may hold (`--pinned-memory-pool-byte-size`,
     /// Triton's 256 MiB by default): pinned on demand up to this many bytes.
     pub pinned_memory_pool_bytes: u64,
+    /// The CUDA memory pool of each GPU named (`--cuda-memory-pool-byte-size`,
+    /// `(device, bytes)`); every other GPU's is Triton's 64 MiB.
+    pub cuda_memory_pool_bytes: Vec<(i32, u64)>,
     /// Where the `opentelemetry` trace mode's spans go (the binary passes its OTLP
     /// exporter); that mode is refused without one.
     pub span_sink: Option<Arc<dyn nereid_core::trace::SpanSink>>,
@@ -157,6 +160,7 @@ impl Default for Options {
             span_sink: None,
             rate_limit: None,
             pinned_memory_pool_bytes: nereid_shm::pinned::DEFAULT_POOL_BYTES,
+            cuda_memory_pool_bytes: Vec::new(),
         }
     }
 }

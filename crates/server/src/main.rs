@@ -201,6 +201,7 @@ fn options(
             .map_or(Options::default().pinned_memory_pool_bytes, |bytes| {
                 u64::try_from(bytes).unwrap_or(0)
             }),
+        cuda_memory_pool_bytes: cli.cuda_memory_pool_byte_size.clone(),
         ..Options::default()
     }
 }

@@ -52,6 +52,8 @@ struct Driver {
     address_range: unsafe extern "C" fn(*mut CuDevicePtr, *mut usize, CuDevicePtr) -> CuResult,
     copy_to_host: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
     copy_to_device: unsafe extern "C" fn(CuDevicePtr, *const c_void, usize) -> CuResult,
+    mem_alloc: unsafe extern "C" fn(*mut CuDevicePtr, usize) -> CuResult,
+    mem_free: unsafe extern "C" fn(CuDevicePtr) -> CuResult,
 }
 
 /// Looks up `names` in order (versioned symbol first) and returns the first found.
@@ -93,6 +95,8 @@ impl Driver {
                 )?,
                 copy_to_host: symbol(&library, &["cuMemcpyDtoH_v2", "cuMemcpyDtoH"])?,
                 copy_to_device: symbol(&library, &["cuMemcpyHtoD_v2", "cuMemcpyHtoD"])?,
+                mem_alloc: symbol(&library, &["cuMemAlloc_v2", "cuMemAlloc"])?,
+                mem_free: symbol(&library, &["cuMemFree_v2", "cuMemFree"])?,
                 _library: library,
             }
         };
@@ -179,6 +183,24 @@ pub unsafe fn copy_device_to_host(device: u32, address: u64, len: usize) -> Resu
     Ok(host)
 }
 
+/// Copies `data` to the device address `address` on `device` — memory of this process,
+/// such as the GPU buffer an in-process caller's allocator gave for an output. The error
+/// says why when CUDA cannot be used or the copy fails.
+///
+/// # Safety
+/// `[address, address + data.len())` must be device memory on `device` that stays
+/// allocated for the call and that nothing else uses meanwhile.
+pub unsafe fn copy_host_to_device(device: u32, address: u64, data: &[u8]) -> Result<()> {
+    let driver = driver()?;
+    let context = driver.retain_device(device).map_err(Error::invalid_arg)?;
+    // SAFETY: `data` is readable for its length; the device range is the caller's contract.
+    driver
+        .check(unsafe { (driver.copy_to_device)(address, data.as_ptr().cast(), data.len()) })
+        .map_err(|e| Error::internal(format!("CUDA host-to-device copy failed: {e}")))?;
+    drop(context);
+    Ok(())
+}
+
 /// Whether the CUDA driver can be used here; the error says why not.
 pub fn available() -> Result<()> {
     driver().map(|_| ())
@@ -197,6 +219,45 @@ pub fn device_count() -> usize {
         Err(why) => {
             tracing::warn!("counting GPUs failed, none used: {why}");
             0
+        }
+    }
+}
+
+/// Device memory this process allocated (`cuMemAlloc`) on one GPU, freed (and the
+/// device's primary context released) on drop: the block a CUDA memory pool hands out
+/// pieces of.
+#[derive(Debug)]
+pub(crate) struct OwnedDeviceMemory {
+    address: CuDevicePtr,
+    // Dropped after `Drop::drop` has freed the memory.
+    context: Retained,
+}
+
+impl OwnedDeviceMemory {
+    /// `len` bytes of device memory on `device`; the error says why not (no driver, no
+    /// such device, out of memory).
+    pub(crate) fn allocate(device: u32, len: usize) -> Result<Self> {
+        let driver = driver()?;
+        let context = driver.retain_device(device).map_err(Error::invalid_arg)?;
+        let mut address: CuDevicePtr = 0;
+        // SAFETY: `address` is a valid out-pointer; the device's context is current.
+        driver
+            .check(unsafe { (driver.mem_alloc)(&mut address, len.max(1)) })
+            .map_err(Error::internal)?;
+        Ok(Self { address, context })
+    }
+
+    /// The device address of the memory's first byte.
+    pub(crate) fn address(&self) -> u64 {
+        self.address
+    }
+}
+
+impl Drop for OwnedDeviceMemory {
+    fn drop(&mut self) {
+        if self.context.make_current().is_ok() {
+            // SAFETY: `address` came from cuMemAlloc and is freed exactly once.
+            let _ = unsafe { (self.context.driver.mem_free)(self.address) };
         }
     }
 }

@@ -39,7 +39,7 @@ impl Error {
         Self::new(ErrorKind::Unavailable, message)
     }
 
-    fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),

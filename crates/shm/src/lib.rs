@@ -8,6 +8,8 @@
 //! - [`DeviceMemory`]: CUDA device memory of another process opened from its IPC handle,
 //!   through the CUDA driver loaded at run time (the binary runs without CUDA).
 //! - [`heap`]: giving freed heap pages back to the system after a model unloads.
+//! - [`cuda_pool`]: device memory for backends that ask for GPU buffers, within
+//!   `--cuda-memory-pool-byte-size`.
 //! - [`pinned`]: page-locked buffers for backends that ask for pinned memory, within
 //!   `--pinned-memory-pool-byte-size`.
 //!
@@ -17,6 +19,7 @@
 #![allow(unsafe_code)]
 
 mod cuda;
+pub mod cuda_pool;
 mod error;
 pub mod heap;
 mod mapping;
@@ -24,8 +27,8 @@ pub mod pinned;
 pub mod sigbus;
 
 pub use cuda::{
-    available as cuda_available, copy_device_to_host, device_count as gpu_count, DeviceMemory,
-    BAD_HANDLE, IPC_HANDLE_SIZE, LIBRARY_ENV,
+    available as cuda_available, copy_device_to_host, copy_host_to_device,
+    device_count as gpu_count, DeviceMemory, BAD_HANDLE, IPC_HANDLE_SIZE, LIBRARY_ENV,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use mapping::Mapping;

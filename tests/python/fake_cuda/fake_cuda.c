@@ -7,7 +7,11 @@
  * device-to-host and host-to-device copies → close) runs end to end; it proves nothing
  * about a real GPU, which needs the device machine.
  *
- * FAKE_CUDA_DEVICES sets the number of devices (default 1).
+ * cuMemAlloc hands out host memory (calloc) as "device memory" of the current device, so
+ * a test backend may read back what it wrote.
+ *
+ * FAKE_CUDA_DEVICES sets the number of devices (default 1); FAKE_CUDA_MEMORY, when set,
+ * the most bytes one cuMemAlloc may take (more is CUDA_ERROR_OUT_OF_MEMORY).
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -21,7 +25,7 @@ typedef int CUresult;
 typedef uint64_t CUdeviceptr;
 typedef struct { char reserved[64]; } CUipcMemHandle;
 
-enum { OK = 0, INVALID_VALUE = 1, INVALID_DEVICE = 101, INVALID_HANDLE = 400 };
+enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, INVALID_DEVICE = 101, INVALID_HANDLE = 400 };
 
 #define MAX_OPEN 64
 static struct { CUdeviceptr base; size_t size; } opened[MAX_OPEN];
@@ -31,6 +35,7 @@ CUresult cuInit(unsigned flags) { (void)flags; return OK; }
 CUresult cuGetErrorString(CUresult status, const char **text) {
     switch (status) {
     case INVALID_VALUE: *text = "invalid argument"; return OK;
+    case OUT_OF_MEMORY: *text = "out of memory"; return OK;
     case INVALID_DEVICE: *text = "invalid device ordinal"; return OK;
     case INVALID_HANDLE: *text = "invalid resource handle"; return OK;
     default: *text = NULL; return INVALID_VALUE;
@@ -113,5 +118,20 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
     memcpy((void *)(uintptr_t)dst, src, n);
+    return OK;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t n) {
+    const char *limit = getenv("FAKE_CUDA_MEMORY");
+    if (n == 0) return INVALID_VALUE;
+    if (limit && n > strtoull(limit, NULL, 10)) return OUT_OF_MEMORY;
+    void *memory = calloc(1, n);
+    if (!memory) return OUT_OF_MEMORY;
+    *ptr = (CUdeviceptr)(uintptr_t)memory;
+    return OK;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr ptr) {
+    free((void *)(uintptr_t)ptr);
     return OK;
 }

@@ -1,6 +1,7 @@
 //! Flags accepted so that a tritonserver launch line starts unchanged, but that change
-//! nothing here — the same flags a CPU-only tritonserver also ignores (GPU memory pools,
-//! peer access, GPU metrics, compute capability) or whose machinery Nereid does not have
+//! nothing here — GPU settings whose machinery Nereid does not have (peer access, compute
+//! capability checks, per-GPU load limits, growable state memory) or other machinery it
+//! does not have
 //! (Triton's gRPC object pools, its buffer-manager threads, host policies). Each one
 //! given is said once at start-up, with the reason, so nobody believes it took effect.
 //! Their values are still checked at parse like Triton's.
@@ -10,14 +11,8 @@ use super::Config;
 /// One line per flag given that has no effect, or less effect than in tritonserver.
 pub fn notes(config: &Config) -> Vec<String> {
     let cli = &config.cli;
-    let no_gpu = "this server runs no model on a GPU";
     // (given, flag, why) for each flag that changes nothing here.
     let without_effect = [
-        (
-            !cli.cuda_memory_pool_byte_size.is_empty(),
-            "cuda-memory-pool-byte-size",
-            no_gpu,
-        ),
         (
             !cli.cuda_virtual_address_size.is_empty(),
             "cuda-virtual-address-size",
@@ -26,10 +21,18 @@ pub fn notes(config: &Config) -> Vec<String> {
         (
             cli.min_supported_compute_capability.is_some(),
             "min-supported-compute-capability",
-            no_gpu,
+            "every GPU the CUDA driver shows is used, whatever its compute capability",
         ),
-        (cli.enable_peer_access.is_some(), "enable-peer-access", no_gpu),
-        (!cli.model_load_gpu_limit.is_empty(), "model-load-gpu-limit", no_gpu),
+        (
+            cli.enable_peer_access.is_some(),
+            "enable-peer-access",
+            "Nereid enables no peer access between GPUs (backends manage their own)",
+        ),
+        (
+            !cli.model_load_gpu_limit.is_empty(),
+            "model-load-gpu-limit",
+            "GPU memory is not measured while models load",
+        ),
         (
             cli.buffer_manager_thread_count.is_some(),
             "buffer-manager-thread-count",
@@ -43,7 +46,7 @@ pub fn notes(config: &Config) -> Vec<String> {
         (
             !cli.host_policy.is_empty(),
             "host-policy",
-            "host policies (numa-node, cpu-cores) apply to GPU instances, and no instance runs on a GPU",
+            "host policies (numa-node, cpu-cores) are not applied: no instance is bound to a NUMA node or to cores",
         ),
     ];
     let mut notes: Vec<String> = without_effect
@@ -138,10 +141,12 @@ mod tests {
             "--cuda-memory-pool-byte-size=0:67108864",
             "--host-policy=gpu_0,numa-node=0",
             "--rate-limit=execution_count",
+            "--enable-peer-access=false",
         ]));
-        // The rate limiter and the pinned pool take effect: nothing is said of them.
+        // The rate limiter and the two pools take effect: nothing is said of them.
         assert_eq!(said.len(), 2, "{said:?}");
-        assert!(said[0].starts_with("--cuda-memory-pool-byte-size has no effect"));
+        assert!(said[0].starts_with("--enable-peer-access has no effect"));
+        assert!(said.iter().all(|s| !s.contains("cuda-memory")), "{said:?}");
         assert!(said.iter().all(|s| !s.contains("rate-limit")), "{said:?}");
         assert!(said.iter().all(|s| !s.contains("pinned")), "{said:?}");
     }

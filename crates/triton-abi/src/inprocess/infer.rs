@@ -295,7 +295,8 @@ impl Delivery {
         Ok(())
     }
 
-    /// Asks the allocator for a CPU buffer for `output` and copies the output into it.
+    /// Asks the allocator for a CPU buffer for `output` and copies the output into it
+    /// (through the CUDA driver when the allocator answers with GPU memory).
     fn allocate(
         &self,
         allocator: &TRITONSERVER_ResponseAllocator,
@@ -332,6 +333,19 @@ impl Delivery {
             )));
         }
         if placed.memory_type == memory_type::GPU {
+            let copied = u32::try_from(placed.memory_type_id)
+                .map_err(|_| format!("invalid GPU id {}", placed.memory_type_id))
+                .and_then(|device| {
+                    // SAFETY: the allocator gave `size` bytes of device memory on `device`
+                    // at `buffer`, for this output alone.
+                    unsafe {
+                        nereid_shm::copy_host_to_device(device, placed.buffer as u64, &output.data)
+                    }
+                    .map_err(|e| e.message().to_string())
+                });
+            let Err(why) = copied else {
+                return Ok(placed);
+            };
             // SAFETY: gives the unusable buffer straight back to its allocator.
             let error = unsafe {
                 (allocator.release_fn)(
@@ -348,7 +362,7 @@ impl Delivery {
                 unsafe { crate::error::TRITONSERVER_ErrorDelete(error) };
             }
             return Err(unsupported(format!(
-                "output '{}': the allocator returned GPU memory: try to use CUDA copy while GPU is not supported (Nereid is built without CUDA)",
+                "output '{}': the allocator returned GPU memory, which could not be written: {why}",
                 output.name
             )));
         }

@@ -74,6 +74,8 @@ pub struct TRITONSERVER_ServerOptions {
     pub(crate) log: LogOptions,
     /// `SetPinnedMemoryPoolByteSize`: the pinned host memory backends may hold.
     pub(crate) pinned_memory_pool_bytes: u64,
+    /// `SetCudaMemoryPoolByteSize` calls, `(device, bytes)` in order.
+    pub(crate) cuda_memory_pool_bytes: Vec<(i32, u64)>,
 }
 
 impl Default for TRITONSERVER_ServerOptions {
@@ -107,6 +109,7 @@ impl Default for TRITONSERVER_ServerOptions {
             ),
             log: LogOptions::default(),
             pinned_memory_pool_bytes: nereid_shm::pinned::DEFAULT_POOL_BYTES,
+            cuda_memory_pool_bytes: Vec::new(),
         }
     }
 }
@@ -286,6 +289,20 @@ pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize(
 ) -> ErrorPtr {
     with_options(options, |o| {
         o.pinned_memory_pool_bytes = size;
+        Ok(())
+    })
+}
+
+/// `TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize`: the CUDA memory pool of GPU
+/// `gpu_device` that backends allocate GPU buffers from.
+#[no_mangle]
+pub unsafe extern "C" fn TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(
+    options: *mut TRITONSERVER_ServerOptions,
+    gpu_device: i32,
+    size: u64,
+) -> ErrorPtr {
+    with_options(options, |o| {
+        o.cuda_memory_pool_bytes.push((gpu_device, size));
         Ok(())
     })
 }
@@ -702,8 +719,6 @@ macro_rules! ignored_options {
 }
 
 ignored_options! {
-    /// `TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize`: ignored (no CUDA).
-    TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(gpu_device: i32, size: u64);
     /// `TRITONSERVER_ServerOptionsSetCudaVirtualAddressSize`: ignored (no CUDA).
     TRITONSERVER_ServerOptionsSetCudaVirtualAddressSize(gpu_device: i32, size: usize);
     /// `TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability`: ignored (no CUDA).

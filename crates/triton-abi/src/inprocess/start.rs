@@ -80,6 +80,7 @@ fn start(options: &TRITONSERVER_ServerOptions) -> Result<Engine> {
             .rate_limit
             .then(|| options.rate_limit_resources.clone()),
         pinned_memory_pool_bytes: options.pinned_memory_pool_bytes,
+        cuda_memory_pool_bytes: options.cuda_memory_pool_bytes.clone(),
         ..Options::default()
     };
     let polled = (options.cpu_metrics || options.gpu_metrics).then_some(PolledMetrics {

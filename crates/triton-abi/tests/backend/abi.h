@@ -39,6 +39,7 @@ enum { RESPONSE_FINAL = 1, RELEASE_ALL = 1, LOG_INFO = 0 };
 extern Error* TRITONSERVER_ErrorNew(int code, const char* msg);
 extern void TRITONSERVER_ErrorDelete(Error*);
 extern const char* TRITONSERVER_ErrorMessage(Error*);
+extern int TRITONSERVER_ErrorCode(Error*);
 extern Error* TRITONSERVER_MessageSerializeToJson(Message*, const char**, size_t*);
 extern Error* TRITONSERVER_MessageNewFromSerializedJson(Message**, const char*, size_t);
 extern Error* TRITONSERVER_MessageDelete(Message*);

@@ -29,6 +29,12 @@
  *              16 bytes, CPU_PINNED device 1 preferred) and answers OUT (INT64 [3]) = the
  *              memory type and device id it was told and the byte size it passed; the
  *              query's error, if any, is the response's.
+ *   gpu_scratch IN (INT64 [k]) byte sizes: allocates each from the memory manager as GPU
+ *              memory on the instance's device, all held at once, fills each with its
+ *              index (the fake CUDA driver's device memory is host memory: tests only),
+ *              checks none was overwritten, frees them; OUT (INT64 [k]) = 0 for each
+ *              that held, -1 overwritten, else the allocation's TRITONSERVER error code,
+ *              whose message is logged ("gpu_scratch <size>: <message>").
  * Backend, model and instance state objects are kept and checked; instance init fails
  * for mode "fail_instance", model init for "fail_model". Instances are CPU instances,
  * except for mode "placed", whose instances may be on any device and log where they are
@@ -194,7 +200,9 @@ Error* TRITONBACKEND_ModelInstanceInitialize(Instance* instance) {
   RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &model_state));
   if (model_state == NULL)
     return TRITONSERVER_ErrorNew(INTERNAL, "no model state");
-  if (strcmp(((ModelState*)model_state)->mode, "placed") == 0) {
+  if (strcmp(((ModelState*)model_state)->mode, "gpu_scratch") == 0) {
+    /* Any device: the pool tests allocate on it. */
+  } else if (strcmp(((ModelState*)model_state)->mode, "placed") == 0) {
     /* Says where the server placed it: the GPU placement tests read the log. */
     char line[160];
     snprintf(line, sizeof(line), "placed %s kind %d device %d", name, kind, (int)device);
@@ -354,6 +362,64 @@ static Error* query(Request* request) {
     int64_t shape[1] = {3};
     err = add_output(response, "OUT", TYPE_INT64, shape, 1, told, sizeof(told));
   }
+  RETURN_IF_ERROR(TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, err));
+  if (err != NULL) TRITONSERVER_ErrorDelete(err);
+  return NULL;
+}
+
+#define MAX_SCRATCH 8
+
+static Error* gpu_scratch(Instance* instance, Request* request) {
+  Model* model;
+  Backend* backend;
+  MemoryManager* memory;
+  int32_t device;
+  RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceModel(instance, &model));
+  RETURN_IF_ERROR(TRITONBACKEND_ModelBackend(model, &backend));
+  RETURN_IF_ERROR(TRITONBACKEND_BackendMemoryManager(backend, &memory));
+  RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceDeviceId(instance, &device));
+  Input* input;
+  const void* data;
+  uint64_t size;
+  int memory_type = 0;
+  int64_t memory_id = 0;
+  RETURN_IF_ERROR(TRITONBACKEND_RequestInput(request, "IN", &input));
+  RETURN_IF_ERROR(TRITONBACKEND_InputBuffer(input, 0, &data, &size, &memory_type, &memory_id));
+  size_t count = size / sizeof(int64_t);
+  if (count > MAX_SCRATCH) count = MAX_SCRATCH;
+  int64_t sizes[MAX_SCRATCH], told[MAX_SCRATCH];
+  void* pieces[MAX_SCRATCH] = {NULL};
+  memcpy(sizes, data, count * sizeof(int64_t));
+  for (size_t i = 0; i < count; i++) {
+    Error* err = TRITONBACKEND_MemoryManagerAllocate(memory, &pieces[i], 2 /* GPU */, device,
+                                                     (uint64_t)sizes[i]);
+    told[i] = 0;
+    if (err != NULL) {
+      char line[320];
+      snprintf(line, sizeof(line), "gpu_scratch %lld: %s", (long long)sizes[i],
+               TRITONSERVER_ErrorMessage(err));
+      TRITONSERVER_LogMessage(LOG_INFO, __FILE__, __LINE__, line);
+      told[i] = TRITONSERVER_ErrorCode(err);
+      TRITONSERVER_ErrorDelete(err);
+      pieces[i] = NULL;
+    } else {
+      memset(pieces[i], (int)i + 1, (size_t)sizes[i]);
+    }
+  }
+  for (size_t i = 0; i < count; i++) {
+    if (pieces[i] == NULL) continue;
+    for (int64_t b = 0; b < sizes[i]; b++)
+      if (((unsigned char*)pieces[i])[b] != (unsigned char)(i + 1)) told[i] = -1;
+    Error* err = TRITONBACKEND_MemoryManagerFree(memory, pieces[i], 2, device);
+    if (err != NULL) {
+      told[i] = TRITONSERVER_ErrorCode(err);
+      TRITONSERVER_ErrorDelete(err);
+    }
+  }
+  Response* response;
+  RETURN_IF_ERROR(TRITONBACKEND_ResponseNew(&response, request));
+  int64_t shape[1] = {(int64_t)count};
+  Error* err = add_output(response, "OUT", TYPE_INT64, shape, 1, told, count * sizeof(int64_t));
   RETURN_IF_ERROR(TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, err));
   if (err != NULL) TRITONSERVER_ErrorDelete(err);
   return NULL;
@@ -536,6 +602,8 @@ Error* TRITONBACKEND_ModelInstanceExecute(Instance* instance, Request** requests
       err = accumulate(requests[r]);
     } else if (strcmp(mode, "query") == 0) {
       err = query(requests[r]);
+    } else if (strcmp(mode, "gpu_scratch") == 0) {
+      err = gpu_scratch(instance, requests[r]);
     } else if (strcmp(mode, "error") == 0) {
       Response* response;
       err = TRITONBACKEND_ResponseNew(&response, requests[r]);

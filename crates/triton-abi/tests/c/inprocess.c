@@ -164,6 +164,9 @@ static char* json_of(Message* message) {
 }
 
 static int allocations = 0, releases = 0;
+/* Whether the allocator says its buffers are GPU 0's memory (they are host memory: the
+ * CUDA driver test double's device memory is host memory). */
+static int answer_gpu = 0;
 
 static Error* alloc_fn(Allocator* a, const char* name, size_t size, int type, int64_t id,
                        void* userp, void** buffer, void** buffer_userp, int* actual_type,
@@ -172,7 +175,7 @@ static Error* alloc_fn(Allocator* a, const char* name, size_t size, int type, in
   CHECK(userp == (void*)&allocations, "alloc userp is the allocator userp");
   *buffer = size == 0 ? NULL : malloc(size);
   *buffer_userp = strdup(name);
-  *actual_type = MEMORY_CPU;
+  *actual_type = answer_gpu ? MEMORY_GPU : MEMORY_CPU;
   *actual_id = 0;
   allocations++;
   return NULL;
@@ -263,7 +266,8 @@ static void check_sum_diff(Response* response, const float* in0, const float* in
        "output");
     CHECK(datatype == TYPE_FP32 && dims == 2 && shape[0] == 1 && shape[1] == 4,
           "output %s type/shape", name);
-    CHECK(size == 16 && memtype == MEMORY_CPU, "output %s size %zu", name, size);
+    CHECK(size == 16 && memtype == (answer_gpu ? MEMORY_GPU : MEMORY_CPU), "output %s size %zu",
+          name, size);
     CHECK(userp != NULL && strcmp((const char*)userp, name) == 0, "buffer userp of %s", name);
     const float* out = base;
     int is_sum = strcmp(name, "OUTPUT0") == 0;
@@ -428,6 +432,43 @@ static void request_checks(Server* server) {
   ok(TRITONSERVER_InferenceRequestDelete(request), "request delete");
 }
 
+/* Outputs the allocator puts in GPU memory and inputs in GPU memory go through the CUDA
+ * driver: with the test double (`fake`) they are written and read, without a driver the
+ * output is refused with why and its buffer goes back to the allocator. */
+static void gpu_checks(Server* server, Allocator* allocator, int fake) {
+  const float in0[4] = {1, 2, 3, 4}, in1[4] = {10, 20, 30, 40};
+  answer_gpu = 1;
+  int releases_before = releases;
+  Request* request = add_sub_request(server, "add_sub", allocator, in0, in1);
+  Response* response = infer(server, request);
+  if (fake) {
+    check_sum_diff(response, in0, in1);
+  } else {
+    Error* err = TRITONSERVER_InferenceResponseError(response);
+    CHECK(err != NULL && TRITONSERVER_ErrorCode(err) == UNSUPPORTED &&
+              strstr(TRITONSERVER_ErrorMessage(err),
+                     "the allocator returned GPU memory, which could not be written: CUDA is "
+                     "not available") != NULL,
+          "GPU output without CUDA: %s", err ? TRITONSERVER_ErrorMessage(err) : "no error");
+    if (err != NULL) TRITONSERVER_ErrorDelete(err);
+    CHECK(releases > releases_before, "the unusable buffer went back to the allocator");
+  }
+  ok(TRITONSERVER_InferenceResponseDelete(response), "response delete");
+  ok(TRITONSERVER_InferenceRequestDelete(request), "request delete");
+  answer_gpu = 0;
+  if (!fake) return;
+  /* Input data "on GPU 0" is read through the driver. */
+  const float in2[4] = {7, 7, 7, 7};
+  request = add_sub_request(server, "add_sub", allocator, in0, in1);
+  ok(TRITONSERVER_InferenceRequestRemoveAllInputData(request, "INPUT0"), "remove data");
+  ok(TRITONSERVER_InferenceRequestAppendInputData(request, "INPUT0", in2, 16, MEMORY_GPU, 0),
+     "GPU input data");
+  response = infer(server, request);
+  check_sum_diff(response, in2, in1);
+  ok(TRITONSERVER_InferenceResponseDelete(response), "response delete");
+  ok(TRITONSERVER_InferenceRequestDelete(request), "request delete");
+}
+
 /* Deleted while the process exits, as perf_analyzer's in-process mode deletes its server
  * from a static destructor: glibc has run the main thread's thread-local destructors
  * (the runtime context among them) by then. */
@@ -441,9 +482,33 @@ static void delete_at_exit(void) {
   }
 }
 
+/* With the CUDA driver test double: only the GPU memory paths. */
+static int fake_gpu_main(const char* repository) {
+  Options* options;
+  ok(TRITONSERVER_ServerOptionsNew(&options), "options new");
+  ok(TRITONSERVER_ServerOptionsSetModelRepositoryPath(options, repository), "repository");
+  ok(TRITONSERVER_ServerOptionsSetModelControlMode(options, 2 /* EXPLICIT */), "mode");
+  ok(TRITONSERVER_ServerOptionsSetStartupModel(options, "add_sub"), "startup model");
+  Server* server;
+  ok(TRITONSERVER_ServerNew(&server, options), "server new");
+  ok(TRITONSERVER_ServerOptionsDelete(options), "options delete");
+  Allocator* allocator;
+  ok(TRITONSERVER_ResponseAllocatorNew(&allocator, alloc_fn, release_fn, NULL), "allocator");
+  gpu_checks(server, allocator, 1);
+  ok(TRITONSERVER_ResponseAllocatorDelete(allocator), "allocator delete");
+  ok(TRITONSERVER_ServerDelete(server), "server delete");
+  if (failures != 0) {
+    fprintf(stderr, "inprocess: %d failure(s)\n", failures);
+    return 1;
+  }
+  printf("inprocess: OK\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 3 && strcmp(argv[2], "fake-gpu") == 0) return fake_gpu_main(argv[1]);
   if (argc != 2) {
-    fprintf(stderr, "usage: %s MODEL_REPOSITORY\n", argv[0]);
+    fprintf(stderr, "usage: %s MODEL_REPOSITORY [fake-gpu]\n", argv[0]);
     return 2;
   }
   uint32_t major, minor;
@@ -536,6 +601,7 @@ int main(int argc, char** argv) {
   ok(TRITONSERVER_ServerModelIsReady(server, "add_sub_cached", -1, &ready), "unloaded");
   CHECK(!ready, "an unloaded model is not ready");
 
+  gpu_checks(server, allocator, 0);
   CHECK(order_ok, "every response came before its request's release");
   ok(TRITONSERVER_ResponseAllocatorDelete(allocator), "allocator delete");
   ok(TRITONSERVER_ServerStop(server), "stop");

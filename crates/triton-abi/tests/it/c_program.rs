@@ -1,5 +1,6 @@
 //! Compiles tests/c/inprocess.c (its own prototypes, no Triton header) against
-//! libtritonserver.so and runs it on the test repository.
+//! libtritonserver.so and runs it on the test repository: once without CUDA, once with
+//! the CUDA driver test double (tests/python/fake_cuda) for its GPU memory paths.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -49,19 +50,38 @@ fn c_program_drives_the_in_process_server() {
         String::from_utf8_lossy(&compiled.stderr)
     );
     let repository = fixture::repository();
-    // Cargo's LD_LIBRARY_PATH may name target/release, whose copy of the library is only
-    // refreshed by `cargo build`: the program must load the one built for this test.
-    let run = Command::new(&exe)
-        .env_remove("LD_LIBRARY_PATH")
-        .arg(repository.path())
-        .current_dir(fixture::workspace_root())
-        .output()
-        .expect("run the C program");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
+    let fake_cuda = out.path().join("libfakecuda.so");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&fake_cuda)
+        .arg(fixture::workspace_root().join("tests/python/fake_cuda/fake_cuda.c"))
+        .status()
+        .expect("run cc");
     assert!(
-        run.status.success() && stdout.contains("inprocess: OK"),
-        "C program failed ({}):\n{stdout}\n{stderr}",
-        run.status
+        built.success(),
+        "building the CUDA driver test double failed"
     );
+    let runs = [
+        (out.path().join("no-libcuda.so"), None),
+        (fake_cuda, Some("fake-gpu")),
+    ];
+    for (driver, mode) in runs {
+        // Cargo's LD_LIBRARY_PATH may name target/release, whose copy of the library is
+        // only refreshed by `cargo build`: the program must load the one built for this test.
+        let run = Command::new(&exe)
+            .env_remove("LD_LIBRARY_PATH")
+            .env("NEREID_CUDA_LIBRARY", &driver)
+            .arg(repository.path())
+            .args(mode)
+            .current_dir(fixture::workspace_root())
+            .output()
+            .expect("run the C program");
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            run.status.success() && stdout.contains("inprocess: OK"),
+            "C program ({mode:?}) failed ({}):\n{stdout}\n{stderr}",
+            run.status
+        );
+    }
 }
