@@ -18,10 +18,15 @@
 # torch 2.5's PyPI wheels use the pre-C++11 string ABI, so everything is compiled with
 # _GLIBCXX_USE_CXX11_ABI=0 (the backend talks to Nereid through C only).
 #
-# --gpu: the GPU variant for a CUDA machine (TRITON_ENABLE_GPU=ON): links the wheel's own
-# libtorch.so and needs the CUDA toolkit (nvcc, for CMake's CUDAToolkit) and, at run
-# time, the nvidia-* wheels torch 2.5.1 depends on (pip install torch==2.5.1 puts them
-# in site-packages/nvidia/*/lib; add those folders to LD_LIBRARY_PATH).
+# --gpu: the GPU variant (TRITON_ENABLE_GPU=ON) for the device machine, whose python3
+# holds PyTorch 2.11.0+cu130 (CUDA 13, C++11 string ABI): built here against the same
+# release from PyPI (torch 2.11.0 cp312, whose Linux wheel is the CUDA 13 build) with
+# CUDA 13's compiler, runtime and headers from PyPI's nvidia-cuda-nvcc, -runtime, -crt
+# and nvidia-nvvm wheels (no CUDA install needed; nvcc compiles the backend utilities'
+# one kernel). CUDA 13 has dropped the pre-Turing architectures the backend repository
+# lists for that kernel, so it is built for Hopper (sm_90, the H100 and H200) alone.
+# OUT_DIR/pytorch then holds only libtriton_pytorch.so: at run time its folder
+# gets links to the device's torch/lib and nvidia/cu13/lib (scripts/gpu_check.sh).
 #
 # Inputs (cached outside the clone, built once):
 #   NEREID_TRITON_SRC  folder with pytorch_backend, core, backend, common at r24.10
@@ -44,12 +49,18 @@ GPU=OFF
 
 TORCH_VERSION=2.5.1
 CUDA_RT_VERSION=12.4.127
+if [ "$GPU" = ON ]; then
+  TORCH_VERSION=2.11.0
+  # nvcc, nvvm and crt share a version; the runtime has its own.
+  CUDA_WHEELS="nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-runtime==13.0.96"
+fi
 BRANCH=r24.10
 SRC=${NEREID_TRITON_SRC:-/var/cache/nereid/triton-src/$BRANCH}
 MIRRORS=${NEREID_TRITON_MIRRORS:-/work/.mirror}
 CACHE=${NEREID_TORCH_CACHE:-/var/cache/nereid/torch}
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 LIBTORCH=$CACHE/libtorch-$TORCH_VERSION
+CUDA_TOOLKIT=$CACHE/cuda-13.0
 
 LOG_NAME=build_pytorch_backend
 # shellcheck source=scripts/backend_build_lib.sh
@@ -71,9 +82,6 @@ done
 [ -n "$PY_HEADERS" ] || need "Python's C headers, which torch's headers include (Debian: apt-get install python3-dev)"
 need_pip "$PYTHON" "$CACHE/.wheels-$TORCH_VERSION" "torch==$TORCH_VERSION"
 need_sources "${SOURCES[@]}"
-if [ "$GPU" = ON ] && ! command -v nvcc >/dev/null; then
-  need "the CUDA toolkit (nvcc on PATH) for --gpu"
-fi
 [ $missing -eq 0 ] || exit 2
 
 # 2. The sources, exported once from the bare repositories.
@@ -81,7 +89,29 @@ export_sources "${SOURCES[@]}"
 
 # 3. libtorch from the wheels: headers, libtorch_cpu/libc10 and what they load.
 mkdir -p "$CACHE"
-if [ ! -f "$CACHE/.wheels-$TORCH_VERSION" ]; then
+if [ "$GPU" = ON ] && [ ! -f "$CACHE/.wheels-$TORCH_VERSION" ]; then
+  log "downloading torch==$TORCH_VERSION (cp312, CUDA 13) and CUDA 13's compiler wheels into $CACHE (about 630 MB)"
+  "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+    --python-version 3.12 --implementation cp -d "$CACHE" "torch==$TORCH_VERSION"
+  # shellcheck disable=SC2086 # one word per wheel
+  "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --platform manylinux2014_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux_2_12_x86_64 -d "$CACHE" $CUDA_WHEELS
+  touch "$CACHE/.wheels-$TORCH_VERSION"
+fi
+if [ "$GPU" = ON ] && [ ! -f "$LIBTORCH/.unpacked" ]; then
+  log "unpacking libtorch's headers and libraries into $LIBTORCH, CUDA 13 into $CUDA_TOOLKIT"
+  rm -rf "$LIBTORCH" "$CUDA_TOOLKIT" && mkdir -p "$LIBTORCH/wheel" "$CUDA_TOOLKIT"
+  unzip -q -o "$CACHE"/torch-"$TORCH_VERSION"-cp312-*.whl 'torch/lib/*' 'torch/include/*' -d "$LIBTORCH/wheel"
+  for wheel in "$CACHE"/nvidia_cuda_nvcc-13.*.whl "$CACHE"/nvidia_cuda_crt-13.*.whl \
+    "$CACHE"/nvidia_nvvm-13.*.whl "$CACHE"/nvidia_cuda_runtime-13.*.whl; do
+    unzip -q -o "$wheel" 'nvidia/cu13/*' -d "$CUDA_TOOLKIT"
+  done
+  # A toolkit's layout, as CMake's CUDA support looks for it: lib64, an unversioned cudart.
+  ln -sfn lib "$CUDA_TOOLKIT/nvidia/cu13/lib64"
+  ln -sf libcudart.so.13 "$CUDA_TOOLKIT/nvidia/cu13/lib/libcudart.so"
+  touch "$LIBTORCH/.unpacked"
+fi
+if [ "$GPU" = OFF ] && [ ! -f "$CACHE/.wheels-$TORCH_VERSION" ]; then
   log "downloading torch==$TORCH_VERSION and the CUDA runtime wheels into $CACHE (about 920 MB)"
   "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --platform manylinux1_x86_64 \
     --python-version 3.11 -d "$CACHE" "torch==$TORCH_VERSION"
@@ -89,7 +119,7 @@ if [ ! -f "$CACHE/.wheels-$TORCH_VERSION" ]; then
     "nvidia-cuda-runtime-cu12==$CUDA_RT_VERSION" "nvidia-cuda-cupti-cu12==$CUDA_RT_VERSION"
   touch "$CACHE/.wheels-$TORCH_VERSION"
 fi
-if [ ! -f "$LIBTORCH/.unpacked" ]; then
+if [ "$GPU" = OFF ] && [ ! -f "$LIBTORCH/.unpacked" ]; then
   log "unpacking libtorch into $LIBTORCH"
   rm -rf "$LIBTORCH" && mkdir -p "$LIBTORCH/wheel" "$LIBTORCH/cpu"
   unzip -q -o "$CACHE"/torch-"$TORCH_VERSION"-*.whl 'torch/lib/*' 'torch/include/*' -d "$LIBTORCH/wheel"
@@ -127,7 +157,17 @@ HEADER
 fi
 TORCH_LIB=$LIBTORCH/wheel/torch/lib
 TORCH_INCLUDE="$LIBTORCH/wheel/torch/include;$LIBTORCH/wheel/torch/include/torch/csrc/api/include;$LIBTORCH/include-extra"
-if [ "$GPU" = ON ]; then LIB_DIR=$TORCH_LIB; else LIB_DIR=$LIBTORCH/cpu; fi
+LIB_DIR=$LIBTORCH/cpu
+BACKEND_SRC=$SRC/backend
+# The CPU build matches torch 2.5.1's pre-C++11 string ABI; the GPU one torch 2.11's.
+CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=0 ${CXXFLAGS:-}"
+GPU_FLAGS=()
+if [ "$GPU" = ON ]; then
+  LIB_DIR=$TORCH_LIB
+  CXX_FLAGS=${CXXFLAGS:-}
+  toolkit=$CUDA_TOOLKIT/nvidia/cu13
+  GPU_FLAGS=(-DCUDAToolkit_ROOT="$toolkit" -DCMAKE_CUDA_COMPILER="$toolkit/bin/nvcc")
+fi
 
 # 4. The backend, with its own CMake files.
 dest=$OUT/pytorch
@@ -140,6 +180,12 @@ build=$OUT/build/pytorch-$( [ "$GPU" = ON ] && echo gpu || echo cpu )
 logfile=$OUT/logs/pytorch.log
 rm -rf "$build" "$dest"
 mkdir -p "$OUT/logs" "$build"
+if [ "$GPU" = ON ]; then
+  # The backend utilities' kernel for Hopper alone (see --gpu above), in a copy.
+  BACKEND_SRC=$build/backend-src
+  cp -r "$SRC/backend" "$BACKEND_SRC"
+  sed -i 's/CUDA_ARCHITECTURES "[^"]*"/CUDA_ARCHITECTURES "90"/' "$BACKEND_SRC/CMakeLists.txt"
+fi
 log "building pytorch_backend $BRANCH (TRITON_ENABLE_GPU=$GPU; a few minutes; log $logfile)"
 if ! { cmake -S "$SRC/pytorch_backend" -B "$build" -DCMAKE_BUILD_TYPE=Release \
          -DTRITON_ENABLE_GPU="$GPU" -DTRITON_PYTORCH_ENABLE_TORCHVISION=OFF \
@@ -148,22 +194,19 @@ if ! { cmake -S "$SRC/pytorch_backend" -B "$build" -DCMAKE_BUILD_TYPE=Release \
          -DFETCHCONTENT_FULLY_DISCONNECTED=ON \
          -DFETCHCONTENT_SOURCE_DIR_REPO-COMMON="$SRC/common" \
          -DFETCHCONTENT_SOURCE_DIR_REPO-CORE="$SRC/core" \
-         -DFETCHCONTENT_SOURCE_DIR_REPO-BACKEND="$SRC/backend" \
-         -DFETCHCONTENT_SOURCE_DIR_GOOGLETEST="$GTEST" \
-         -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=0 ${CXXFLAGS:-}" >"$logfile" 2>&1 &&
+         -DFETCHCONTENT_SOURCE_DIR_REPO-BACKEND="$BACKEND_SRC" \
+         -DFETCHCONTENT_SOURCE_DIR_GOOGLETEST="$GTEST" "${GPU_FLAGS[@]}" \
+         -DCMAKE_CXX_FLAGS="$CXX_FLAGS" >"$logfile" 2>&1 &&
        cmake --build "$build" --target triton-pytorch-backend -j "${JOBS:-2}" >>"$logfile" 2>&1; }; then
   log "FAILED: see $logfile"
   tail -20 "$logfile" >&2
   exit 1
 fi
 
-# 5. The backend folder: the library and, linked from the cache, what it loads.
+# 5. The backend folder: the library and, for the CPU build, linked from the cache, what
+#    it loads (the GPU build loads the device's torch).
 mkdir -p "$dest"
 cp "$build/libtriton_pytorch.so" "$dest/"
-if [ "$GPU" = ON ]; then
-  ln -sf "$TORCH_LIB"/*.so* "$LIBTORCH"/wheel/nvidia/*/lib/*.so* "$dest/"
-else
-  ln -sf "$LIBTORCH"/cpu/* "$dest/"
-fi
+[ "$GPU" = ON ] || ln -sf "$LIBTORCH"/cpu/* "$dest/"
 touch "$stamp"
 log "built $dest/libtriton_pytorch.so"

@@ -1,23 +1,36 @@
 #!/usr/bin/env bash
-# CUDA shared memory and GPU metrics on a real GPU, in one run of the device machine
-# (which has CUDA, python3 with numpy, onnx, onnxruntime, cuda-bindings and pytest, but
-# no network and no Rust).
+# CUDA shared memory, GPU metrics and models executing on a real GPU, in one run of the
+# device machine (which has CUDA 13, python3 with PyTorch 2.11 (cu130), numpy, onnx,
+# onnxruntime, cuda-bindings and pytest, but no network and no Rust).
 #
 # Usage:
-#   scripts/gpu_check.sh prepare CLIENT_REPO   here: fills .gpu/ (git-ignored) with the
-#       release nereid, the example models, tritonclient's two CUDA shm examples from
-#       CLIENT_REPO (a clone of triton-inference-server/client, bare or not) and the wheels
-#       tritonclient needs; then call the device tool with carry [".gpu"] and
-#       `bash scripts/gpu_check.sh run`.
-#   scripts/gpu_check.sh run                   there: starts nereid with
-#       --allow-client-shm=true and runs, writing each result under $OUT:
+#   scripts/gpu_check.sh prepare CLIENT_REPO   here: fills .gpu/ (git-ignored, about
+#       50 MB) with nereid (stripped, xz), the example models, tritonclient's two CUDA
+#       shm examples from CLIENT_REPO (a clone of triton-inference-server/client, bare or
+#       not) and the wheels tritonclient needs; Triton's pytorch backend built for the
+#       GPU against the device's PyTorch (scripts/build_pytorch_backend.sh --gpu) and
+#       Triton 2.51's python backend (GPU build, from the nvidia-pytriton wheel) with the
+#       libraries it loads, in backends.tar.xz; numpy < 2 for the python backend's stub
+#       (pybind11 2.10) and a libpython3.12 for a device without one. Then call the
+#       device tool with carry [".gpu"] and `bash scripts/gpu_check.sh run`.
+#   scripts/gpu_check.sh run                   there: makes the GPU model repository
+#       (tests/gpu/make_gpu_models.py, with the device's PyTorch), starts nereid with
+#       --allow-client-shm=true over both repositories and runs, writing each result
+#       under $OUT:
 #       1. tritonclient's simple_http_cudashm_client.py and simple_grpc_cudashm_client.py
 #       2. tests/gpu/test_cuda_shm_device.py (device memory at offsets, status, size and
 #          device checks, a bad handle, out-of-region reads and writes, a region freed
 #          by its owner), over HTTP and gRPC
 #       3. tests/gpu/shm_latency.py: a 4 MiB tensor in the body vs system vs CUDA shm
 #       4. /metrics: the six GPU families, beside nvidia-smi's readings
-#       Exit status 0 when every step passed; summary.txt says which did not.
+#       5. tests/gpu/test_gpu_models.py: KIND_GPU instances placed on GPU 0, TorchScript
+#          on the GPU over HTTP and gRPC, a python model answering with GPU tensors
+#          through DLPack (its tensors pass through nereid's CUDA memory pool), CUDA shm
+#          in and out of a GPU model, the GPU and CPU instances of one model agreeing
+#       6. tests/gpu/gpu_vs_cpu.py: that model's GPU and CPU instances side by side
+#       Exit status 0 when every step passed; summary.txt says which did not. $OUT
+#       holds 8 files at most: summary.txt, nvidia-smi.txt, nereid.log, examples.log,
+#       pytest.log, latency.json, metrics.txt, gpu_vs_cpu.json.
 
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,10 +39,11 @@ GPU=$ROOT/.gpu
 
 prepare() {
   local client=${1:?usage: gpu_check.sh prepare CLIENT_REPO}
-  mkdir -p "$GPU/examples" "$GPU/whl"
-  cargo build --release -p nereid-server || exit 1
-  cp target/release/nereid "$GPU/nereid"
-  strip "$GPU/nereid"
+  rm -rf "$GPU"
+  mkdir -p "$GPU/examples" "$GPU/whl" "$GPU/stubwhl"
+  cargo build --profile suite -p nereid-server || exit 1
+  # Stripped and compressed: the carried tree is at most 64 MiB.
+  strip -o "$GPU/nereid" target/suite/nereid && xz -T0 -6 "$GPU/nereid" || exit 1
   "$ROOT/.venv/bin/python" scripts/make_triton_examples.py "$GPU/models" >/dev/null || exit 1
   for example in simple_http_cudashm_client.py simple_grpc_cudashm_client.py; do
     git -C "$client" show "HEAD:src/python/examples/$example" >"$GPU/examples/$example" || exit 1
@@ -38,12 +52,27 @@ prepare() {
   local wanted="tritonclient==2.73.0 python-rapidjson geventhttpclient gevent greenlet
     zope.event zope.interface brotli"
   for package in $wanted; do
-    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-      --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 \
-      --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-      --platform manylinux1_x86_64 --platform any -d "$GPU/whl" "$package" || exit 1
+    download_312 "$GPU/whl" "$package" || exit 1
   done
+  download_312 "$GPU/stubwhl" numpy==1.26.4 || exit 1
+  local backends=${NEREID_GPU_BACKENDS:-/var/cache/nereid/backends-gpu}
+  scripts/build_pytorch_backend.sh "$backends" --gpu || exit 1
+  local staging=$GPU/staging
+  python3 scripts/gpu_python_backend.py "$staging" || exit 1
+  mkdir -p "$staging/pytriton/tritonserver/backends/pytorch"
+  cp "$backends/pytorch/libtriton_pytorch.so" "$staging/pytriton/tritonserver/backends/pytorch/"
+  tar -C "$staging" -cJf "$GPU/backends.tar.xz" . && rm -rf "$staging" || exit 1
+  xz -T0 -6 -c "${NEREID_PY312:-/root/.pyenv/versions/3.12.1}/lib/libpython3.12.so.1.0" \
+    >"$GPU/libpython3.12.so.1.0.xz" || exit 1
   du -sh "$GPU"
+}
+
+# download_312 DIR PACKAGE: PACKAGE's wheel for the device's Python 3.12 into DIR.
+download_312() {
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    --platform manylinux1_x86_64 --platform any -d "$1" "$2"
 }
 
 run() {
@@ -71,12 +100,41 @@ run() {
   export ORT_DYLIB_PATH
   echo "ONNX Runtime: $ORT_DYLIB_PATH" >>"$summary"
 
-  "$GPU/nereid" --model-repository "$GPU/models/model_repository" \
-    --model-repository "$GPU/models/identity_extra" \
+  # nereid, the backends and the GPU models, unpacked and made here.
+  local work=/tmp/nereid-gpu
+  rm -rf "$work" && mkdir -p "$work/pylib" || exit 1
+  xz -dc "$GPU/nereid.xz" >"$work/nereid" && chmod +x "$work/nereid" || exit 1
+  tar -C "$work" -xJf "$GPU/backends.tar.xz" || exit 1
+  local backends=$work/pytriton/tritonserver/backends torch_libs
+  # The pytorch backend loads the device's torch and its CUDA 13 libraries: linked
+  # beside it, as in Triton's image.
+  torch_libs=$(python3 -c 'import glob, os, torch
+site = os.path.dirname(os.path.dirname(torch.__file__))
+print(" ".join([os.path.join(site, "torch", "lib")] + glob.glob(os.path.join(site, "nvidia", "*", "lib"))))')
+  for dir in $torch_libs; do ln -sf "$dir"/*.so* "$backends/pytorch/"; done
+  echo "torch $(python3 -c 'import torch; print(torch.__version__)') from $torch_libs" >>"$summary"
+  # The python backend's stub: numpy < 2 (its pybind11 2.10) first on its path, and
+  # libpython3.12 from the device's Python, else the one carried.
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/stub-site "$GPU"/stubwhl/*.whl || exit 1
+  local pylib
+  pylib=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
+  if [ ! -e "$pylib/libpython3.12.so.1.0" ] && ! ldconfig -p | grep -q 'libpython3.12.so.1.0 '; then
+    xz -dc "$GPU/libpython3.12.so.1.0.xz" >"$work/pylib/libpython3.12.so.1.0"
+    pylib=$work/pylib
+  fi
+  echo "stub: libpython3.12 from ${pylib:-the system}, numpy 1.26.4 from /tmp/stub-site" >>"$summary"
+  python3 tests/gpu/make_gpu_models.py "$work/gpu_models" || exit 1
+  smi_readings
+
+  PYTHONPATH=/tmp/stub-site LD_LIBRARY_PATH="$pylib:${LD_LIBRARY_PATH:-}" \
+    "$work/nereid" --model-repository "$GPU/models/model_repository" \
+    --model-repository "$GPU/models/identity_extra" --model-repository "$work/gpu_models" \
+    --backend-directory "$backends" --exit-on-error=false --strict-readiness=false \
     --allow-client-shm=true --metrics-interval-ms=500 >"$out/nereid.log" 2>&1 &
   local server=$!
   local ready=1
-  for _ in $(seq 1 120); do
+  for _ in $(seq 1 240); do
     if python3 -c 'import urllib.request as u; u.urlopen("http://localhost:8000/v2/health/ready", timeout=1)' 2>/dev/null; then
       ready=0
       break
@@ -85,6 +143,25 @@ run() {
   done
   step "server ready" $ready
   [ $ready = 0 ] || { kill $server; return 1; }
+  # A model that failed to load fails this step, not the run: the others go on.
+  python3 - >>"$summary" 2>&1 <<'EOF'
+import json, sys, urllib.request
+request = urllib.request.Request("http://localhost:8000/v2/repository/index", data=b"{}")
+index = json.load(urllib.request.urlopen(request, timeout=5))
+unready = [(m["name"], m.get("state"), m.get("reason", "")) for m in index if m.get("state") != "READY"]
+for name, state, reason in unready:
+    print(f"model {name}: {state} {reason}")
+sys.exit(1 if unready else 0)
+EOF
+  step "every model loaded" $?
+  # The GPU models hold GPU memory in nereid's process and the python backend's stub.
+  smi_readings
+  {
+    echo "compute processes (nereid is $server):"
+    nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv
+  } >>"$out/nvidia-smi.txt" 2>&1
+  nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -qw "$server"
+  step "nvidia-smi lists nereid" $?
 
   : >"$out/examples.log"
   for example in simple_http_cudashm_client.py simple_grpc_cudashm_client.py; do
@@ -160,6 +237,14 @@ EOF
   step "GPU metric families" $?
   wait $load
   smi_readings
+
+  NEREID_LOG=$out/nereid.log timeout 300 python3 -m pytest -q -p no:cacheprovider \
+    tests/gpu/test_gpu_models.py >>"$out/pytest.log" 2>&1
+  step "test_gpu_models.py" $?
+  tail -3 "$out/pytest.log" >>"$summary"
+  (cd tests/gpu && timeout 240 python3 gpu_vs_cpu.py) >"$out/gpu_vs_cpu.json" 2>>"$out/examples.log"
+  step "gpu_vs_cpu.py" $?
+  echo "CUDA memory pool: $(grep -o 'CUDA memory pool is created.*' "$out/nereid.log" | head -1)" >>"$summary"
 
   kill $server
   wait $server 2>/dev/null

@@ -19,7 +19,7 @@ input [ { name: "IN" data_type: TYPE_FP32 dims: [ -1 ] } ]
 output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] } ]"""
 
 
-def start(tmp_path, fake_cuda, gpus, models):
+def start(tmp_path, fake_cuda, gpus, models, extra_args=()):
     """A server whose CUDA driver shows `gpus` GPUs, over `models`: (name, extra config)
     for the placing test backend, or (name, None) for the ONNX add_sub example."""
     backends = tmp_path / "backends"
@@ -33,7 +33,7 @@ def start(tmp_path, fake_cuda, gpus, models):
         else:
             model(root, name, "placed", io=IO, extra=extra)
     args = ["--backend-directory", str(backends), "--exit-on-error=false",
-            "--model-control-mode=explicit", "--load-model=*"]
+            "--model-control-mode=explicit", "--load-model=*", *extra_args]
     server = Server(str(root), base_args(str(root), args),
                     env={"NEREID_CUDA_LIBRARY": fake_cuda, "FAKE_CUDA_DEVICES": str(gpus)})
     server.wait_started(timeout=60)
@@ -111,5 +111,41 @@ def test_without_gpus_a_gpu_group_fails_as_tritons_cpu_build_does(tmp_path, fake
         assert state == "UNAVAILABLE"
         assert "has kind KIND_GPU but no GPUs are available" in reason, reason
         assert placements(server, "auto") == [("auto_0", KIND_CPU, 0)]
+    finally:
+        server.kill()
+
+
+def test_a_backends_preferred_groups_shape_the_groups_as_in_triton(tmp_path, fake_cuda):
+    # The backend prefers 3 CPU instances (as OpenVINO's prefers the CPU).
+    models = [
+        ("plain", ""),
+        ("gpu", "instance_group [ { kind: KIND_GPU } ]"),
+        ("cpu", "instance_group [ { kind: KIND_CPU } ]"),
+    ]
+    server = start(tmp_path, fake_cuda, 2, models, ["--backend-config=nereid_test,preferred=1:3"])
+    try:
+        assert placements(server, "plain") == [(f"plain_{i}", KIND_CPU, 0) for i in range(3)]
+        assert placements(server, "gpu") == [("gpu_0_0", KIND_GPU, 0), ("gpu_0_0", KIND_GPU, 1)]
+        assert placements(server, "cpu") == [("cpu_0_0", KIND_CPU, 0), ("cpu_0_1", KIND_CPU, 0),
+                                             ("cpu_0_2", KIND_CPU, 0)]
+    finally:
+        server.kill()
+
+
+def test_a_gpu_preference_names_its_gpus_and_count(tmp_path, fake_cuda):
+    # Two instances on GPU 1, else one CPU instance.
+    models = [("plain", ""), ("gpu", "instance_group [ { kind: KIND_GPU } ]")]
+    server = start(tmp_path, fake_cuda, 2, models, ["--backend-config=nereid_test,preferred=2:2:1;1:1"])
+    try:
+        assert placements(server, "plain") == [("plain_0", KIND_GPU, 1), ("plain_1", KIND_GPU, 1)]
+        assert placements(server, "gpu") == [("gpu_0_0", KIND_GPU, 1), ("gpu_0_1", KIND_GPU, 1)]
+        config = server.request("GET", "/v2/models/plain/config").json()
+        assert (config["instance_group"][0]["gpus"], config["instance_group"][0]["count"]) == ([1], 2)
+    finally:
+        server.kill()
+    # Without GPUs the GPU preference is passed over.
+    server = start(tmp_path / "cpu", fake_cuda, 0, [("plain", "")], ["--backend-config=nereid_test,preferred=2:2:1;1:1"])
+    try:
+        assert placements(server, "plain") == [("plain_0", KIND_CPU, 0)]
     finally:
         server.kill()

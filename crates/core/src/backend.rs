@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use nereid_proto::inference::ModelConfig;
+use nereid_proto::inference::{ModelConfig, ModelInstanceGroup};
 
 use crate::batch::Batch;
 use crate::error::Result;
@@ -65,6 +65,14 @@ pub trait Backend: Send + Sync {
 
     /// Loads one model version.
     fn load_model(&self, spec: Arc<ModelSpec>, model_file: &Path) -> Result<Box<dyn ModelBackend>>;
+
+    /// The instance groups the backend prefers, best first (Triton's
+    /// `TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup`): they decide the kind,
+    /// count and GPUs of a model that configures no group, and fill in the count and GPUs
+    /// a group of the same kind leaves out (see `normalize_instance_groups`).
+    fn preferred_instance_groups(&self) -> Vec<ModelInstanceGroup> {
+        Vec::new()
+    }
 }
 
 /// The model a [`BackendLoader`] finds a backend for. Triton looks for a backend library

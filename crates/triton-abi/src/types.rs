@@ -156,6 +156,21 @@ pub fn instance_group_kind_name(kind: u32) -> *const c_char {
     }
 }
 
+/// The model configuration's kind for a `TRITONSERVER_InstanceGroupKind` (whose numbers
+/// differ from the configuration's), `None` for an unknown one.
+pub fn instance_group_kind_of(
+    kind: u32,
+) -> Option<nereid_proto::inference::model_instance_group::Kind> {
+    use nereid_proto::inference::model_instance_group::Kind;
+    match kind {
+        0 => Some(Kind::Auto),
+        1 => Some(Kind::Cpu),
+        2 => Some(Kind::Gpu),
+        3 => Some(Kind::Model),
+        _ => None,
+    }
+}
+
 /// `TRITONSERVER_InstanceGroupKindString`: "AUTO", "CPU", "GPU", "MODEL" or "<invalid>".
 #[no_mangle]
 pub extern "C" fn TRITONSERVER_InstanceGroupKindString(kind: u32) -> *const c_char {

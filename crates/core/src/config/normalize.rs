@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use nereid_proto::inference::{
     model_instance_group::Kind, model_optimization_policy, model_version_policy, DataType,
-    ModelOptimizationPolicy, ModelVersionPolicy,
+    ModelInstanceGroup, ModelOptimizationPolicy, ModelVersionPolicy,
 };
 
 use super::is_ensemble;
@@ -79,7 +79,7 @@ pub fn normalize_and_validate(
             seq.max_sequence_idle_microseconds = DEFAULT_MAX_SEQUENCE_IDLE_US;
         }
     }
-    normalize_instance_groups(config, options)?;
+    normalize_instance_groups(config, options, &[])?;
     normalize_dynamic_batching(config)?;
     // An ensemble's step graph is checked by the ensemble loader (`ensemble::graph::Plan`).
     validate(config)?;
@@ -213,29 +213,29 @@ fn sequence_batching_mut(
     }
 }
 
-/// Triton's `NormalizeInstanceGroup`: one group by default, named `<model>_<index>`,
-/// `KIND_AUTO` resolved, count defaulted. Triton runs it before a backend initializes the
-/// model (and may auto-complete it), so the backend sees the groups normalized; running
-/// it again after auto-completion changes nothing it did.
+/// Triton's `NormalizeInstanceGroup`: one group by default (shaped by the backend's
+/// first usable `preferred` group), named `<model>_<index>`, `KIND_AUTO` resolved, count
+/// and GPUs taken from a preferred group of the same kind, else defaulted. Triton runs
+/// it before a backend initializes the model (and may auto-complete it), so the backend
+/// sees the groups normalized; running it again after auto-completion changes nothing it
+/// did.
 pub fn normalize_instance_groups(
     config: &mut ModelConfig,
     options: NormalizeOptions,
+    preferred: &[ModelInstanceGroup],
 ) -> Result<()> {
     if is_ensemble(config) {
         return Ok(());
     }
+    let gpus = options.gpu_count;
     // Without any group, Triton makes one named after the model; unnamed groups that
     // the config lists are named `<model>_<index>`.
     if config.instance_group.is_empty() {
         config
             .instance_group
-            .push(nereid_proto::inference::ModelInstanceGroup {
-                name: config.name.clone(),
-                ..Default::default()
-            });
+            .push(default_group(&config.name, preferred, gpus));
     }
     let model = config.name.clone();
-    let gpus = options.gpu_count;
     let auto_on_gpu = gpus > 0 && !CPU_ONLY_BACKENDS.contains(&config.backend.as_str());
     // Triton runs two CPU instances by default for the ONNX Runtime and TensorFlow backends.
     let cpu_default_count = if matches!(config.backend.as_str(), "onnxruntime" | "tensorflow") {
@@ -257,6 +257,7 @@ pub fn normalize_instance_groups(
             other => other,
         };
         group.kind = kind as i32;
+        apply_preferred(group, kind, preferred, gpus);
         match kind {
             Kind::Gpu => {
                 check_gpu_ids(group, &model, gpus)?;
@@ -282,6 +283,62 @@ pub fn normalize_instance_groups(
         }
     }
     Ok(())
+}
+
+/// The group Triton makes for a model that configures none: named after the model, with
+/// the kind, count and GPUs of the first preferred group that can be used here (a
+/// `KIND_GPU` one only where there are GPUs, and only with the GPUs it lists that exist).
+fn default_group(model: &str, preferred: &[ModelInstanceGroup], gpus: usize) -> ModelInstanceGroup {
+    let mut group = ModelInstanceGroup {
+        name: model.to_string(),
+        ..Default::default()
+    };
+    let usable = preferred
+        .iter()
+        .find(|pg| pg.kind != Kind::Gpu as i32 || gpus > 0);
+    if let Some(pg) = usable {
+        group.kind = pg.kind;
+        group.count = pg.count;
+        group.gpus = match Kind::try_from(pg.kind) {
+            Ok(Kind::Gpu) => pg
+                .gpus
+                .iter()
+                .copied()
+                .filter(|&id| usable_gpu(id, gpus))
+                .collect(),
+            Ok(Kind::Auto) => pg.gpus.clone(),
+            _ => Vec::new(),
+        };
+    }
+    group
+}
+
+/// Fills in what `group` (of the resolved `kind`) leaves out from the first preferred
+/// group of that kind that fits, as Triton: a `KIND_GPU` group without GPUs takes the
+/// preferred group's GPUs that exist (a preferred group none of whose GPUs exist is
+/// passed over), a group without a count takes the preferred count.
+fn apply_preferred(
+    group: &mut ModelInstanceGroup,
+    kind: Kind,
+    preferred: &[ModelInstanceGroup],
+    gpus: usize,
+) {
+    for pg in preferred.iter().filter(|pg| pg.kind == kind as i32) {
+        if kind == Kind::Gpu && group.gpus.is_empty() && !pg.gpus.is_empty() {
+            group.gpus = pg
+                .gpus
+                .iter()
+                .copied()
+                .filter(|&id| usable_gpu(id, gpus))
+                .collect();
+            if group.gpus.is_empty() {
+                continue;
+            }
+        }
+        if group.count < 1 && pg.count > 0 {
+            group.count = pg.count;
+        }
+    }
 }
 
 /// Triton's `ValidateInstanceGroup` for a `KIND_GPU` group, in its words: the group
@@ -515,6 +572,85 @@ mod tests {
                 .contains("has kind KIND_CPU but specifies one or more GPUs"),
             "{}",
             err.message()
+        );
+    }
+
+    /// The groups of `text` normalized on `gpu_count` GPUs with the backend's `preferred`
+    /// groups ((kind, count, gpus) each): (kind, count, gpus) of each.
+    fn with_preferred(
+        text: &str,
+        gpu_count: usize,
+        preferred: &[(Kind, i32, &[i32])],
+    ) -> Vec<(Kind, i32, Vec<i32>)> {
+        let preferred: Vec<ModelInstanceGroup> = preferred
+            .iter()
+            .map(|(kind, count, gpus)| ModelInstanceGroup {
+                kind: *kind as i32,
+                count: *count,
+                gpus: gpus.to_vec(),
+                ..Default::default()
+            })
+            .collect();
+        let mut c = parse_model_config(Path::new("config.pbtxt"), text).expect("parses");
+        c.name = "m".into();
+        normalize_instance_groups(&mut c, NormalizeOptions { gpu_count }, &preferred)
+            .expect("valid");
+        c.instance_group
+            .iter()
+            .map(|g| {
+                (
+                    Kind::try_from(g.kind).expect("kind"),
+                    g.count,
+                    g.gpus.clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_model_without_groups_takes_the_first_usable_preferred_group() {
+        let backend = "backend: \"openvino\"";
+        // OpenVINO prefers the CPU: on a GPU machine its models stay there.
+        assert_eq!(
+            with_preferred(backend, 2, &[(Kind::Cpu, 0, &[])]),
+            [(Kind::Cpu, 1, vec![])]
+        );
+        // A GPU preference is passed over without GPUs, and keeps the GPUs that exist.
+        let gpu_then_cpu: &[(Kind, i32, &[i32])] = &[(Kind::Gpu, 2, &[1, 5]), (Kind::Cpu, 3, &[])];
+        assert_eq!(
+            with_preferred(backend, 0, gpu_then_cpu),
+            [(Kind::Cpu, 3, vec![])]
+        );
+        assert_eq!(
+            with_preferred(backend, 2, gpu_then_cpu),
+            [(Kind::Gpu, 2, vec![1])]
+        );
+        // Without preferences, Triton's default: the GPUs where there are some.
+        assert_eq!(
+            with_preferred(backend, 2, &[]),
+            [(Kind::Gpu, 1, vec![0, 1])]
+        );
+    }
+
+    #[test]
+    fn configured_groups_take_only_the_count_and_gpus_they_leave_out() {
+        let preferred: &[(Kind, i32, &[i32])] = &[
+            (Kind::Gpu, 4, &[7]),
+            (Kind::Gpu, 2, &[1]),
+            (Kind::Cpu, 3, &[]),
+        ];
+        let text = "backend: \"python\" instance_group [ { kind: KIND_GPU }, \
+                    { kind: KIND_GPU count: 1 gpus: [ 0 ] }, { kind: KIND_CPU }, \
+                    { kind: KIND_CPU count: 5 } ]";
+        assert_eq!(
+            with_preferred(text, 2, preferred),
+            [
+                // GPU 7 does not exist: the next GPU preference gives GPUs and count.
+                (Kind::Gpu, 2, vec![1]),
+                (Kind::Gpu, 1, vec![0]),
+                (Kind::Cpu, 3, vec![]),
+                (Kind::Cpu, 5, vec![]),
+            ]
         );
     }
 

@@ -249,12 +249,16 @@ fn prepare(
     if config.name.is_empty() {
         config.name = name.to_string();
     }
+    // The backend initializes (and may auto-complete) the model with its instance groups
+    // normalized, its preferred groups applied, as Triton's (core `backend_model.cc`).
+    normalize_instance_groups(
+        &mut config,
+        settings.normalize,
+        &backend.preferred_instance_groups(),
+    )?;
     if !settings.strict_model_config {
         let file = dir.join(newest.to_string()).join(filename(&config));
         if file.exists() {
-            // The backend initializes the model with its instance groups normalized,
-            // as Triton's (core `backend_model.cc`).
-            normalize_instance_groups(&mut config, settings.normalize)?;
             backend.autocomplete(&mut config, &file)?;
         }
         if config.default_model_filename.is_empty() {

@@ -13,6 +13,7 @@ use nereid_core::backend::{cmdline_config, Backend, ModelBackend};
 use nereid_core::config::ModelConfig;
 use nereid_core::model::ModelSpec;
 use nereid_core::{Error, Result};
+use nereid_proto::inference::ModelInstanceGroup;
 
 use super::memory::TRITONBACKEND_MemoryManager;
 use super::model::HostedModel;
@@ -24,6 +25,7 @@ use super::resolve::BackendLocation;
 use crate::error::{callee_result, invalid_arg, ErrorPtr};
 use crate::ffi::{self, put};
 use crate::inprocess::message::TRITONSERVER_Message;
+use crate::types::instance_group_kind_of;
 
 /// The TRITONBACKEND API version this server implements (`tritonbackend.h` 1.19).
 pub const API_VERSION: (u32, u32) = (1, 19);
@@ -44,6 +46,8 @@ pub struct HostedSettings {
 /// A Triton backend library as a core backend.
 pub struct HostedBackend {
     handle: Arc<BackendHandle>,
+    /// What `TRITONBACKEND_GetBackendAttribute` said (empty without that entry point).
+    attributes: TRITONBACKEND_BackendAttribute,
 }
 
 impl HostedBackend {
@@ -89,8 +93,8 @@ impl HostedBackend {
             callee_result(unsafe { initialize(handle.pointer()) })
                 .map_err(|e| e.prefixed(&format!("failed to initialize backend '{name}': ")))?;
         }
+        let mut found = TRITONBACKEND_BackendAttribute::default();
         if let Some(attributes) = attributes {
-            let mut found = TRITONBACKEND_BackendAttribute::default();
             // SAFETY: the library's entry point with its backend and an attribute object
             // that lives for the call.
             callee_result(unsafe { attributes(handle.pointer(), &mut found) })
@@ -106,7 +110,10 @@ impl HostedBackend {
         } else {
             tracing::info!("loaded backend '{name}' from {}", path.display());
         }
-        Ok(Self { handle })
+        Ok(Self {
+            handle,
+            attributes: found,
+        })
     }
 }
 
@@ -131,6 +138,10 @@ impl Backend for HostedBackend {
     /// Only used when a model names it.
     fn detected_by_file(&self) -> bool {
         false
+    }
+
+    fn preferred_instance_groups(&self) -> Vec<ModelInstanceGroup> {
+        self.attributes.preferred_groups.clone()
     }
 
     /// Triton's backends auto-complete inside `TRITONBACKEND_ModelInitialize`: the
@@ -258,19 +269,40 @@ pub unsafe extern "C" fn TRITONBACKEND_BackendSetState(
     })
 }
 
-/// `TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup`: recorded.
+/// `TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup`: a preferred group, after
+/// those added before (`device_ids`: `id_count` GPU ids, or null for none).
 #[no_mangle]
 pub unsafe extern "C" fn TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(
     attributes: *mut TRITONBACKEND_BackendAttribute,
     kind: u32,
     count: u64,
-    _device_ids: *const u64,
-    _id_count: u64,
+    device_ids: *const u64,
+    id_count: u64,
 ) -> ErrorPtr {
     ffi::status(|| {
         // SAFETY: the attribute object passed to `GetBackendAttribute`, or null (checked).
         let attributes = unsafe { ffi::reference_mut(attributes, "backend_attributes") }?;
-        attributes.preferred_groups.push((kind, count));
+        let kind = instance_group_kind_of(kind)
+            .ok_or_else(|| invalid_arg(format!("unknown instance group kind {kind}")))?;
+        let ids: &[u64] = match (device_ids.is_null(), usize::try_from(id_count)) {
+            (_, Ok(0)) => &[],
+            (true, _) => return Err(invalid_arg("device_ids must not be null")),
+            (false, Ok(len)) => {
+                // SAFETY: the backend passes `id_count` readable ids at `device_ids`.
+                unsafe { std::slice::from_raw_parts(device_ids, len) }
+            }
+            (false, Err(_)) => return Err(invalid_arg(format!("{id_count} device ids"))),
+        };
+        let gpus = ids
+            .iter()
+            .map(|&id| i32::try_from(id).map_err(|_| invalid_arg(format!("GPU id {id}"))))
+            .collect::<Result<Vec<_>, ErrorPtr>>()?;
+        attributes.preferred_groups.push(ModelInstanceGroup {
+            kind: kind as i32,
+            count: i32::try_from(count).unwrap_or(i32::MAX),
+            gpus,
+            ..Default::default()
+        });
         Ok(())
     })
 }

@@ -16,6 +16,7 @@ use std::sync::{Arc, OnceLock};
 use libloading::os::unix::Library;
 use nereid_core::stats::ModelStats;
 use nereid_core::{Error, Result};
+use nereid_proto::inference::ModelInstanceGroup;
 use parking_lot::Mutex;
 
 use super::memory::TRITONBACKEND_MemoryManager;
@@ -139,11 +140,12 @@ impl TRITONBACKEND_Backend {
     }
 }
 
-/// What `TRITONBACKEND_GetBackendAttribute` fills in. Nereid records it; instance
-/// groups are normalized by the core before a backend is asked.
+/// What `TRITONBACKEND_GetBackendAttribute` fills in: the preferred instance groups the
+/// core normalizes a model's groups with, and whether instances may be initialized in
+/// parallel (recorded; Nereid initializes one model's instances in turn).
 #[derive(Debug, Default)]
 pub struct TRITONBACKEND_BackendAttribute {
-    pub(crate) preferred_groups: Vec<(u32, u64)>,
+    pub(crate) preferred_groups: Vec<ModelInstanceGroup>,
     pub(crate) parallel_instance_loading: bool,
 }
 

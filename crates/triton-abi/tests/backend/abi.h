@@ -29,6 +29,7 @@ typedef struct Server Server;
 typedef struct ServerRequest ServerRequest;
 typedef struct ServerResponse ServerResponse;
 typedef struct Allocator Allocator;
+typedef struct BackendAttribute BackendAttribute;
 
 enum { INTERNAL = 1, INVALID_ARG = 3, UNSUPPORTED = 5 };
 enum { TYPE_INT32 = 8, TYPE_INT64 = 9, TYPE_FP32 = 11 };
@@ -66,6 +67,8 @@ extern Error* TRITONBACKEND_ModelState(Model*, void**);
 extern Error* TRITONBACKEND_ModelSetState(Model*, void*);
 extern Error* TRITONBACKEND_ModelInstanceName(Instance*, const char**);
 extern Error* TRITONBACKEND_ModelInstanceKind(Instance*, int*);
+extern Error* TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(BackendAttribute*, int, uint64_t,
+                                                                    const uint64_t*, uint64_t);
 extern Error* TRITONBACKEND_ModelInstanceDeviceId(Instance*, int32_t*);
 extern Error* TRITONBACKEND_ModelInstanceModel(Instance*, Model**);
 extern Error* TRITONBACKEND_ModelInstanceState(Instance*, void**);

@@ -35,6 +35,8 @@
  *              checks none was overwritten, frees them; OUT (INT64 [k]) = 0 for each
  *              that held, -1 overwritten, else the allocation's TRITONSERVER error code,
  *              whose message is logged ("gpu_scratch <size>: <message>").
+ * `--backend-config nereid_test,preferred=K:C[:G];...` makes the backend declare preferred
+ * instance groups: kind K (TRITONSERVER_InstanceGroupKind), count C, optionally GPU G.
  * Backend, model and instance state objects are kept and checked; instance init fails
  * for mode "fail_instance", model init for "fail_model". Instances are CPU instances,
  * except for mode "placed", whose instances may be on any device and log where they are
@@ -116,6 +118,38 @@ Error* TRITONBACKEND_Initialize(Backend* backend) {
   char line[256];
   snprintf(line, sizeof(line), "test backend '%s' initialized from %s", name, location);
   TRITONSERVER_LogMessage(LOG_INFO, __FILE__, __LINE__, line);
+  return NULL;
+}
+
+Error* TRITONBACKEND_GetBackendAttribute(Backend* backend, BackendAttribute* attributes) {
+  Message* config;
+  RETURN_IF_ERROR(TRITONBACKEND_BackendConfig(backend, &config));
+  const char* json;
+  size_t size;
+  RETURN_IF_ERROR(TRITONSERVER_MessageSerializeToJson(config, &json, &size));
+  const char* key = "\"preferred\":\"";
+  const char* at = strstr(json, key);
+  if (at == NULL) return NULL;
+  at += strlen(key);
+  while (*at != '"' && *at != '\0') {
+    int kind, count, used = 0;
+    if (sscanf(at, "%d:%d%n", &kind, &count, &used) != 2)
+      return TRITONSERVER_ErrorNew(INVALID_ARG, "preferred: K:C[:G];...");
+    at += used;
+    uint64_t gpu = 0;
+    int has_gpu = 0;
+    if (*at == ':') {
+      unsigned long long id;
+      if (sscanf(at + 1, "%llu%n", &id, &used) != 1)
+        return TRITONSERVER_ErrorNew(INVALID_ARG, "preferred: K:C[:G];...");
+      gpu = id;
+      has_gpu = 1;
+      at += 1 + used;
+    }
+    RETURN_IF_ERROR(TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(
+        attributes, kind, (uint64_t)count, has_gpu ? &gpu : NULL, (uint64_t)has_gpu));
+    if (*at == ';') at++;
+  }
   return NULL;
 }
 
