@@ -104,6 +104,17 @@ def test_what_cannot_be_placed_fails_the_load_in_tritons_words(tmp_path, fake_cu
         server.kill()
 
 
+def test_without_gpus_a_gpu_group_runs_on_the_cpu_when_asked(tmp_path, fake_cuda):
+    server = start(tmp_path, fake_cuda, 0, [("wants_gpu", "instance_group [ { kind: KIND_GPU count: 2 } ]")],
+                   ["--gpu-instances-on-cpu"])
+    try:
+        assert index_state(server, "wants_gpu")[0] == "READY"
+        assert placements(server, "wants_gpu") == [("wants_gpu_0_0", KIND_CPU, 0), ("wants_gpu_0_1", KIND_CPU, 0)]
+        assert "has kind KIND_GPU and there is no GPU: its instances run on the CPU" in server.log()
+    finally:
+        server.kill()
+
+
 def test_without_gpus_a_gpu_group_fails_as_tritons_cpu_build_does(tmp_path, fake_cuda):
     server = start(tmp_path, fake_cuda, 0, [("wants_gpu", "instance_group [ { kind: KIND_GPU } ]"), ("auto", "")])
     try:

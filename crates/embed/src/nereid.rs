@@ -61,6 +61,7 @@ impl Nereid {
                     strict_model_config: options.strict_model_config,
                     normalize: NormalizeOptions {
                         gpu_count: nereid_shm::gpu_count(),
+                        gpu_instances_on_cpu: options.gpu_instances_on_cpu,
                     },
                     cache,
                     metrics: options.metrics_config.clone(),

@@ -113,6 +113,9 @@ pub struct Options {
     /// The CUDA memory pool of each GPU named (`--cuda-memory-pool-byte-size`,
     /// `(device, bytes)`); every other GPU's is Triton's 64 MiB.
     pub cuda_memory_pool_bytes: Vec<(i32, u64)>,
+    /// Without any GPU, `KIND_GPU` groups run on the CPU rather than failing their
+    /// model's load (`--gpu-instances-on-cpu`; Triton has no such choice).
+    pub gpu_instances_on_cpu: bool,
     /// Where the `opentelemetry` trace mode's spans go (the binary passes its OTLP
     /// exporter); that mode is refused without one.
     pub span_sink: Option<Arc<dyn nereid_core::trace::SpanSink>>,
@@ -161,6 +164,7 @@ impl Default for Options {
             rate_limit: None,
             pinned_memory_pool_bytes: nereid_shm::pinned::DEFAULT_POOL_BYTES,
             cuda_memory_pool_bytes: Vec::new(),
+            gpu_instances_on_cpu: false,
         }
     }
 }

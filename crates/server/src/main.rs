@@ -202,6 +202,7 @@ fn options(
                 u64::try_from(bytes).unwrap_or(0)
             }),
         cuda_memory_pool_bytes: cli.cuda_memory_pool_byte_size.clone(),
+        gpu_instances_on_cpu: cli.gpu_instances_on_cpu,
         ..Options::default()
     }
 }

@@ -127,6 +127,7 @@ fn check_parsed(mut config: ModelConfig, input: &str, rng: &mut Rng) {
     };
     let options = NormalizeOptions {
         gpu_count: rng.below(2),
+        gpu_instances_on_cpu: rng.one_in(2),
     };
     if let Err(e) = normalize_and_validate(&mut config, &name, options) {
         return assert_rejection("normalize_and_validate", input, &e);

@@ -27,6 +27,10 @@ pub struct NormalizeOptions {
     /// them when a group lists none), and `KIND_AUTO` becomes `KIND_GPU` where there are
     /// some, unless the backend is one Nereid runs on the CPU.
     pub gpu_count: usize,
+    /// Without any GPU, run `KIND_GPU` groups on the CPU instead of failing the load as
+    /// Triton's CPU build does (`--gpu-instances-on-cpu`): a repository made for GPUs,
+    /// served on a machine without one.
+    pub gpu_instances_on_cpu: bool,
 }
 
 /// Backends Nereid runs itself, on the CPU only (its ONNX Runtime has no CUDA provider):
@@ -254,6 +258,15 @@ pub fn normalize_instance_groups(
                 Kind::Gpu
             }
             Kind::Auto => Kind::Cpu,
+            Kind::Gpu if gpus == 0 && options.gpu_instances_on_cpu => {
+                tracing::warn!(
+                    "instance group {} of model {model} has kind KIND_GPU and there is no \
+                     GPU: its instances run on the CPU (--gpu-instances-on-cpu)",
+                    group.name
+                );
+                group.gpus.clear();
+                Kind::Cpu
+            }
             other => other,
         };
         group.kind = kind as i32;
@@ -528,7 +541,11 @@ mod tests {
 
     fn normalized_with_gpus(text: &str, gpu_count: usize) -> Result<ModelConfig> {
         let mut c = parse_model_config(Path::new("config.pbtxt"), text)?;
-        normalize_and_validate(&mut c, "m", NormalizeOptions { gpu_count })?;
+        let options = NormalizeOptions {
+            gpu_count,
+            ..Default::default()
+        };
+        normalize_and_validate(&mut c, "m", options)?;
         Ok(c)
     }
 
@@ -593,8 +610,11 @@ mod tests {
             .collect();
         let mut c = parse_model_config(Path::new("config.pbtxt"), text).expect("parses");
         c.name = "m".into();
-        normalize_instance_groups(&mut c, NormalizeOptions { gpu_count }, &preferred)
-            .expect("valid");
+        let options = NormalizeOptions {
+            gpu_count,
+            ..Default::default()
+        };
+        normalize_instance_groups(&mut c, options, &preferred).expect("valid");
         c.instance_group
             .iter()
             .map(|g| {
@@ -655,6 +675,32 @@ mod tests {
     }
 
     #[test]
+    fn without_gpus_gpu_groups_fail_unless_asked_to_run_on_the_cpu() {
+        let text = "backend: \"pytorch\" instance_group { kind: KIND_GPU gpus: [ 0 ] }";
+        assert!(normalized_with_gpus(text, 0).is_err());
+        let mut c = parse_model_config(Path::new("config.pbtxt"), text).expect("parses");
+        let options = NormalizeOptions {
+            gpu_count: 0,
+            gpu_instances_on_cpu: true,
+        };
+        normalize_and_validate(&mut c, "m", options).expect("runs on the CPU");
+        let group = &c.instance_group[0];
+        assert_eq!((group.kind, group.count), (Kind::Cpu as i32, 1));
+        assert!(group.gpus.is_empty());
+        // With GPUs the choice changes nothing: a missing GPU is still an error.
+        let mut c = parse_model_config(
+            Path::new("config.pbtxt"),
+            text.replace("0 ]", "3 ]").as_str(),
+        )
+        .expect("parses");
+        let options = NormalizeOptions {
+            gpu_count: 2,
+            gpu_instances_on_cpu: true,
+        };
+        assert!(normalize_and_validate(&mut c, "m", options).is_err());
+    }
+
+    #[test]
     fn rejects_gpu_without_gpus_and_bad_dims() {
         let err = normalized("instance_group { kind: KIND_GPU }").unwrap_err();
         assert_eq!(
@@ -671,8 +717,11 @@ mod tests {
             "instance_group { kind: KIND_GPU gpus: [ 1, -1 ] }",
         )
         .expect("parses");
-        let err = normalize_and_validate(&mut two_gpus, "m", NormalizeOptions { gpu_count: 2 })
-            .unwrap_err();
+        let options = NormalizeOptions {
+            gpu_count: 2,
+            ..Default::default()
+        };
+        let err = normalize_and_validate(&mut two_gpus, "m", options).unwrap_err();
         assert!(
             err.message().ends_with("gpu id -1. GPUs with at least the minimum required CUDA compute compatibility of 6.000000 are: 0, 1"),
             "{}",

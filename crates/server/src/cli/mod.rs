@@ -430,6 +430,11 @@ pub struct Cli {
     /// before its connection is closed; 0 = no limit.
     #[arg(long, default_value_t = nereid_net::DEFAULT_WRITE_TIMEOUT_SECS, help_heading = "Nereid")]
     pub write_timeout_secs: u64,
+    /// On a machine without GPUs, run `KIND_GPU` instance groups on the CPU instead of
+    /// failing their models' loads as Triton's CPU build does: a repository made for GPUs
+    /// served on a CPU machine. Each such group is logged.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = values::boolean, help_heading = "Nereid")]
+    pub gpu_instances_on_cpu: bool,
 
     // ---- OpenAI
     /// The OpenAI-compatible port.
