@@ -113,21 +113,28 @@ site = os.path.dirname(os.path.dirname(torch.__file__))
 print(" ".join([os.path.join(site, "torch", "lib")] + glob.glob(os.path.join(site, "nvidia", "*", "lib"))))')
   for dir in $torch_libs; do ln -sf "$dir"/*.so* "$backends/pytorch/"; done
   echo "torch $(python3 -c 'import torch; print(torch.__version__)') from $torch_libs" >>"$summary"
-  # The python backend's stub: numpy < 2 (its pybind11 2.10) first on its path, and
-  # libpython3.12 from the device's Python, else the one carried.
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/stub-site "$GPU"/stubwhl/*.whl || exit 1
+  # The python backend's stub embeds Python in isolated mode: it finds its packages
+  # through the first python3 on PATH, never PYTHONPATH. A venv of the device's Python
+  # holds numpy < 2 (under numpy 2 the stub's pybind11 2.10 answers with empty tensors),
+  # and a .pth adds the device's own packages (torch) after it; only nereid runs with it
+  # first on PATH. libpython3.12 comes from the device's Python, else the one carried.
+  local stub_venv=$work/stub-venv site
+  python3 -m venv --without-pip "$stub_venv" || exit 1
+  site=$("$stub_venv/bin/python3" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    --target "$site" "$GPU"/stubwhl/*.whl || exit 1
+  python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' >"$site/device-python.pth"
   local pylib
   pylib=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
   if [ ! -e "$pylib/libpython3.12.so.1.0" ] && ! ldconfig -p | grep -q 'libpython3.12.so.1.0 '; then
     xz -dc "$GPU/libpython3.12.so.1.0.xz" >"$work/pylib/libpython3.12.so.1.0"
     pylib=$work/pylib
   fi
-  echo "stub: libpython3.12 from ${pylib:-the system}, numpy 1.26.4 from /tmp/stub-site" >>"$summary"
+  echo "stub: libpython3.12 from ${pylib:-the system}, numpy 1.26.4 from $stub_venv" >>"$summary"
   python3 tests/gpu/make_gpu_models.py "$work/gpu_models" || exit 1
   smi_readings
 
-  PYTHONPATH=/tmp/stub-site LD_LIBRARY_PATH="$pylib:${LD_LIBRARY_PATH:-}" \
+  PATH="$stub_venv/bin:$PATH" LD_LIBRARY_PATH="$pylib:${LD_LIBRARY_PATH:-}" \
     "$work/nereid" --model-repository "$GPU/models/model_repository" \
     --model-repository "$GPU/models/identity_extra" --model-repository "$work/gpu_models" \
     --backend-directory "$backends" --exit-on-error=false --strict-readiness=false \

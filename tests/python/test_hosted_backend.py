@@ -71,6 +71,7 @@ output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "SAME" data_
     model(root, "refusing", "error")
     model(root, "failing", "fail")
     model(root, "silent", "silent")
+    model(root, "unallocated", "unallocated")
     model(root, "stateless", "state")
     model(root, "bls", "bls", extra="max_batch_size: 8", io="""
 input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
@@ -267,6 +268,10 @@ def test_backend_errors_reach_the_client_and_the_server_keeps_serving(hosted):
     with pytest.raises(InferenceServerException,
                        match=r"model 'silent' \(backend 'nereid_test'\) released a request without sending its final response"):
         client.infer("silent", [fp32(httpclient, [1])])
+    # An output whose buffer the backend never filled fails rather than coming back short.
+    with pytest.raises(InferenceServerException,
+                       match=r"output 'OUT' of shape \[2\] \(FP32\) needs 8 bytes, but the backend gave 0"):
+        client.infer("unallocated", [fp32(httpclient, [1])])
     assert client.infer("echo", [fp32(httpclient, [1])]).as_numpy("OUT").tolist() == [1.0]
 
 

@@ -105,6 +105,32 @@ impl TRITONBACKEND_Output {
         ))
     }
 
+    /// Fails an output whose buffer holds fewer bytes than its shape and fixed-size
+    /// datatype need (none at all when the backend never asked for one): a frontend would
+    /// otherwise answer with fewer elements than the shape it reports.
+    fn check_size(&self) -> nereid_core::Result<()> {
+        let Some(datatype) = datatype_from_raw(self.datatype) else {
+            return Ok(());
+        };
+        let (Some(size), Some(elements)) = (
+            datatype.element_size(),
+            nereid_core::request::element_count(&self.shape),
+        ) else {
+            return Ok(());
+        };
+        let needed = elements.saturating_mul(size);
+        let held = self.buffer.as_ref().map_or(0, Vec::len);
+        if held >= needed {
+            return Ok(());
+        }
+        Err(nereid_core::Error::internal(format!(
+            "output '{}' of shape {:?} ({}) needs {needed} bytes, but the backend gave {held}",
+            self.name.to_string_lossy(),
+            self.shape,
+            datatype.as_str()
+        )))
+    }
+
     fn into_tensor(self) -> OutputTensor {
         OutputTensor {
             name: self.name.to_string_lossy().into_owned(),
@@ -371,10 +397,16 @@ pub unsafe extern "C" fn TRITONBACKEND_ResponseSend(
         // SAFETY: null or a live error the backend still owns.
         let result = match unsafe { peek(error) } {
             Some(e) => Err(e),
-            None => Ok(std::mem::take(&mut response.outputs)
-                .into_iter()
-                .map(|o| o.into_tensor())
-                .collect()),
+            None => response
+                .outputs
+                .iter()
+                .try_for_each(|o| o.check_size())
+                .map(|()| {
+                    std::mem::take(&mut response.outputs)
+                        .into_iter()
+                        .map(|o| o.into_tensor())
+                        .collect()
+                }),
         };
         let parameters = std::mem::take(&mut *response.parameters.lock());
         response.exchange.deliver_with_parameters(

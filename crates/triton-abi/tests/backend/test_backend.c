@@ -22,6 +22,8 @@
  *              input's own buffer.
  *   fail       execute itself fails (the server answers every request).
  *   silent     requests released without any response.
+ *   unallocated each request answered with OUT (FP32 [2]) whose buffer is never asked
+ *              for (as Triton 2.51's python stub does under numpy 2).
  *   bls        OUT = OUTPUT0 of model `add_sub` for INPUT0 = INPUT1 = IN, through
  *              TRITONSERVER_ServerInferAsync on the model's server.
  *   auto       auto-completes IN/OUT (FP32 [-1]) when the config has no inputs.
@@ -646,6 +648,13 @@ Error* TRITONBACKEND_ModelInstanceExecute(Instance* instance, Request** requests
         err = TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, answer);
         TRITONSERVER_ErrorDelete(answer);
       }
+    } else if (strcmp(mode, "unallocated") == 0) {
+      Response* response;
+      err = TRITONBACKEND_ResponseNew(&response, requests[r]);
+      Output* output;
+      const int64_t shape[1] = {2};
+      if (err == NULL) err = TRITONBACKEND_ResponseOutput(response, &output, "OUT", TYPE_FP32, shape, 1);
+      if (err == NULL) err = TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, NULL);
     } else if (strcmp(mode, "state") == 0) {
       Response* response;
       err = TRITONBACKEND_ResponseNew(&response, requests[r]);
