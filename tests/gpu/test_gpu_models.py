@@ -3,12 +3,15 @@ against a nereid serving tests/gpu/make_gpu_models.py's repository through Trito
 pytorch backend (GPU build) and Triton's python backend (the nvidia-pytriton wheel's GPU
 build), with --allow-client-shm=true. Not collected by the CPU suite (tests/python).
 
-Environment: NEREID_HTTP_URL, NEREID_GRPC_URL (default localhost:8000 / 8001),
+Environment: NEREID_HTTP_URL, NEREID_GRPC_URL, NEREID_METRICS_URL (default
+localhost:8000 / 8001 / 8002),
 NEREID_LOG (the server's log file, for the backends' placement lines).
 """
 
 import os
 import re
+import subprocess
+import urllib.request
 
 import numpy as np
 import pytest
@@ -19,6 +22,7 @@ import tritonclient.utils.cuda_shared_memory as cudashm
 
 from make_gpu_models import DEPTH, DIM, matmul_weights
 
+METRICS_URL = os.environ.get("NEREID_METRICS_URL", "localhost:8002")
 HTTP_URL = os.environ.get("NEREID_HTTP_URL", "localhost:8000")
 GRPC_URL = os.environ.get("NEREID_GRPC_URL", "localhost:8001")
 GPU_MODELS = ["torch_addsub", "torch_matmul_gpu", "py_torch_gpu"]
@@ -123,3 +127,13 @@ def test_statistics_count_the_gpu_models_requests():
     stats = httpclient.InferenceServerClient(HTTP_URL).get_inference_statistics("torch_addsub")
     counted = stats["model_stats"][0]["inference_stats"]["success"]["count"]
     assert counted >= 2, stats
+
+
+def test_the_gpu_instances_count_in_their_gpus_metrics_series():
+    """As Triton: a GPU instance's requests under its GPU's UUID (nvidia-smi's)."""
+    metrics = urllib.request.urlopen(f"http://{METRICS_URL}/metrics", timeout=5).read().decode()
+    uuid = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader", "-i", "0"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    found = re.search(rf'^nv_inference_request_success{{gpu_uuid="{uuid}",model="torch_addsub",version="1"}} (\S+)$',
+                      metrics, re.M)
+    assert found and float(found.group(1)) >= 2, [line for line in metrics.splitlines() if "torch_addsub" in line]

@@ -160,3 +160,34 @@ def test_a_gpu_preference_names_its_gpus_and_count(tmp_path, fake_cuda):
         assert placements(server, "plain") == [("plain_0", KIND_CPU, 0)]
     finally:
         server.kill()
+
+
+def test_gpu_instances_count_in_their_gpus_metrics_series(tmp_path, fake_cuda):
+    """As Triton's per-instance reporters: what a GPU instance executes is counted under
+    its GPU's UUID, the model's own series (no gpu_uuid) counts the rest; the statistics
+    API stays per model."""
+    server = start(tmp_path, fake_cuda, 2, [
+        ("every", "instance_group [ { kind: KIND_GPU } ]"),
+        ("cpu", "instance_group [ { kind: KIND_CPU } ]"),
+    ])
+    body = {"inputs": [{"name": "IN", "datatype": "FP32", "shape": [2], "data": [1, 2]}]}
+    try:
+        for name in ("every", "cpu"):
+            for _ in range(3):
+                answer = server.request("POST", f"/v2/models/{name}/infer", body)
+                assert answer.status == 200, answer.json()
+        metrics = server.metrics()
+        uuids = ["GPU-00000000-0000-4000-8000-fa4ecda00000", "GPU-00000001-0000-4000-8000-fa4ecda00000"]
+        for family in ("nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count"):
+            on_gpus = [float(re.search(rf'^{family}{{gpu_uuid="{u}",model="every",version="1"}} (\S+)$',
+                                       metrics, re.M).group(1)) for u in uuids]
+            assert sum(on_gpus) == 3, (family, on_gpus)
+            assert re.search(rf'^{family}{{model="every",version="1"}} 0$', metrics, re.M), family
+            assert re.search(rf'^{family}{{model="cpu",version="1"}} 3$', metrics, re.M), family
+            assert f'{family}{{gpu_uuid="{uuids[0]}",model="cpu"' not in metrics
+        assert re.search(r'^nv_inference_request_failure\{gpu_uuid="GPU-00000000-[^"]+",model="every",'
+                         r'reason="BACKEND",version="1"\} 0$', metrics, re.M)
+        stats = server.request("GET", "/v2/models/every/stats").json()
+        assert stats["model_stats"][0]["inference_stats"]["success"]["count"] == 3
+    finally:
+        server.kill()

@@ -44,6 +44,7 @@ struct Driver {
     get_error_string: unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult,
     device_get_count: unsafe extern "C" fn(*mut c_int) -> CuResult,
     device_get: unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult,
+    device_uuid: unsafe extern "C" fn(*mut [u8; 16], CuDevice) -> CuResult,
     primary_ctx_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult,
     primary_ctx_release: unsafe extern "C" fn(CuDevice) -> CuResult,
     ctx_set_current: unsafe extern "C" fn(CuContext) -> CuResult,
@@ -81,6 +82,7 @@ impl Driver {
                 get_error_string: symbol(&library, &["cuGetErrorString"])?,
                 device_get_count: symbol(&library, &["cuDeviceGetCount"])?,
                 device_get: symbol(&library, &["cuDeviceGet"])?,
+                device_uuid: symbol(&library, &["cuDeviceGetUuid_v2", "cuDeviceGetUuid"])?,
                 primary_ctx_retain: symbol(&library, &["cuDevicePrimaryCtxRetain"])?,
                 primary_ctx_release: symbol(
                     &library,
@@ -260,6 +262,34 @@ impl Drop for OwnedDeviceMemory {
             let _ = unsafe { (self.context.driver.mem_free)(self.address) };
         }
     }
+}
+
+/// GPU `device`'s UUID as NVML and `nvidia-smi` spell it (`GPU-` and 8-4-4-4-12 hex
+/// digits), which Triton labels a GPU instance's metrics with; `None` without a usable
+/// driver or such a device.
+pub fn device_uuid(device: u32) -> Option<String> {
+    let driver = driver().ok()?;
+    let ordinal = c_int::try_from(device).ok()?;
+    let mut handle: CuDevice = 0;
+    let mut bytes = [0u8; 16];
+    // SAFETY: valid out-pointers; the driver checks the ordinal and the handle.
+    unsafe {
+        driver
+            .check((driver.device_get)(&mut handle, ordinal))
+            .ok()?;
+        driver
+            .check((driver.device_uuid)(&mut bytes, handle))
+            .ok()?;
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Some(format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    ))
 }
 
 /// A device allocation of another process, opened from its IPC handle; closed (and its

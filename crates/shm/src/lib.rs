@@ -28,7 +28,8 @@ pub mod sigbus;
 
 pub use cuda::{
     available as cuda_available, copy_device_to_host, copy_host_to_device,
-    device_count as gpu_count, DeviceMemory, BAD_HANDLE, IPC_HANDLE_SIZE, LIBRARY_ENV,
+    device_count as gpu_count, device_uuid as gpu_uuid, DeviceMemory, BAD_HANDLE, IPC_HANDLE_SIZE,
+    LIBRARY_ENV,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use mapping::Mapping;

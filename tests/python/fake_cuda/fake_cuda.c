@@ -56,6 +56,19 @@ CUresult cuDeviceGet(int *device, int ordinal) {
     return OK;
 }
 
+/* GPU-<device as 8 hex digits>-0000-4000-8000-fa4ecda00000: distinct per device. */
+CUresult cuDeviceGetUuid_v2(unsigned char uuid[16], int device) {
+    memset(uuid, 0, 16);
+    uuid[0] = (unsigned char)(device >> 24);
+    uuid[1] = (unsigned char)(device >> 16);
+    uuid[2] = (unsigned char)(device >> 8);
+    uuid[3] = (unsigned char)device;
+    uuid[6] = 0x40;
+    uuid[8] = 0x80;
+    uuid[10] = 0xfa; uuid[11] = 0x4e; uuid[12] = 0xcd; uuid[13] = 0xa0;
+    return OK;
+}
+
 CUresult cuDevicePrimaryCtxRetain(void **context, int device) {
     *context = (void *)(uintptr_t)(device + 1);
     return OK;

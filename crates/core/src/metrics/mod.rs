@@ -11,7 +11,8 @@ use crate::cache::stats::CacheSnapshot;
 use crate::stats::histogram::{HistogramReading, FIRST_RESPONSE_FAMILY};
 use crate::stats::summary::SummaryReading;
 use crate::stats::{
-    FailureReason, LatencyMetrics, ModelStatsSnapshot, Occupancy, StateUsage, SummaryKind,
+    DeviceSnapshot, FailureReason, LatencyMetrics, ModelStatsSnapshot, Occupancy, StateUsage,
+    SummaryKind,
 };
 
 pub use config::MetricsConfig;
@@ -29,12 +30,16 @@ pub struct ModelMetrics {
     pub load_duration: Duration,
 }
 
-/// A family read from each model's statistics.
+/// A family read from each model's statistics: `value` over all its instances, `device`
+/// the share of its instances on one GPU (exported as that GPU's series, and left out of
+/// the model's own, as Triton's per-instance reporters do), both in units of `per`.
 struct PerModel {
     name: &'static str,
     help: &'static str,
     kind: Kind,
     value: fn(&ModelStatsSnapshot) -> u64,
+    device: Option<fn(&DeviceSnapshot) -> u64>,
+    per: u64,
 }
 
 const FAMILIES: &[PerModel] = &[
@@ -43,24 +48,32 @@ const FAMILIES: &[PerModel] = &[
         help: "Number of successful inference requests, all batch sizes",
         kind: Kind::Counter,
         value: |s| s.inference_stats.success.count,
+        device: Some(|d| d.success.count),
+        per: 1,
     },
     PerModel {
         name: "nv_inference_count",
         help: "Number of inferences performed (does not include cached requests)",
         kind: Kind::Counter,
         value: |s| s.inference_count,
+        device: Some(|d| d.inference_count),
+        per: 1,
     },
     PerModel {
         name: "nv_inference_exec_count",
         help: "Number of model executions performed (does not include cached requests)",
         kind: Kind::Counter,
         value: |s| s.execution_count,
+        device: Some(|d| d.execution_count),
+        per: 1,
     },
     PerModel {
         name: "nv_inference_pending_request_count",
         help: "Instantaneous number of pending requests awaiting execution per-model.",
         kind: Kind::Gauge,
         value: |s| s.pending,
+        device: None,
+        per: 1,
     },
 ];
 
@@ -70,31 +83,41 @@ const LATENCY_COUNTERS: &[PerModel] = &[
         name: "nv_inference_request_duration_us",
         help: "Cumulative inference request duration in microseconds (includes cached requests)",
         kind: Kind::Counter,
-        value: |s| s.inference_stats.success.ns / 1000,
+        value: |s| s.inference_stats.success.ns,
+        device: Some(|d| d.success.ns),
+        per: 1000,
     },
     PerModel {
         name: "nv_inference_queue_duration_us",
         help: "Cumulative inference queuing duration in microseconds (includes cached requests)",
         kind: Kind::Counter,
-        value: |s| s.inference_stats.queue.ns / 1000,
+        value: |s| s.inference_stats.queue.ns,
+        device: Some(|d| d.queue.ns),
+        per: 1000,
     },
     PerModel {
         name: "nv_inference_compute_input_duration_us",
         help: "Cumulative compute input duration in microseconds (does not include cached requests)",
         kind: Kind::Counter,
-        value: |s| s.inference_stats.compute_input.ns / 1000,
+        value: |s| s.inference_stats.compute_input.ns,
+        device: Some(|d| d.compute_input.ns),
+        per: 1000,
     },
     PerModel {
         name: "nv_inference_compute_infer_duration_us",
         help: "Cumulative compute inference duration in microseconds (does not include cached requests)",
         kind: Kind::Counter,
-        value: |s| s.inference_stats.compute_infer.ns / 1000,
+        value: |s| s.inference_stats.compute_infer.ns,
+        device: Some(|d| d.compute_infer.ns),
+        per: 1000,
     },
     PerModel {
         name: "nv_inference_compute_output_duration_us",
         help: "Cumulative inference compute output duration in microseconds (does not include cached requests)",
         kind: Kind::Counter,
-        value: |s| s.inference_stats.compute_output.ns / 1000,
+        value: |s| s.inference_stats.compute_output.ns,
+        device: Some(|d| d.compute_output.ns),
+        per: 1000,
     },
 ];
 
@@ -106,24 +129,32 @@ const CACHE_FAMILIES: &[PerModel] = &[
         help: "Number of cache hits per model",
         kind: Kind::Counter,
         value: |s| s.inference_stats.cache_hit.count,
+        device: None,
+        per: 1,
     },
     PerModel {
         name: "nv_cache_num_misses_per_model",
         help: "Number of cache misses per model",
         kind: Kind::Counter,
         value: |s| s.inference_stats.cache_miss.count,
+        device: None,
+        per: 1,
     },
     PerModel {
         name: "nv_cache_hit_duration_per_model",
         help: "Total cache hit duration per model, in microseconds",
         kind: Kind::Counter,
-        value: |s| s.inference_stats.cache_hit.ns / 1000,
+        value: |s| s.inference_stats.cache_hit.ns,
+        device: None,
+        per: 1000,
     },
     PerModel {
         name: "nv_cache_miss_duration_per_model",
         help: "Total cache miss (insert+lookup) duration per model, in microseconds",
         kind: Kind::Counter,
-        value: |s| s.inference_stats.cache_miss.ns / 1000,
+        value: |s| s.inference_stats.cache_miss.ns,
+        device: None,
+        per: 1000,
     },
 ];
 
@@ -364,18 +395,69 @@ fn write_gauges<T: Copy>(
     }
 }
 
-/// `families` for each of `models`.
+/// `families` for each of `models`: the model's series, then one per GPU its instances
+/// ran on (labelled with the GPU's UUID, as Triton; a GPU whose UUID the driver does not
+/// give stays in the model's series).
 fn write_families<'a>(
     out: &mut String,
     families: &[PerModel],
     models: impl Iterator<Item = &'a ModelStatsSnapshot> + Clone,
 ) {
+    let uuids = GpuUuids::of(models.clone());
     for per_model in families {
         let mut family = Family::start(out, per_model.name, per_model.help, per_model.kind);
         for s in models.clone() {
             let version = s.version.to_string();
-            family.sample(&model_labels(&s.name, &version), &(per_model.value)(s));
+            let labelled = uuids.labelled(s);
+            let on_gpus: u64 = match per_model.device {
+                Some(device) => labelled.iter().map(|(d, _)| device(d)).sum(),
+                None => 0,
+            };
+            let own = (per_model.value)(s).saturating_sub(on_gpus) / per_model.per;
+            family.sample(&model_labels(&s.name, &version), &own);
+            let Some(device) = per_model.device else {
+                continue;
+            };
+            for (d, uuid) in &labelled {
+                let labels: &Labels<'_> = &[
+                    ("gpu_uuid", uuid),
+                    ("model", &s.name),
+                    ("version", &version),
+                ];
+                family.sample(labels, &(device(d) / per_model.per));
+            }
         }
+    }
+}
+
+/// The UUID of each GPU the models' instances ran on, read from the CUDA driver once per
+/// scrape.
+struct GpuUuids(Vec<(u32, String)>);
+
+impl GpuUuids {
+    fn of<'a>(models: impl Iterator<Item = &'a ModelStatsSnapshot>) -> Self {
+        let mut devices: Vec<u32> = models
+            .flat_map(|s| s.devices.iter().map(|d| d.device))
+            .collect();
+        devices.sort_unstable();
+        devices.dedup();
+        Self(
+            devices
+                .into_iter()
+                .filter_map(|d| nereid_shm::gpu_uuid(d).map(|uuid| (d, uuid)))
+                .collect(),
+        )
+    }
+
+    /// `s`'s per-GPU shares whose GPU has a UUID, with it.
+    fn labelled<'a>(&'a self, s: &'a ModelStatsSnapshot) -> Vec<(&'a DeviceSnapshot, &'a str)> {
+        s.devices
+            .iter()
+            .filter_map(|d| {
+                let (_, uuid) = self.0.iter().find(|(id, _)| *id == d.device)?;
+                Some((d, uuid.as_str()))
+            })
+            .collect()
     }
 }
 
@@ -429,20 +511,43 @@ fn write_cache(out: &mut String, c: &CacheSnapshot) {
     }
 }
 
-/// `nv_inference_request_failure`, one sample per model and reason.
+/// `nv_inference_request_failure`, one sample per model and reason, and per GPU its
+/// instances ran on (where the backend's failures of those instances count).
 fn write_failures(out: &mut String, models: &[&ModelStatsSnapshot]) {
     let name = "nv_inference_request_failure";
     let help = "Number of failed inference requests, all batch sizes";
+    let uuids = GpuUuids::of(models.iter().copied());
     let mut family = Family::start(out, name, help, Kind::Counter);
     for s in models {
         let version = s.version.to_string();
+        let labelled = uuids.labelled(s);
+        let on_gpus: u64 = labelled.iter().map(|(d, _)| d.backend_failures).sum();
         for (reason, count) in FailureReason::ALL.iter().zip(s.failures) {
             let labels: &Labels<'_> = &[
                 ("model", &s.name),
                 ("reason", reason.label()),
                 ("version", &version),
             ];
-            family.sample(labels, &count);
+            let own = match reason {
+                FailureReason::Backend => count.saturating_sub(on_gpus),
+                _ => count,
+            };
+            family.sample(labels, &own);
+        }
+        for (d, uuid) in &labelled {
+            for reason in FailureReason::ALL {
+                let labels: &Labels<'_> = &[
+                    ("gpu_uuid", uuid),
+                    ("model", &s.name),
+                    ("reason", reason.label()),
+                    ("version", &version),
+                ];
+                let count = match reason {
+                    FailureReason::Backend => d.backend_failures,
+                    _ => 0,
+                };
+                family.sample(labels, &count);
+            }
         }
     }
 }
@@ -483,6 +588,18 @@ mod tests {
             "# TYPE nv_pinned_memory_pool_total_bytes gauge\nnv_pinned_memory_pool_total_bytes 268435456\n"
         ));
         assert!(text.contains("nv_pinned_memory_pool_used_bytes 0\n"));
+
+        // A GPU share whose UUID the driver does not give (none here) stays in the
+        // model's series, as Triton's reporter without a UUID does.
+        let mut on_gpu = m.clone();
+        on_gpu.stats.devices = vec![crate::stats::DeviceSnapshot {
+            device: 0,
+            inference_count: 2,
+            ..Default::default()
+        }];
+        let text = render(&[on_gpu], None);
+        assert!(text.contains("nv_inference_count{model=\"add_sub\",version=\"1\"} "));
+        assert!(!text.contains("gpu_uuid"), "{text}");
 
         let mut quiet = m;
         quiet.latency.counters = false;

@@ -156,10 +156,15 @@ fn create_instances(
             Some(limiter) => Some(registration(limiter, config, *kind)?),
             None => None,
         };
+        let gpu = match kind {
+            InstanceKind::Gpu(id) => u32::try_from(*id).ok(),
+            InstanceKind::Cpu | InstanceKind::Model => None,
+        };
         instances.push(Instance {
             name: instance.name,
             backend,
             turn,
+            gpu,
         });
     }
     Ok(instances)

@@ -22,7 +22,7 @@ use crate::request::{select_outputs, InferResponse, OutputTensor, Parameters};
 use crate::request::{trace_inputs, trace_outputs};
 use crate::response_stream::ResponseSender;
 use crate::sequence_flags::SequenceId;
-use crate::stats::ModelStats;
+use crate::stats::{DeviceStats, ModelStats};
 use crate::trace::{RequestTrace, TensorActivity};
 
 /// The requests one instance executes together.
@@ -63,15 +63,18 @@ pub struct Instance {
     pub backend: Box<dyn InstanceBackend>,
     /// Its registration with the rate limiter, if one is on.
     pub turn: Option<Registration>,
+    /// The GPU it runs on (`KIND_GPU`), whose metrics series count its work.
+    pub gpu: Option<u32>,
 }
 
 impl Instance {
-    /// An instance that runs as soon as it is free.
+    /// A CPU instance that runs as soon as it is free.
     pub fn unlimited(name: String, backend: Box<dyn InstanceBackend>) -> Self {
         Self {
             name,
             backend,
             turn: None,
+            gpu: None,
         }
     }
 }
@@ -157,6 +160,7 @@ impl InstancePool {
             name,
             backend,
             turn,
+            gpu,
         } in instances
         {
             // Published before the model is ready, so its metrics are there from the start.
@@ -167,6 +171,7 @@ impl InstancePool {
             let mut worker = Worker {
                 spec: self.spec.clone(),
                 stats: self.stats.clone(),
+                on_gpu: gpu.map(|device| self.stats.on_device(device)),
                 instance: backend,
                 turn,
                 payloads: self.payloads.clone(),
@@ -291,6 +296,8 @@ fn join_all(workers: Vec<WorkerHandle>) {
 struct Worker {
     spec: Arc<ModelSpec>,
     stats: Arc<ModelStats>,
+    /// A GPU instance's share of the statistics, for its GPU's metrics series.
+    on_gpu: Option<Arc<DeviceStats>>,
     instance: Box<dyn InstanceBackend>,
     /// The rate limiter's turn each execution waits for, if one is on.
     turn: Option<Registration>,
@@ -492,6 +499,9 @@ impl Worker {
                 trace.timestamp("REQUEST_END", Instant::now());
             }
             let queue = started.duration_since(job.enqueued_at);
+            if let Some(device) = &self.on_gpu {
+                device.request_succeeded(job.record.received_at().elapsed(), queue, timing);
+            }
             job.streamed(queue, timing);
         }
     }
@@ -507,6 +517,9 @@ impl Worker {
                 .sum();
             self.stats
                 .execution_finished(ran, for_clients.min(ran), timing);
+            if let Some(device) = &self.on_gpu {
+                device.execution_finished(for_clients.min(ran));
+            }
         }
     }
 
@@ -526,6 +539,14 @@ impl Worker {
         }
         let response = result.and_then(|outputs| self.response(&job, outputs, parameters));
         let queue = started.duration_since(job.enqueued_at);
+        if let Some(device) = &self.on_gpu {
+            match &response {
+                Ok(_) => {
+                    device.request_succeeded(job.record.received_at().elapsed(), queue, timing)
+                }
+                Err(_) => device.backend_failed(),
+            }
+        }
         job.answer(response, queue, timing);
     }
 

@@ -2,6 +2,7 @@
 //! statistics extension and the metrics endpoint. The fields mirror Triton's
 //! `ModelStatistics` so both frontends print the same numbers Triton would.
 
+mod devices;
 pub mod histogram;
 mod measured;
 mod record;
@@ -10,11 +11,13 @@ pub mod summary;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use serde::Serialize;
 
+pub use devices::{DeviceSnapshot, DeviceStats};
 pub use histogram::FirstResponse;
 use histogram::{Histogram, HistogramReading};
 pub use measured::{ComputeTiming, StateUsage};
@@ -175,6 +178,9 @@ pub struct ModelStats {
     state_usage: Mutex<BTreeMap<String, StateUsage>>,
     /// Per-response statistics, for backends that report them.
     responses: ResponseStats,
+    /// The share of the model's GPU instances, per GPU (for the metrics' `gpu_uuid`
+    /// series); taken once by each GPU instance's worker.
+    devices: Mutex<Vec<(u32, Arc<DeviceStats>)>>,
 }
 
 /// Queue and compute times of the step requests of one ensemble request, summed. Triton
@@ -259,6 +265,8 @@ pub struct ModelStatsSnapshot {
     pub state_usage: Option<StateUsage>,
     /// Per response index, as reported by the backend (Triton's `response_stats`).
     pub response_stats: Vec<(String, ResponseStat)>,
+    /// The GPU instances' share of the counts, per GPU in device order.
+    pub devices: Vec<DeviceSnapshot>,
 }
 
 fn duration_ns(d: Duration) -> u64 {
@@ -468,12 +476,30 @@ impl ModelStats {
                 .reduce(|a, b| a + b),
             cache_enabled: false,
             response_stats: self.responses.snapshot(),
+            devices: self
+                .devices
+                .lock()
+                .iter()
+                .map(|(id, stats)| stats.snapshot(*id))
+                .collect(),
         }
     }
 
     /// Where a backend reports each response's timing.
     pub fn responses(&self) -> &ResponseStats {
         &self.responses
+    }
+
+    /// The counters of this model's instances on GPU `device` (made on first use).
+    pub fn on_device(&self, device: u32) -> Arc<DeviceStats> {
+        let mut devices = self.devices.lock();
+        if let Some((_, stats)) = devices.iter().find(|(id, _)| *id == device) {
+            return stats.clone();
+        }
+        let stats = Arc::new(DeviceStats::default());
+        devices.push((device, stats.clone()));
+        devices.sort_by_key(|(id, _)| *id);
+        stats
     }
 }
 
