@@ -48,6 +48,7 @@ struct Driver {
     primary_ctx_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult,
     primary_ctx_release: unsafe extern "C" fn(CuDevice) -> CuResult,
     ctx_set_current: unsafe extern "C" fn(CuContext) -> CuResult,
+    ctx_get_current: unsafe extern "C" fn(*mut CuContext) -> CuResult,
     ipc_open: unsafe extern "C" fn(*mut CuDevicePtr, IpcHandle, c_uint) -> CuResult,
     ipc_close: unsafe extern "C" fn(CuDevicePtr) -> CuResult,
     address_range: unsafe extern "C" fn(*mut CuDevicePtr, *mut usize, CuDevicePtr) -> CuResult,
@@ -89,6 +90,7 @@ impl Driver {
                     &["cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"],
                 )?,
                 ctx_set_current: symbol(&library, &["cuCtxSetCurrent"])?,
+                ctx_get_current: symbol(&library, &["cuCtxGetCurrent"])?,
                 ipc_open: symbol(&library, &["cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"])?,
                 ipc_close: symbol(&library, &["cuIpcCloseMemHandle"])?,
                 address_range: symbol(
@@ -127,6 +129,20 @@ impl Driver {
         } else {
             format!("CUDA error {status}")
         })
+    }
+
+    /// Remembers the context current on this thread, made current again when the guard
+    /// drops: calls that run on a caller's thread (an in-process caller's, a backend's)
+    /// leave its CUDA context as they found it, as Triton's CUDA memory manager restores
+    /// the caller's device.
+    fn keep_current(&'static self) -> KeepCurrent {
+        let mut previous: CuContext = std::ptr::null_mut();
+        // SAFETY: `previous` is a valid out-pointer (left null if the call fails).
+        let _ = unsafe { (self.ctx_get_current)(&mut previous) };
+        KeepCurrent {
+            driver: self,
+            previous: previous as usize,
+        }
     }
 
     /// Retains `device`'s primary context (released by [`DeviceMemory`]'s drop) and makes
@@ -175,6 +191,7 @@ fn driver() -> Result<&'static Driver> {
 /// past the end of an allocation into another one.
 pub unsafe fn copy_device_to_host(device: u32, address: u64, len: usize) -> Result<Vec<u8>> {
     let driver = driver()?;
+    let _caller = driver.keep_current();
     let context = driver.retain_device(device).map_err(Error::invalid_arg)?;
     let mut host = vec![0u8; len];
     // SAFETY: `host` has `len` writable bytes; the device range is the caller's contract.
@@ -194,6 +211,7 @@ pub unsafe fn copy_device_to_host(device: u32, address: u64, len: usize) -> Resu
 /// allocated for the call and that nothing else uses meanwhile.
 pub unsafe fn copy_host_to_device(device: u32, address: u64, data: &[u8]) -> Result<()> {
     let driver = driver()?;
+    let _caller = driver.keep_current();
     let context = driver.retain_device(device).map_err(Error::invalid_arg)?;
     // SAFETY: `data` is readable for its length; the device range is the caller's contract.
     driver
@@ -240,6 +258,7 @@ impl OwnedDeviceMemory {
     /// such device, out of memory).
     pub(crate) fn allocate(device: u32, len: usize) -> Result<Self> {
         let driver = driver()?;
+        let _caller = driver.keep_current();
         let context = driver.retain_device(device).map_err(Error::invalid_arg)?;
         let mut address: CuDevicePtr = 0;
         // SAFETY: `address` is a valid out-pointer; the device's context is current.
@@ -413,6 +432,20 @@ impl Drop for DeviceMemory {
             // SAFETY: `ptr` came from cuIpcOpenMemHandle and is closed exactly once.
             let _ = unsafe { (self.context.driver.ipc_close)(self.ptr) };
         }
+    }
+}
+
+/// The context a thread had before a call made another current; restored on drop.
+struct KeepCurrent {
+    driver: &'static Driver,
+    /// The context's address (null: none was current).
+    previous: usize,
+}
+
+impl Drop for KeepCurrent {
+    fn drop(&mut self) {
+        // SAFETY: the context that was current on this thread, or null (none).
+        let _ = unsafe { (self.driver.ctx_set_current)(self.previous as CuContext) };
     }
 }
 

@@ -76,7 +76,11 @@ CUresult cuDevicePrimaryCtxRetain(void **context, int device) {
 
 CUresult cuDevicePrimaryCtxRelease_v2(int device) { (void)device; return OK; }
 
-CUresult cuCtxSetCurrent(void *context) { (void)context; return OK; }
+static __thread void *current_context;
+
+CUresult cuCtxSetCurrent(void *context) { current_context = context; return OK; }
+
+CUresult cuCtxGetCurrent(void **context) { *context = current_context; return OK; }
 
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *ptr, CUipcMemHandle handle, unsigned flags) {
     (void)flags;

@@ -276,12 +276,16 @@ fn inputs_are_read_at_submission_and_outputs_land_in_the_allocators_buffers() {
         assert_eq!(output(response, 0).1[0], 37.0);
         ok(TRITONSERVER_InferenceResponseDelete(response));
 
-        // An allocator that hands out GPU memory fails the response, not the process.
+        // An allocator that hands out GPU memory, without CUDA here, fails the response
+        // (not the process).
         memory.set(fixture::Memory::Gpu);
         let response = infer(server, request, &events);
         let (code, message) = failure(TRITONSERVER_InferenceResponseError(response));
         assert_eq!(code, TRITONSERVER_Error_Code::Unsupported);
-        assert!(message.contains("GPU is not supported"), "{message}");
+        assert!(
+            message.contains("the allocator returned GPU memory, which could not be written"),
+            "{message}"
+        );
         let mut count = 9;
         ok(TRITONSERVER_InferenceResponseOutputCount(
             response, &mut count,
