@@ -106,6 +106,7 @@ mod tests {
             datatype: DataType::Bytes,
             shape: vec![1],
             data: Bytes::from(join_bytes_elements([value.as_bytes()])),
+            device: None,
         }
     }
 
@@ -115,6 +116,7 @@ mod tests {
             datatype: DataType::Bool,
             shape: vec![1],
             data: Bytes::from(vec![u8::from(value)]),
+            device: None,
         }
     }
 

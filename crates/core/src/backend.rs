@@ -73,6 +73,13 @@ pub trait Backend: Send + Sync {
     fn preferred_instance_groups(&self) -> Vec<ModelInstanceGroup> {
         Vec::new()
     }
+
+    /// Whether the backend reads inputs in GPU memory (Triton's GPU backends do): a model
+    /// of it whose instances are all on GPUs then gets CUDA shared-memory inputs where
+    /// they are, not copied to the host (see [`crate::request::InputTensor::device`]).
+    fn reads_gpu_inputs(&self) -> bool {
+        false
+    }
 }
 
 /// The model a [`BackendLoader`] finds a backend for. Triton looks for a backend library

@@ -80,6 +80,7 @@ fn deduce(spec: &ModelSpec, data: Bytes) -> Result<InputTensor> {
         datatype: input.datatype,
         shape,
         data,
+        device: None,
     })
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::Result;
+use crate::shm::DeviceSpan;
 use crate::trace::{RequestTrace, TensorActivity};
 use nereid_proto::DataType;
 
@@ -41,8 +42,29 @@ pub struct InputTensor {
     pub datatype: DataType,
     /// Shape the client declared, including the batch dimension when the model batches.
     pub shape: Vec<i64>,
-    /// The tensor's bytes.
+    /// The tensor's bytes (empty while they are on a GPU, see `device`).
     pub data: Bytes,
+    /// Where the bytes are instead of `data`: a window of a CUDA shared-memory region,
+    /// kept there for a model whose backend reads GPU memory (every other model gets them
+    /// copied into `data` when the request is admitted).
+    pub device: Option<DeviceSpan>,
+}
+
+impl InputTensor {
+    /// The tensor's size in bytes, wherever they are.
+    pub fn byte_size(&self) -> usize {
+        self.device
+            .as_ref()
+            .map_or(self.data.len(), DeviceSpan::len)
+    }
+
+    /// Copies bytes left on a GPU into `data`, so that the tensor is host memory.
+    pub fn to_host(&mut self) -> Result<()> {
+        if let Some(span) = self.device.take() {
+            self.data = span.read()?;
+        }
+        Ok(())
+    }
 }
 
 /// One output tensor of a response.

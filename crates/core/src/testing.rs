@@ -498,6 +498,7 @@ pub fn int32_input(name: &str, shape: &[i64], values: &[i32]) -> InputTensor {
         datatype: DataType::Int32,
         shape: shape.to_vec(),
         data: int32_bytes(values),
+        device: None,
     }
 }
 
@@ -508,6 +509,7 @@ pub fn fp32_input(name: &str, shape: &[i64], values: &[f32]) -> InputTensor {
         datatype: DataType::Fp32,
         shape: shape.to_vec(),
         data: fp32_bytes(values),
+        device: None,
     }
 }
 

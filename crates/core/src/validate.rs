@@ -240,11 +240,11 @@ fn check_input(spec: &ModelSpec, input: &InputTensor) -> Result<()> {
     match input.datatype.element_size() {
         Some(size) => {
             let expected = elements.saturating_mul(size);
-            if expected != input.data.len() {
+            if expected != input.byte_size() {
                 return Err(Error::invalid_arg(format!(
                     "input byte size mismatch for input '{}' for model '{model}'. Expected {expected}, got {}",
                     input.name,
-                    input.data.len()
+                    input.byte_size()
                 )));
             }
         }
@@ -297,6 +297,7 @@ mod tests {
             datatype: DataType::Fp32,
             shape: shape.to_vec(),
             data: Bytes::from(vec![0u8; bytes]),
+            device: None,
         }
     }
 

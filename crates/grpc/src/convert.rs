@@ -257,13 +257,15 @@ fn decode_inputs(
                 "invalid datatype '{datatype}' for input tensor '{name}' for model '{model}'"
             )));
         };
+        let mut device = None;
         let data = if let Some(shm) = shm_params(&name, &parameters)?.resolve(&name)? {
-            let data = regions.input(&shm)?;
+            let (data, on_gpu) = regions.input_data(&shm)?;
             if contents.is_some() {
                 return Err(Error::invalid_arg(format!(
                     "unexpected 'content' provided when using shared memory for input tensor '{name}' for model '{model}'"
                 )));
             }
+            device = on_gpu;
             data
         } else if let Some(contents) = contents {
             if raw_count > 0 {
@@ -284,6 +286,7 @@ fn decode_inputs(
             datatype,
             shape,
             data,
+            device,
         });
     }
     let unused = raw.len();

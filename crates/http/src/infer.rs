@@ -351,6 +351,7 @@ fn decode_inputs(
                 "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. {detail}"
             )));
         }
+        let mut device = None;
         let data = if let Some(data) = input.data {
             check_json_input_size(&input.name, datatype, &input.shape, max_input_size)?;
             let bytes = match data {
@@ -375,7 +376,9 @@ fn decode_inputs(
             offset += size;
             part
         } else if let Some(shm) = shm {
-            regions.input(&shm)?
+            let (data, on_gpu) = regions.input_data(&shm)?;
+            device = on_gpu;
+            data
         } else {
             return Err(Error::internal(
                 "an input without data passed the 'only one of' check",
@@ -393,6 +396,7 @@ fn decode_inputs(
             datatype,
             shape: input.shape,
             data,
+            device,
         });
     }
     if offset != binary.len() {

@@ -227,6 +227,7 @@ pub fn tensor_of(spec: &ModelSpec, tensor: &TensorSpec, value: &Value) -> ApiRes
         datatype: tensor.datatype,
         shape,
         data: Bytes::from(data),
+        device: None,
     })
 }
 

@@ -383,6 +383,12 @@ impl DeviceMemory {
         self.device
     }
 
+    /// The device address of byte `offset` of the region, as this process sees it (a
+    /// backend on the same GPU may read it directly), or `None` past its end.
+    pub fn address(&self, offset: usize) -> Option<u64> {
+        (offset <= self.len).then(|| self.ptr + offset as u64)
+    }
+
     fn in_bounds(&self, offset: usize, len: usize) -> bool {
         offset.checked_add(len).is_some_and(|end| end <= self.len)
     }

@@ -28,6 +28,7 @@ fn request(id: &str, strings: &[&str]) -> InferRequest {
             datatype: DataType::Bytes,
             shape: vec![strings.len() as i64 / 2, 2],
             data: Bytes::from(data),
+            device: None,
         }],
     )
 }
@@ -124,6 +125,7 @@ fn gathered_inputs_have_their_reshape() {
         datatype: DataType::Fp32,
         data: Bytes::from(vec![0u8; 4 * shape.iter().product::<i64>() as usize]),
         shape,
+        device: None,
     };
     let requests = [
         testing::request(
@@ -173,6 +175,7 @@ fn ragged_inputs_are_concatenated_as_one_dimension() {
                         .flat_map(|v| v.to_le_bytes())
                         .collect::<Vec<_>>(),
                 ),
+                device: None,
             }],
         )
     };
@@ -245,6 +248,7 @@ fn fp32_request(id: &str, shape: Vec<i64>) -> InferRequest {
             datatype: DataType::Fp32,
             shape,
             data: Bytes::from(data),
+            device: None,
         }],
     )
 }

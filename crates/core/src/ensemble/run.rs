@@ -325,6 +325,7 @@ impl Run {
                     datatype: v.datatype,
                     shape: batch_dims::reshape(dims, batches, v.batch, v.shape),
                     data: v.data,
+                    device: None,
                 });
             }
         }

@@ -17,10 +17,11 @@ impl LoadedModel {
     /// at most `waiting` of them wait for the caller before the backend sending waits.
     pub fn submit_stream(
         self: Arc<Self>,
-        request: InferRequest,
+        mut request: InferRequest,
         received_at: Instant,
         waiting: usize,
     ) -> Result<ResponseStream> {
+        self.place_inputs(&mut request)?;
         let batch_size = validate_request(&self.spec, &request)?;
         let spec = self.spec.clone();
         let id = request.id.clone();

@@ -61,6 +61,8 @@ pub struct LoadedModel {
     cache: Option<Arc<ResponseCache>>,
     /// How long loading this version took (`nv_model_load_duration_secs`).
     load_duration: Duration,
+    /// Whether the backend reads inputs in GPU memory (see [`Self::with_gpu_inputs`]).
+    backend_reads_gpu: bool,
 }
 
 impl LoadedModel {
@@ -81,7 +83,49 @@ impl LoadedModel {
             instances: None,
             cache,
             load_duration: Duration::ZERO,
+            backend_reads_gpu: false,
         }
+    }
+
+    /// The model, whose backend reads inputs in GPU memory when `reads_gpu`.
+    pub fn with_gpu_inputs(mut self, reads_gpu: bool) -> Self {
+        self.backend_reads_gpu = reads_gpu;
+        self
+    }
+
+    /// Whether CUDA shared-memory inputs stay on their GPU for this model, as Triton
+    /// hands a GPU backend the region's device memory: its backend reads GPU memory,
+    /// every instance is on a GPU, and nothing on the way needs the bytes (no response
+    /// cache, no sequence batcher).
+    fn keeps_gpu_inputs(&self) -> bool {
+        self.backend_reads_gpu
+            && self.cache.is_none()
+            && !matches!(
+                self.spec.scheduling,
+                crate::model::SchedulingSpec::Sequence(_)
+            )
+            && !self.spec.instance_groups.is_empty()
+            && self.spec.instance_groups.iter().all(|g| {
+                g.devices
+                    .iter()
+                    .all(|d| matches!(d, crate::model::InstanceKind::Gpu(_)))
+            })
+    }
+
+    /// Copies to the host the inputs that came in a CUDA region and that this model does
+    /// not read there: all of them unless [`Self::keeps_gpu_inputs`], and `BYTES`
+    /// tensors always (their elements are checked on the host).
+    pub(crate) fn place_inputs(&self, request: &mut InferRequest) -> Result<()> {
+        if request.inputs.iter().all(|i| i.device.is_none()) {
+            return Ok(());
+        }
+        let keep = self.keeps_gpu_inputs();
+        for input in &mut request.inputs {
+            if !keep || input.datatype == nereid_proto::DataType::Bytes {
+                input.to_host()?;
+            }
+        }
+        Ok(())
     }
 
     /// The model, recording that its load took `load_duration`.
@@ -131,6 +175,7 @@ impl LoadedModel {
             instances: self.instances.clone(),
             cache: self.cache.clone(),
             load_duration: self.load_duration,
+            backend_reads_gpu: self.backend_reads_gpu,
         })
     }
 
@@ -157,6 +202,7 @@ impl LoadedModel {
             instances: None,
             cache,
             load_duration: Duration::ZERO,
+            backend_reads_gpu: false,
         }
     }
 
@@ -227,10 +273,11 @@ impl LoadedModel {
     /// [`Self::admit`], with [`Self::submit_in`]'s `step_times`.
     fn admit_in(
         self: Arc<Self>,
-        request: InferRequest,
+        mut request: InferRequest,
         received_at: Instant,
         step_times: Option<Arc<StepTimes>>,
     ) -> Result<Answer> {
+        self.place_inputs(&mut request)?;
         // Like Triton, a request rejected by validation counts neither as a success nor
         // as a failure of the model.
         let batch_size = validate_request(&self.spec, &request)?;

@@ -429,6 +429,7 @@ fn load_version(
     let published = Arc::new(PublishedConfig::new(config));
     let model = LoadedModel::new(spec, published, stats, scheduler, cache)
         .with_instance_set(instances)
-        .with_passive_instances(passive);
+        .with_passive_instances(passive)
+        .with_gpu_inputs(backend.reads_gpu_inputs());
     Ok(model.with_load_duration(started.elapsed()))
 }

@@ -150,6 +150,7 @@ fn tensor(
         datatype,
         shape,
         data,
+        device: None,
     })
 }
 

@@ -488,14 +488,34 @@ impl ShmRegistry {
     /// An input tensor's bytes: read in place from a system region (no copy), copied from
     /// the device for a CUDA region.
     pub fn input(&self, shm: &ShmRef) -> Result<Bytes> {
+        match self.input_data(shm)? {
+            (bytes, None) => Ok(bytes),
+            (_, Some(span)) => span.read(),
+        }
+    }
+
+    /// Where an input tensor's bytes are: read in place from a system region (no copy),
+    /// or left in a CUDA region as a [`DeviceSpan`] (with no bytes) until the model that
+    /// gets the request reads them on its GPU or has them copied to the host.
+    pub fn input_data(&self, shm: &ShmRef) -> Result<(Bytes, Option<DeviceSpan>)> {
         let (region, offset, len) = self.window(shm)?;
         match &region.memory {
-            Memory::Cuda(device) => Ok(Bytes::from(device.read(offset, len)?)),
-            Memory::System { .. } => Ok(Bytes::from_owner(RegionSlice {
-                region,
-                offset,
-                len,
-            })),
+            Memory::Cuda(_) => Ok((
+                Bytes::new(),
+                Some(DeviceSpan {
+                    region,
+                    offset,
+                    len,
+                }),
+            )),
+            Memory::System { .. } => Ok((
+                Bytes::from_owner(RegionSlice {
+                    region,
+                    offset,
+                    len,
+                }),
+                None,
+            )),
         }
     }
 
@@ -547,6 +567,64 @@ impl AsRef<[u8]> for RegionSlice {
                 .expect("the window was checked against the region when it was made"),
             Memory::Cuda(_) => unreachable!("CUDA inputs are copied to the host, not sliced"),
         }
+    }
+}
+
+/// A window of a CUDA region holding an input tensor, which keeps the region open while it
+/// lives: a backend on the region's GPU reads it there; everything else gets a host copy
+/// ([`Self::read`]).
+#[derive(Clone)]
+pub struct DeviceSpan {
+    region: Arc<Region>,
+    offset: usize,
+    len: usize,
+}
+
+impl DeviceSpan {
+    /// Its size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The GPU it is on and the device address of its first byte.
+    pub fn location(&self) -> Option<(u32, u64)> {
+        match &self.region.memory {
+            Memory::Cuda(device) => Some((device.device(), device.address(self.offset)?)),
+            Memory::System { .. } => None,
+        }
+    }
+
+    /// Copies its bytes to host memory.
+    pub fn read(&self) -> Result<Bytes> {
+        match &self.region.memory {
+            Memory::Cuda(device) => Ok(Bytes::from(device.read(self.offset, self.len)?)),
+            Memory::System { mapping, .. } => mapping
+                .slice(self.offset, self.len)
+                .map(Bytes::copy_from_slice)
+                .ok_or_else(|| Error::internal("shared memory window outside its region")),
+        }
+    }
+}
+
+impl std::fmt::Debug for DeviceSpan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeviceSpan({}, {} bytes at {})",
+            self.region.name, self.len, self.offset
+        )
+    }
+}
+
+impl PartialEq for DeviceSpan {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.region, &other.region)
+            && (self.offset, self.len) == (other.offset, other.len)
     }
 }
 

@@ -326,6 +326,7 @@ fn a_request_whose_input_region_is_truncated_while_it_runs_is_failed() {
         datatype: nereid_proto::DataType::Uint8,
         shape: vec![64],
         data: data.clone(),
+        device: None,
     });
     let watch = registry
         .watch_inputs(&request.inputs)

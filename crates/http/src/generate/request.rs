@@ -167,6 +167,7 @@ impl Mapper<'_> {
                 datatype,
                 shape: Vec::new(),
                 data: Bytes::new(),
+                device: None,
             });
         }
         if byte_size.saturating_add(*consumed) > self.max_input_size {
@@ -201,6 +202,7 @@ impl Mapper<'_> {
             datatype,
             shape,
             data: Bytes::from(data),
+            device: None,
         })
     }
 }

@@ -144,6 +144,12 @@ impl Backend for HostedBackend {
         self.attributes.preferred_groups.clone()
     }
 
+    /// Triton's backends read inputs where they are, GPU memory included (a GPU instance
+    /// gets a CUDA shared-memory input in place).
+    fn reads_gpu_inputs(&self) -> bool {
+        true
+    }
+
     /// Triton's backends auto-complete inside `TRITONBACKEND_ModelInitialize`: the
     /// model is initialized now and kept for the load that follows.
     fn autocomplete(&self, config: &mut ModelConfig, version_dir: &Path) -> Result<()> {

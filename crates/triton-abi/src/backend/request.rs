@@ -12,6 +12,7 @@ use nereid_core::model::ModelSpec;
 use nereid_core::output_query::OutputQuery;
 use nereid_core::request::{InferRequest, ParamValue};
 use nereid_core::sequence_flags::{SequenceFlags, SequenceId};
+use nereid_core::shm::DeviceSpan;
 
 use super::exchange::Exchange;
 use crate::buffer_attributes::TRITONSERVER_BufferAttributes;
@@ -42,7 +43,39 @@ pub struct TRITONBACKEND_Input {
     datatype: u32,
     shape: Vec<i64>,
     data: Bytes,
+    /// The input's bytes when they stayed in a CUDA region (`data` is then empty): its
+    /// GPU and device address, and the region's window, held open while the backend has
+    /// the request.
+    on_gpu: Option<(OnGpu, DeviceSpan)>,
     attributes: OnceLock<Box<TRITONSERVER_BufferAttributes>>,
+}
+
+/// Where an input kept on its GPU is.
+#[derive(Clone, Copy)]
+struct OnGpu {
+    device: u32,
+    address: u64,
+    len: usize,
+}
+
+impl TRITONBACKEND_Input {
+    /// The one buffer: its address, size, memory type and device.
+    fn buffer(&self) -> (*const c_void, usize, u32, i64) {
+        match self.on_gpu {
+            Some((gpu, _)) => (
+                gpu.address as *const c_void,
+                gpu.len,
+                memory_type::GPU,
+                i64::from(gpu.device),
+            ),
+            None => (
+                self.data.as_ptr().cast(),
+                self.data.len(),
+                memory_type::CPU,
+                0,
+            ),
+        }
+    }
 }
 
 /// A request parameter with its value where a `const void*` can point at it.
@@ -110,6 +143,15 @@ impl TRITONBACKEND_Request {
                 data: exchange
                     .shared_input(&i.name)
                     .map_or_else(|| i.data.clone(), |s| s.input_view()),
+                on_gpu: i.device.as_ref().and_then(|span| {
+                    let (device, address) = span.location()?;
+                    let gpu = OnGpu {
+                        device,
+                        address,
+                        len: span.len(),
+                    };
+                    Some((gpu, span.clone()))
+                }),
                 attributes: OnceLock::new(),
             })
             .collect();
@@ -445,7 +487,7 @@ fn input_properties(
     put_optional(datatype, i.datatype);
     put_optional(shape, i.shape.as_ptr());
     put_optional(dims_count, i.shape.len() as u32);
-    put_optional(byte_size, i.data.len() as u64);
+    put_optional(byte_size, i.buffer().1 as u64);
     put_optional(buffer_count, 1);
 }
 
@@ -500,7 +542,9 @@ pub unsafe extern "C" fn TRITONBACKEND_InputPropertiesForHostPolicy(
     })
 }
 
-/// The one buffer of an input, in CPU memory.
+/// The one buffer of an input, where it is: host memory, or the GPU memory of the CUDA
+/// region it came in (for a model that reads inputs there), whatever memory type was
+/// preferred, as in Triton.
 fn input_buffer(
     i: &TRITONBACKEND_Input,
     index: u32,
@@ -512,14 +556,14 @@ fn input_buffer(
     if index != 0 {
         return Err(index_error("buffers", index, 1));
     }
-    put(buffer, i.data.as_ptr().cast(), "buffer")?;
-    put(buffer_byte_size, i.data.len() as u64, "buffer_byte_size")?;
-    put(memory_type_out, memory_type::CPU, "memory_type")?;
-    put(memory_type_id, 0, "memory_type_id")
+    let (address, len, kind, device) = i.buffer();
+    put(buffer, address, "buffer")?;
+    put(buffer_byte_size, len as u64, "buffer_byte_size")?;
+    put(memory_type_out, kind, "memory_type")?;
+    put(memory_type_id, device, "memory_type_id")
 }
 
-/// `TRITONBACKEND_InputBuffer`: the input's bytes (one CPU buffer, whatever memory type
-/// was preferred).
+/// `TRITONBACKEND_InputBuffer`: the input's one buffer, where it is.
 #[no_mangle]
 pub unsafe extern "C" fn TRITONBACKEND_InputBuffer(
     input: *mut TRITONBACKEND_Input,
@@ -577,15 +621,16 @@ pub unsafe extern "C" fn TRITONBACKEND_InputBufferAttributes(
         if index != 0 {
             return Err(index_error("buffers", index, 1));
         }
+        let (address, len, kind, device) = i.buffer();
         let attributes = i.attributes.get_or_init(|| {
             Box::new(TRITONSERVER_BufferAttributes {
-                memory_type: memory_type::CPU,
-                memory_type_id: 0,
-                byte_size: i.data.len(),
+                memory_type: kind,
+                memory_type_id: device,
+                byte_size: len,
                 cuda_ipc_handle: std::ptr::null_mut(),
             })
         });
-        put(buffer, i.data.as_ptr().cast(), "buffer")?;
+        put(buffer, address, "buffer")?;
         put(
             buffer_attributes,
             std::ptr::from_ref::<TRITONSERVER_BufferAttributes>(attributes).cast_mut(),

@@ -86,6 +86,7 @@ impl Input {
                 datatype: *datatype,
                 shape: shape.clone(),
                 data,
+                device: None,
             }),
             None => raw_input(spec, data),
         }

@@ -22,6 +22,9 @@
  *              input's own buffer.
  *   fail       execute itself fails (the server answers every request).
  *   silent     requests released without any response.
+ *   where      asks for IN's buffer preferring GPU memory and answers OUT = its bytes
+ *              (read in place: the fake CUDA driver's device memory is host memory) and
+ *              PLACE (INT64 [2]) = the memory type and device id it was given.
  *   unallocated each request answered with OUT (FP32 [2]) whose buffer is never asked
  *              for (as Triton 2.51's python stub does under numpy 2).
  *   bls        OUT = OUTPUT0 of model `add_sub` for INPUT0 = INPUT1 = IN, through
@@ -236,8 +239,9 @@ Error* TRITONBACKEND_ModelInstanceInitialize(Instance* instance) {
   RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &model_state));
   if (model_state == NULL)
     return TRITONSERVER_ErrorNew(INTERNAL, "no model state");
-  if (strcmp(((ModelState*)model_state)->mode, "gpu_scratch") == 0) {
-    /* Any device: the pool tests allocate on it. */
+  if (strcmp(((ModelState*)model_state)->mode, "gpu_scratch") == 0 ||
+      strcmp(((ModelState*)model_state)->mode, "where") == 0) {
+    /* Any device: the pool and GPU input tests use it. */
   } else if (strcmp(((ModelState*)model_state)->mode, "placed") == 0) {
     /* Says where the server placed it: the GPU placement tests read the log. */
     char line[160];
@@ -648,6 +652,25 @@ Error* TRITONBACKEND_ModelInstanceExecute(Instance* instance, Request** requests
         err = TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, answer);
         TRITONSERVER_ErrorDelete(answer);
       }
+    } else if (strcmp(mode, "where") == 0) {
+      Input* input;
+      const void* data;
+      uint64_t size;
+      int memory_type = 2; /* GPU preferred */
+      int64_t memory_id = 0;
+      const int64_t* shape;
+      uint32_t dims;
+      Response* response;
+      err = TRITONBACKEND_RequestInput(requests[r], "IN", &input);
+      if (err == NULL) err = TRITONBACKEND_InputProperties(input, NULL, NULL, &shape, &dims, NULL, NULL);
+      if (err == NULL)
+        err = TRITONBACKEND_InputBuffer(input, 0, &data, &size, &memory_type, &memory_id);
+      if (err == NULL) err = TRITONBACKEND_ResponseNew(&response, requests[r]);
+      if (err == NULL) err = add_output(response, "OUT", TYPE_FP32, shape, dims, data, size);
+      int64_t place[2] = {memory_type, memory_id};
+      const int64_t place_shape[1] = {2};
+      if (err == NULL) err = add_output(response, "PLACE", TYPE_INT64, place_shape, 1, place, sizeof(place));
+      if (err == NULL) err = TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, NULL);
     } else if (strcmp(mode, "unallocated") == 0) {
       Response* response;
       err = TRITONBACKEND_ResponseNew(&response, requests[r]);

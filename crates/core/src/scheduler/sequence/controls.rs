@@ -47,6 +47,7 @@ impl Controls {
                     datatype: s.datatype,
                     shape: self.shape(),
                     data: s.values[usize::from(on)].clone(),
+                    device: None,
                 });
             }
         }
@@ -56,6 +57,7 @@ impl Controls {
                 datatype: c.datatype,
                 shape: self.shape(),
                 data: corrid_bytes(c.datatype, flags.map(|f| &f.id)),
+                device: None,
             });
         }
         tensors

@@ -141,6 +141,7 @@ impl States {
                 datatype: t.datatype,
                 shape,
                 data,
+                device: None,
             })
             .collect();
         (inputs, ticket)

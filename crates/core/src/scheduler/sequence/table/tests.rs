@@ -350,6 +350,7 @@ fn shaped(id: u64, shape: Vec<i64>, at: Instant) -> Pending {
         datatype: nereid_proto::DataType::Fp32,
         shape,
         data: bytes::Bytes::new(),
+        device: None,
     });
     p
 }
