@@ -190,16 +190,15 @@ fn driver() -> Result<&'static Driver> {
 /// the call; the driver reports addresses it does not know, but not a range that runs
 /// past the end of an allocation into another one.
 pub unsafe fn copy_device_to_host(device: u32, address: u64, len: usize) -> Result<Vec<u8>> {
-    let driver = driver()?;
-    let _caller = driver.keep_current();
-    let context = driver.retain_device(device).map_err(Error::invalid_arg)?;
-    let mut host = vec![0u8; len];
-    // SAFETY: `host` has `len` writable bytes; the device range is the caller's contract.
-    driver
-        .check(unsafe { (driver.copy_to_host)(host.as_mut_ptr().cast(), address, len) })
-        .map_err(|e| Error::internal(format!("CUDA device-to-host copy failed: {e}")))?;
-    drop(context);
-    Ok(host)
+    on_device(device, |driver| {
+        let mut host = vec![0u8; len];
+        // SAFETY: `host` has `len` writable bytes; the device range is the caller's
+        // contract.
+        driver
+            .check(unsafe { (driver.copy_to_host)(host.as_mut_ptr().cast(), address, len) })
+            .map_err(|e| Error::internal(format!("CUDA device-to-host copy failed: {e}")))?;
+        Ok(host)
+    })
 }
 
 /// Copies `data` to the device address `address` on `device` — memory of this process,
@@ -210,15 +209,23 @@ pub unsafe fn copy_device_to_host(device: u32, address: u64, len: usize) -> Resu
 /// `[address, address + data.len())` must be device memory on `device` that stays
 /// allocated for the call and that nothing else uses meanwhile.
 pub unsafe fn copy_host_to_device(device: u32, address: u64, data: &[u8]) -> Result<()> {
+    on_device(device, |driver| {
+        // SAFETY: `data` is readable for its length; the device range is the caller's
+        // contract.
+        driver
+            .check(unsafe { (driver.copy_to_device)(address, data.as_ptr().cast(), data.len()) })
+            .map_err(|e| Error::internal(format!("CUDA host-to-device copy failed: {e}")))
+    })
+}
+
+/// Runs `body` with `device`'s primary context current on this thread, then gives the
+/// caller's context back (see [`Driver::keep_current`]).
+fn on_device<T>(device: u32, body: impl FnOnce(&'static Driver) -> Result<T>) -> Result<T> {
     let driver = driver()?;
     let _caller = driver.keep_current();
-    let context = driver.retain_device(device).map_err(Error::invalid_arg)?;
-    // SAFETY: `data` is readable for its length; the device range is the caller's contract.
-    driver
-        .check(unsafe { (driver.copy_to_device)(address, data.as_ptr().cast(), data.len()) })
-        .map_err(|e| Error::internal(format!("CUDA host-to-device copy failed: {e}")))?;
-    drop(context);
-    Ok(())
+    // Dropped before `_caller`, which then restores the caller's context.
+    let _context = driver.retain_device(device).map_err(Error::invalid_arg)?;
+    body(driver)
 }
 
 /// Whether the CUDA driver can be used here; the error says why not.

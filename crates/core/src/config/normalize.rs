@@ -44,6 +44,14 @@ fn usable_gpu(id: i32, gpu_count: usize) -> bool {
     usize::try_from(id).is_ok_and(|id| id < gpu_count)
 }
 
+/// The GPUs of `ids` that exist among the `gpu_count` the server sees.
+fn existing_gpus(ids: &[i32], gpu_count: usize) -> Vec<i32> {
+    ids.iter()
+        .copied()
+        .filter(|&id| usable_gpu(id, gpu_count))
+        .collect()
+}
+
 /// Normalizes `config` in place for the model stored in directory `model_name`, then
 /// validates it.
 pub fn normalize_and_validate(
@@ -313,12 +321,7 @@ fn default_group(model: &str, preferred: &[ModelInstanceGroup], gpus: usize) -> 
         group.kind = pg.kind;
         group.count = pg.count;
         group.gpus = match Kind::try_from(pg.kind) {
-            Ok(Kind::Gpu) => pg
-                .gpus
-                .iter()
-                .copied()
-                .filter(|&id| usable_gpu(id, gpus))
-                .collect(),
+            Ok(Kind::Gpu) => existing_gpus(&pg.gpus, gpus),
             Ok(Kind::Auto) => pg.gpus.clone(),
             _ => Vec::new(),
         };
@@ -338,12 +341,7 @@ fn apply_preferred(
 ) {
     for pg in preferred.iter().filter(|pg| pg.kind == kind as i32) {
         if kind == Kind::Gpu && group.gpus.is_empty() && !pg.gpus.is_empty() {
-            group.gpus = pg
-                .gpus
-                .iter()
-                .copied()
-                .filter(|&id| usable_gpu(id, gpus))
-                .collect();
+            group.gpus = existing_gpus(&pg.gpus, gpus);
             if group.gpus.is_empty() {
                 continue;
             }

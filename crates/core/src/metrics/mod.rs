@@ -163,15 +163,22 @@ const CACHE_FAMILIES: &[PerModel] = &[
 pub fn render(models: &[ModelMetrics], cache: Option<&CacheSnapshot>) -> String {
     let mut out = String::new();
     let stats: Vec<&ModelStatsSnapshot> = models.iter().map(|m| &m.stats).collect();
-    write_failures(&mut out, &stats);
-    write_families(&mut out, FAMILIES, stats.iter().copied());
+    // Read from the CUDA driver once per scrape, for every family.
+    let uuids = GpuUuids::of(stats.iter().copied());
+    write_failures(&mut out, &stats, &uuids);
+    write_families(&mut out, FAMILIES, stats.iter().copied(), &uuids);
     let counted: Vec<&ModelMetrics> = models.iter().filter(|m| m.latency.counters).collect();
     if !counted.is_empty() {
-        write_families(&mut out, LATENCY_COUNTERS, counted.iter().map(|m| &m.stats));
+        write_families(
+            &mut out,
+            LATENCY_COUNTERS,
+            counted.iter().map(|m| &m.stats),
+            &uuids,
+        );
     }
     let cached = counted.iter().filter(|m| m.stats.cache_enabled);
     if cached.clone().next().is_some() {
-        write_families(&mut out, CACHE_FAMILIES, cached.map(|m| &m.stats));
+        write_families(&mut out, CACHE_FAMILIES, cached.map(|m| &m.stats), &uuids);
     }
     write_summaries(&mut out, models);
     write_first_response(&mut out, models);
@@ -402,8 +409,8 @@ fn write_families<'a>(
     out: &mut String,
     families: &[PerModel],
     models: impl Iterator<Item = &'a ModelStatsSnapshot> + Clone,
+    uuids: &GpuUuids,
 ) {
-    let uuids = GpuUuids::of(models.clone());
     for per_model in families {
         let mut family = Family::start(out, per_model.name, per_model.help, per_model.kind);
         for s in models.clone() {
@@ -513,10 +520,9 @@ fn write_cache(out: &mut String, c: &CacheSnapshot) {
 
 /// `nv_inference_request_failure`, one sample per model and reason, and per GPU its
 /// instances ran on (where the backend's failures of those instances count).
-fn write_failures(out: &mut String, models: &[&ModelStatsSnapshot]) {
+fn write_failures(out: &mut String, models: &[&ModelStatsSnapshot], uuids: &GpuUuids) {
     let name = "nv_inference_request_failure";
     let help = "Number of failed inference requests, all batch sizes";
-    let uuids = GpuUuids::of(models.iter().copied());
     let mut family = Family::start(out, name, help, Kind::Counter);
     for s in models {
         let version = s.version.to_string();
