@@ -78,6 +78,7 @@ impl OnnxInstance {
                 datatype: output.datatype,
                 shape,
                 data,
+                device: None,
             });
         }
         let done = Instant::now();

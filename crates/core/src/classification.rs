@@ -256,6 +256,7 @@ pub fn classify(
         datatype: DataType::Bytes,
         shape,
         data: data.into(),
+        device: None,
     })
 }
 

@@ -14,6 +14,7 @@ fn tensor(datatype: DataType, shape: &[i64], data: Vec<u8>) -> OutputTensor {
         datatype,
         shape: shape.to_vec(),
         data: data.into(),
+        device: None,
     }
 }
 

@@ -9,6 +9,7 @@ use std::fmt;
 use std::sync::{Arc, LazyLock};
 
 use crate::error::Result;
+use crate::shm::OutputTarget;
 
 /// The kinds of memory Triton's C API names (`TRITONSERVER_MemoryType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +50,45 @@ pub trait OutputQuery: Send + Sync + fmt::Debug {
         byte_size: Option<usize>,
         preferred: Placement,
     ) -> Result<Placement>;
+
+    /// The caller's own memory where output `name` of `byte_size` bytes may be written in
+    /// place, as Triton's frontends hand a backend the output's shared-memory region as
+    /// its buffer; `None` (the default): the output goes to a buffer of the server's.
+    fn lend(&self, _name: &str, _byte_size: usize) -> Option<OutputTarget> {
+        None
+    }
+
+    /// Whether [`Self::lend`] may lend anything, so a model that must not have its
+    /// outputs written in place wraps only the queries that would ([`without_lending`]).
+    fn lends(&self) -> bool {
+        false
+    }
+}
+
+/// `query` answering as before but lending nothing: for a model whose outputs must be
+/// the server's own bytes (the response cache keeps them after the client has its
+/// region back).
+pub fn without_lending(query: Arc<dyn OutputQuery>) -> Arc<dyn OutputQuery> {
+    if query.lends() {
+        Arc::new(Unlent(query))
+    } else {
+        query
+    }
+}
+
+/// See [`without_lending`].
+#[derive(Debug)]
+struct Unlent(Arc<dyn OutputQuery>);
+
+impl OutputQuery for Unlent {
+    fn query(
+        &self,
+        name: Option<&str>,
+        byte_size: Option<usize>,
+        preferred: Placement,
+    ) -> Result<Placement> {
+        self.0.query(name, byte_size, preferred)
+    }
 }
 
 /// An ensemble step's answer: any placement will do, so the backend's preference stands

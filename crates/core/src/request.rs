@@ -76,8 +76,23 @@ pub struct OutputTensor {
     pub datatype: DataType,
     /// Shape, including the batch dimension when the model batches.
     pub shape: Vec<i64>,
-    /// The tensor's bytes, in the same encoding as [`InputTensor::data`].
+    /// The tensor's bytes, in the same encoding as [`InputTensor::data`] (empty while
+    /// they are on a GPU, see `device`).
     pub data: Bytes,
+    /// Where the bytes are instead of `data`: the window of the CUDA shared-memory region
+    /// the client asked for, which a GPU backend wrote itself (Triton hands a backend the
+    /// output's region as its buffer); the frontend then has nothing to copy.
+    pub device: Option<DeviceSpan>,
+}
+
+impl OutputTensor {
+    /// The tensor's bytes in host memory: `data`, or a copy of what is on the GPU.
+    pub fn host_data(&self) -> Result<Bytes> {
+        match &self.device {
+            Some(span) => span.read(),
+            None => Ok(self.data.clone()),
+        }
+    }
 }
 
 /// A response's output tensors, shared rather than copied: a response-cache hit answers
@@ -323,13 +338,14 @@ pub(crate) fn trace_inputs(trace: &RequestTrace, activity: TensorActivity, input
 pub(crate) fn trace_outputs(trace: &RequestTrace, outputs: &[OutputTensor]) {
     if trace.traces_tensors() {
         for output in outputs {
-            let activity = TensorActivity::BackendOutput;
+            // Bytes a backend wrote into a CUDA region are copied back only to be traced.
+            let data = output.host_data().unwrap_or_default();
             trace.tensor(
-                activity,
+                TensorActivity::BackendOutput,
                 &output.name,
                 output.datatype,
                 &output.shape,
-                &output.data,
+                &data,
             );
         }
     }
@@ -358,6 +374,7 @@ mod tests {
             datatype: DataType::Uint8,
             shape: vec![1],
             data: Bytes::from(vec![byte]),
+            device: None,
         }
     }
 

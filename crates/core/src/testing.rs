@@ -412,6 +412,7 @@ fn answer(outputs: &Outputs, batch: &Batch<'_>) -> Vec<Result<Vec<OutputTensor>>
                     .map_or(DataType::Bytes, |t| t.datatype),
                 shape: gathered.shape,
                 data: gathered.data,
+                device: None,
             }),
             Ok(None) => {}
             Err(e) => return all(e),
@@ -442,6 +443,7 @@ fn sum_int32(batch: &Batch<'_>, output: &str, add: i32) -> Result<OutputTensor> 
         datatype: DataType::Int32,
         shape: shape.ok_or_else(|| Error::internal("the test backend got no input"))?,
         data: int32_bytes(&sum),
+        device: None,
     })
 }
 

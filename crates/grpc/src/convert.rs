@@ -94,7 +94,7 @@ pub fn encode_response(
     for output in response.outputs {
         let data = match targets.get(&output.name) {
             Some(target) => {
-                target.write(&output.name, &output.data)?;
+                target.write(&output)?;
                 Bytes::new()
             }
             None => output.data,

@@ -506,7 +506,7 @@ pub fn encode(
 ) -> Result<Response> {
     for o in &response.outputs {
         if let Some(target) = format.shm.get(&o.name) {
-            target.write(&o.name, &o.data)?;
+            target.write(o)?;
         }
     }
     let placement = |o: &OutputTensor| {
@@ -714,6 +714,7 @@ mod tests {
             datatype,
             shape,
             data: Bytes::copy_from_slice(data),
+            device: None,
         }
     }
 

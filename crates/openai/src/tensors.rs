@@ -366,6 +366,7 @@ mod tests {
             datatype: DataType::Bytes,
             shape: vec![items.len() as i64],
             data: Bytes::from(join_bytes_elements(items.iter().map(|s| s.as_bytes()))),
+            device: None,
         };
         let response = InferResponse {
             model_name: "m".into(),
@@ -379,6 +380,7 @@ mod tests {
                     datatype: DataType::Uint32,
                     shape: vec![1],
                     data: Bytes::from(2u32.to_le_bytes().to_vec()),
+                    device: None,
                 },
                 bytes("finish_reason", &["length"]),
             ]

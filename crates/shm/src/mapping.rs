@@ -165,6 +165,18 @@ impl Mapping {
         })
     }
 
+    /// The address of byte `offset` of the window when `len` bytes from there fit in it:
+    /// where a backend writes an output itself (Triton hands a backend the output's region
+    /// as its buffer). Its writes are outside [`Self::write_at`]'s lock, as the client's
+    /// own writes are; a truncation under them is repaired by [`crate::sigbus`].
+    pub fn address(&self, offset: usize, len: usize) -> Option<*mut u8> {
+        let end = offset.checked_add(len)?;
+        if end > self.len {
+            return None;
+        }
+        Some(self.base.cast::<u8>().wrapping_add(self.delta + offset))
+    }
+
     /// Copies `data` into the window at `offset`; false when it does not fit.
     pub fn write_at(&self, offset: usize, data: &[u8]) -> bool {
         let Some(end) = offset.checked_add(data.len()) else {

@@ -73,6 +73,7 @@ fn outputs(value: u8) -> CachedOutputs {
         datatype: DataType::Uint8,
         shape: vec![4],
         data: Bytes::from(vec![value; 4]),
+        device: None,
     }])
 }
 

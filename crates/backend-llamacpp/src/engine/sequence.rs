@@ -234,6 +234,7 @@ impl Sequence {
             datatype,
             shape: shape.clone(),
             data: Bytes::from(data),
+            device: None,
         };
         let mut outputs = vec![tensor(
             "text_output",

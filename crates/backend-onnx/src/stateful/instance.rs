@@ -154,6 +154,7 @@ impl StatefulInstance {
                 datatype: t.datatype,
                 shape: t.client_shape(0, self.plan.triton_batch),
                 data: Bytes::new(),
+                device: None,
             })
             .collect()
     }
@@ -260,6 +261,7 @@ impl StatefulInstance {
                     datatype: t.datatype,
                     shape: t.client_shape(1, plan.triton_batch),
                     data: part,
+                    device: None,
                 });
             }
         }

@@ -170,6 +170,7 @@ impl<'a> Batch<'a> {
                 datatype: output.datatype,
                 shape,
                 data: output.data.slice(row_offsets[row]..row_offsets[row + size]),
+                device: None,
             });
             row += size;
         }

@@ -156,6 +156,7 @@ impl Batch<'_> {
                 datatype: output.datatype,
                 shape,
                 data: output.data.slice(offset..end),
+                device: None,
             });
             offset = end;
         }

@@ -57,6 +57,7 @@ fn bytes_rows_of_different_lengths_scatter_back_to_their_requests() {
         datatype: DataType::Bytes,
         shape: gathered.shape,
         data: gathered.data,
+        device: None,
     }]);
     assert_eq!(answers.len(), 3);
     for (answer, request) in answers.into_iter().zip(&requests) {
@@ -84,6 +85,7 @@ fn a_single_request_is_neither_copied_nor_split() {
         datatype: DataType::Bytes,
         shape: gathered.shape,
         data: gathered.data,
+        device: None,
     };
     let answers = batch.scatter(vec![output.clone()]);
     assert_eq!(answers[0].as_ref().expect("ok"), &vec![output]);
@@ -99,6 +101,7 @@ fn a_wrong_batch_dimension_fails_every_request() {
         datatype: DataType::Bytes,
         shape: vec![3, 2],
         data: Bytes::from(join_bytes_elements([b"x".as_slice(); 6])),
+        device: None,
     }]);
     for answer in answers {
         let e = answer.expect_err("batch dimension 3 for 2 rows");
@@ -315,6 +318,7 @@ fn batch_outputs_are_cut_by_the_source_inputs_shapes() {
                 .flat_map(|v| (v as f32).to_le_bytes())
                 .collect::<Vec<_>>(),
         ),
+        device: None,
     };
     let batch = Batch::new(&spec, requests.iter().collect(), vec![1, 2]);
     let parts: Vec<Vec<OutputTensor>> = batch

@@ -134,6 +134,7 @@ pub fn decode_outputs(bytes: &[u8]) -> Option<Vec<OutputTensor>> {
             datatype,
             shape,
             data,
+            device: None,
         });
     }
     r.done().then_some(outputs)
@@ -165,6 +166,7 @@ mod tests {
             datatype: DataType::Bytes,
             shape: vec![1],
             data: Bytes::from_static(b"\x02\0\0\0hi"),
+            device: None,
         }];
         assert_eq!(decode_outputs(&encode_outputs(&outputs)), Some(outputs));
     }

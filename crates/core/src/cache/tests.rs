@@ -28,6 +28,7 @@ fn outputs(value: i32) -> CachedOutputs {
         datatype: nereid_proto::DataType::Int32,
         shape: vec![1, 1],
         data: testing::int32_bytes(&[value]),
+        device: None,
     }])
 }
 
@@ -103,6 +104,7 @@ async fn errors_and_oversized_answers_are_not_cached() {
         datatype: nereid_proto::DataType::Uint8,
         shape: vec![4096],
         data: bytes::Bytes::from(vec![1u8; 4096]),
+        device: None,
     }]);
     for _ in 0..2 {
         let (got, outcome) = small

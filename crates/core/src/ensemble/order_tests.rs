@@ -50,6 +50,7 @@ fn echo(request: &InferRequest) -> InferResponse {
             datatype: nereid_proto::DataType::Int32,
             shape: vec![1],
             data: request.inputs[0].data.clone(),
+            device: None,
         }]
         .into(),
     }

@@ -279,6 +279,7 @@ impl Run {
                 datatype: value.datatype,
                 shape: batch_dims::reshape(dims, self.batching, value.batch, value.shape),
                 data: value.data,
+                device: None,
             });
         }
         self.ready.push(outputs);

@@ -66,6 +66,7 @@ fn int32(name: &str, value: i32) -> OutputTensor {
         datatype: nereid_proto::DataType::Int32,
         shape: vec![1],
         data: bytes::Bytes::copy_from_slice(&value.to_le_bytes()),
+        device: None,
     }
 }
 

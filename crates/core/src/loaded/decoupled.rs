@@ -21,7 +21,7 @@ impl LoadedModel {
         received_at: Instant,
         waiting: usize,
     ) -> Result<ResponseStream> {
-        self.place_inputs(&mut request)?;
+        self.place_tensors(&mut request)?;
         let batch_size = validate_request(&self.spec, &request)?;
         let spec = self.spec.clone();
         let id = request.id.clone();

@@ -27,6 +27,7 @@ use crate::ensemble::{Ensemble, StepModel};
 use crate::error::{Error, Result};
 use crate::metrics::ModelMetrics;
 use crate::model::ModelSpec;
+use crate::output_query::without_lending;
 use crate::presence::CallerPresence;
 use crate::request::{refused, Answer, InferRequest, InferResponse, Outputs};
 use crate::response_stream::{ResponseSender, ResponseStream, RESPONSES_BUFFERED};
@@ -114,8 +115,12 @@ impl LoadedModel {
 
     /// Copies to the host the inputs that came in a CUDA region and that this model does
     /// not read there: all of them unless [`Self::keeps_gpu_inputs`], and `BYTES`
-    /// tensors always (their elements are checked on the host).
-    pub(crate) fn place_inputs(&self, request: &mut InferRequest) -> Result<()> {
+    /// tensors always (their elements are checked on the host). A model with a response
+    /// cache has no outputs written in the client's regions: the cache keeps them.
+    pub(crate) fn place_tensors(&self, request: &mut InferRequest) -> Result<()> {
+        if self.cache.is_some() {
+            request.output_query = request.output_query.take().map(without_lending);
+        }
         if request.inputs.iter().all(|i| i.device.is_none()) {
             return Ok(());
         }
@@ -277,7 +282,7 @@ impl LoadedModel {
         received_at: Instant,
         step_times: Option<Arc<StepTimes>>,
     ) -> Result<Answer> {
-        self.place_inputs(&mut request)?;
+        self.place_tensors(&mut request)?;
         // Like Triton, a request rejected by validation counts neither as a success nor
         // as a failure of the model.
         let batch_size = validate_request(&self.spec, &request)?;

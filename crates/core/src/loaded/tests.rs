@@ -134,6 +134,7 @@ async fn a_requested_output_the_backend_did_not_produce_is_left_out() {
         datatype: nereid_proto::DataType::Int32,
         shape: vec![1, 1],
         data: testing::int32_bytes(&[8]),
+        device: None,
     }]));
     let m = serve(&only_out0, None);
     let response = m

@@ -186,6 +186,7 @@ mod tests {
             datatype: DataType::Fp32,
             shape: shape.to_vec(),
             data: bytes::Bytes::new(),
+            device: None,
         }
     }
 

@@ -19,6 +19,8 @@ pub use params::{ShmParams, ShmRef};
 pub use placement::frontend_query;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::output_query::{MemoryKind, Placement};
+use crate::request::OutputTensor;
 use nereid_shm::{sigbus, DeviceMemory, Mapping};
 
 /// The core's kind for a memory error.
@@ -499,24 +501,7 @@ impl ShmRegistry {
     /// gets the request reads them on its GPU or has them copied to the host.
     pub fn input_data(&self, shm: &ShmRef) -> Result<(Bytes, Option<DeviceSpan>)> {
         let (region, offset, len) = self.window(shm)?;
-        match &region.memory {
-            Memory::Cuda(_) => Ok((
-                Bytes::new(),
-                Some(DeviceSpan {
-                    region,
-                    offset,
-                    len,
-                }),
-            )),
-            Memory::System { .. } => Ok((
-                Bytes::from_owner(RegionSlice {
-                    region,
-                    offset,
-                    len,
-                }),
-                None,
-            )),
-        }
+        Ok(tensor_data(region, offset, len))
     }
 
     /// Where an output is to be written.
@@ -527,6 +512,30 @@ impl ShmRegistry {
             offset,
             len,
         })
+    }
+}
+
+/// A tensor's bytes that are in `[offset, offset + len)` of `region` (checked): the
+/// region's own bytes for a system region (no copy), a [`DeviceSpan`] and no bytes for a
+/// CUDA region.
+fn tensor_data(region: Arc<Region>, offset: usize, len: usize) -> (Bytes, Option<DeviceSpan>) {
+    match &region.memory {
+        Memory::Cuda(_) => (
+            Bytes::new(),
+            Some(DeviceSpan {
+                region,
+                offset,
+                len,
+            }),
+        ),
+        Memory::System { .. } => (
+            Bytes::from_owner(RegionSlice {
+                region,
+                offset,
+                len,
+            }),
+            None,
+        ),
     }
 }
 
@@ -639,11 +648,11 @@ pub struct OutputTarget {
 impl OutputTarget {
     /// The memory the window is in (a backend that asks is told, see
     /// [`crate::output_query`]).
-    pub fn placement(&self) -> crate::output_query::Placement {
+    pub fn placement(&self) -> Placement {
         match &self.region.memory {
-            Memory::System { .. } => crate::output_query::Placement::CPU,
-            Memory::Cuda(device) => crate::output_query::Placement {
-                kind: crate::output_query::MemoryKind::Gpu,
+            Memory::System { .. } => Placement::CPU,
+            Memory::Cuda(device) => Placement {
+                kind: MemoryKind::Gpu,
                 id: i64::from(device.device()),
             },
         }
@@ -654,8 +663,58 @@ impl OutputTarget {
         self.len
     }
 
-    /// Writes output `name`'s bytes into the window, or says the window is too small.
-    pub fn write(&self, name: &str, data: &[u8]) -> Result<()> {
+    /// Where a backend may write the output's `len` bytes itself, as Triton's frontends
+    /// hand a backend the output's region as its buffer: the window's placement and the
+    /// address of its first byte (a host pointer in this process, or a device address on
+    /// the region's GPU); `None` when `len` bytes do not fit.
+    pub fn lend(&self, len: usize) -> Option<(Placement, u64)> {
+        if len > self.len {
+            return None;
+        }
+        let address = match &self.region.memory {
+            Memory::System { mapping, .. } => mapping.address(self.offset, len)? as u64,
+            Memory::Cuda(device) => device.address(self.offset)?,
+        };
+        Some((self.placement(), address))
+    }
+
+    /// The output's first `len` bytes after a backend wrote them into the window itself
+    /// ([`Self::lend`]), as an [`OutputTensor`] holds them: the region's own bytes of a
+    /// system region, a [`DeviceSpan`] of a CUDA one. [`Self::write`] then copies nothing.
+    pub fn written(&self, len: usize) -> (Bytes, Option<DeviceSpan>) {
+        tensor_data(self.region.clone(), self.offset, len.min(self.len))
+    }
+
+    /// Writes `output` into the window (nothing to copy when its backend wrote it there,
+    /// see [`Self::written`]), or says the window is too small.
+    pub fn write(&self, output: &OutputTensor) -> Result<()> {
+        if self.holds(output) {
+            // A truncation under the backend's writes gave it zero pages.
+            return usable(&self.region);
+        }
+        match &output.device {
+            Some(span) => self.copy_in(&output.name, &span.read()?),
+            None => self.copy_in(&output.name, &output.data),
+        }
+    }
+
+    /// Whether `output`'s bytes are the start of this very window.
+    fn holds(&self, output: &OutputTensor) -> bool {
+        match (&output.device, &self.region.memory) {
+            (Some(span), _) => {
+                Arc::ptr_eq(&span.region, &self.region) && span.offset == self.offset
+            }
+            (None, Memory::System { mapping, .. }) => {
+                !output.data.is_empty()
+                    && mapping.address(self.offset, output.data.len())
+                        == Some(output.data.as_ptr().cast_mut())
+            }
+            (None, Memory::Cuda(_)) => false,
+        }
+    }
+
+    /// Copies output `name`'s bytes into the window, or says the window is too small.
+    fn copy_in(&self, name: &str, data: &[u8]) -> Result<()> {
         let fits = data.len() <= self.len
             && match &self.region.memory {
                 Memory::System { mapping, .. } => mapping.write_at(self.offset, data),

@@ -12,11 +12,12 @@ use crate::output_query::{OutputQuery, Placement};
 /// The answer of HTTP and gRPC (Triton's frontends' query): an output requested into a
 /// shared-memory region goes to that region's memory, unless the backend's size is more
 /// than the region's window takes (then host memory, and the write fails later with the
-/// size error); every other output is encoded from host memory.
+/// size error); every other output is encoded from host memory. The region is lent to
+/// the backend as the output's buffer where it fits.
 #[derive(Debug)]
 struct FrontendQuery {
-    /// Output name → its region's placement and window size.
-    regions: HashMap<String, (Placement, usize)>,
+    /// Output name → its window of a region.
+    targets: HashMap<String, OutputTarget>,
 }
 
 impl OutputQuery for FrontendQuery {
@@ -26,12 +27,23 @@ impl OutputQuery for FrontendQuery {
         byte_size: Option<usize>,
         _preferred: Placement,
     ) -> Result<Placement> {
-        let region = name.and_then(|n| self.regions.get(n));
-        Ok(match region {
-            Some((_, window)) if byte_size.is_some_and(|size| size > *window) => Placement::CPU,
-            Some((placement, _)) => *placement,
+        let target = name.and_then(|n| self.targets.get(n));
+        Ok(match target {
+            Some(t) if byte_size.is_some_and(|size| size > t.window_size()) => Placement::CPU,
+            Some(t) => t.placement(),
             None => Placement::CPU,
         })
+    }
+
+    fn lend(&self, name: &str, byte_size: usize) -> Option<OutputTarget> {
+        self.targets
+            .get(name)
+            .filter(|t| byte_size <= t.window_size())
+            .cloned()
+    }
+
+    fn lends(&self) -> bool {
+        !self.targets.is_empty()
     }
 }
 
@@ -41,51 +53,13 @@ impl OutputQuery for FrontendQuery {
 pub fn frontend_query(targets: &HashMap<String, OutputTarget>) -> Arc<dyn OutputQuery> {
     static HOST_ONLY: LazyLock<Arc<dyn OutputQuery>> = LazyLock::new(|| {
         Arc::new(FrontendQuery {
-            regions: HashMap::new(),
+            targets: HashMap::new(),
         })
     });
     if targets.is_empty() {
         return HOST_ONLY.clone();
     }
     Arc::new(FrontendQuery {
-        regions: targets
-            .iter()
-            .map(|(name, target)| (name.clone(), (target.placement(), target.window_size())))
-            .collect(),
+        targets: targets.clone(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::output_query::MemoryKind;
-
-    #[test]
-    fn frontends_answer_from_the_region_when_it_fits_else_host_memory() {
-        let gpu = Placement {
-            kind: MemoryKind::Gpu,
-            id: 3,
-        };
-        let query = FrontendQuery {
-            regions: HashMap::from([("OUT".to_string(), (gpu, 4))]),
-        };
-        let pinned = Placement {
-            kind: MemoryKind::CpuPinned,
-            id: 1,
-        };
-        assert_eq!(query.query(Some("OUT"), None, pinned).ok(), Some(gpu));
-        assert_eq!(query.query(Some("OUT"), Some(4), pinned).ok(), Some(gpu));
-        assert_eq!(
-            query.query(Some("OUT"), Some(5), pinned).ok(),
-            Some(Placement::CPU)
-        );
-        assert_eq!(
-            query.query(Some("OTHER"), None, pinned).ok(),
-            Some(Placement::CPU)
-        );
-        assert_eq!(
-            query.query(None, Some(1), pinned).ok(),
-            Some(Placement::CPU)
-        );
-    }
 }

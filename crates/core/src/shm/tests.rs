@@ -2,6 +2,7 @@
 //! `/<name>` is the file `/dev/shm/<name>`, so the tests make and shrink objects as a
 //! client would, with plain file calls.
 
+use std::collections::HashMap;
 use std::io::Write;
 
 use super::*;
@@ -140,6 +141,17 @@ fn bounds_and_names_are_checked() {
     );
 }
 
+/// Output `OUT` holding `data`, in host memory.
+fn output(data: &[u8]) -> OutputTensor {
+    OutputTensor {
+        name: "OUT".into(),
+        datatype: nereid_proto::DataType::Uint8,
+        shape: vec![data.len() as i64],
+        data: Bytes::copy_from_slice(data),
+        device: None,
+    }
+}
+
 #[test]
 fn outputs_are_written_and_unregister_defers_the_unmap() {
     let object = Object::new(64);
@@ -153,12 +165,71 @@ fn outputs_are_written_and_unregister_defers_the_unmap() {
         .unregister(RegionKind::System, Some("r"))
         .expect("unregisters");
     assert!(registry.system_status(Some("r")).is_err());
-    target.write("OUT", &[9, 9, 9, 9]).expect("fits");
+    target.write(&output(&[9, 9, 9, 9])).expect("fits");
     assert_eq!(&view[..], &[9, 9, 9, 9], "still mapped while in use");
-    let e = target.write("OUT", &[0; 5]).expect_err("too small");
+    let e = target.write(&output(&[0; 5])).expect_err("too small");
     assert_eq!(
         e.message(),
         "shared memory size specified with the request for output 'OUT' (4 bytes) should be at least 5 bytes to hold the results"
+    );
+}
+
+#[test]
+fn the_frontends_lend_an_outputs_window_and_copy_nothing_written_there() {
+    let object = Object::new(96);
+    let registry = open_registry();
+    registry
+        .register_system("r", object.key(), 0, 96)
+        .expect("registers");
+    let window = registry.output(&shm("r", 8, 4)).expect("inside");
+    let query = frontend_query(&HashMap::from([("OUT".to_string(), window)]));
+    let pinned = Placement {
+        kind: MemoryKind::CpuPinned,
+        id: 1,
+    };
+    // Asked where OUT goes: its region's memory (host memory here) when it fits.
+    assert_eq!(
+        query.query(Some("OUT"), Some(4), pinned).ok(),
+        Some(Placement::CPU)
+    );
+    assert_eq!(
+        query.query(Some("OUT"), Some(5), pinned).ok(),
+        Some(Placement::CPU)
+    );
+    assert_eq!(query.query(None, None, pinned).ok(), Some(Placement::CPU));
+    assert!(query.lends());
+    assert!(query.lend("OUT", 5).is_none(), "more than the window takes");
+    assert!(query.lend("OTHER", 1).is_none(), "not in a region");
+    let target = query.lend("OUT", 4).expect("fits");
+    let (placement, address) = target.lend(4).expect("fits");
+    assert_eq!(placement, Placement::CPU);
+    assert!(target.lend(5).is_none());
+    // What the backend wrote at `address` is the region's bytes (0, 1, 2, ... at first).
+    let (data, device) = target.written(4);
+    assert!(device.is_none());
+    assert_eq!(data.as_ptr() as u64, address);
+    assert_eq!(&data[..], &[8, 9, 10, 11]);
+    let in_place = OutputTensor {
+        data,
+        ..output(&[])
+    };
+    assert!(target.holds(&in_place));
+    target.write(&in_place).expect("nothing to copy");
+    // Bytes of the server's own are copied in.
+    let copied = output(&[1, 2, 3, 4]);
+    assert!(!target.holds(&copied));
+    target.write(&copied).expect("fits");
+    assert_eq!(
+        &registry.input(&shm("r", 8, 4)).expect("inside")[..],
+        &[1, 2, 3, 4]
+    );
+    // A model whose outputs must stay the server's own is told the same and lent nothing.
+    let unlent = crate::output_query::without_lending(query);
+    assert!(unlent.lend("OUT", 4).is_none());
+    assert!(!unlent.lends());
+    assert_eq!(
+        unlent.query(Some("OUT"), Some(4), pinned).ok(),
+        Some(Placement::CPU)
     );
 }
 
@@ -246,7 +317,7 @@ fn a_truncation_under_a_write_costs_that_write_an_error() {
     // raises SIGBUS, which is repaired and answered as an error.
     let target = registry.output(&shm("w", 4096, 8192)).expect("whole");
     object.truncate(4096);
-    let error = target.write("OUT", &[7u8; 8192]).expect_err("damaged");
+    let error = target.write(&output(&[7u8; 8192])).expect_err("damaged");
     assert!(
         error
             .message()

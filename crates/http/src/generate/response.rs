@@ -83,6 +83,7 @@ mod tests {
             datatype,
             shape: shape.to_vec(),
             data: Bytes::copy_from_slice(data),
+            device: None,
         }
     }
 

@@ -287,6 +287,7 @@ mod tests {
             datatype: nereid_core::DataType::Int32,
             shape: vec![1],
             data: bytes::Bytes::from_static(&[1, 0, 0, 0]),
+            device: None,
         }
     }
 

@@ -13,7 +13,7 @@
 //! [`batch_strategy`] (its `BatchStrategyLoader`, custom batching libraries) →
 //! [`resolve`] (which library serves a model) and [`hosted`] → [`model`] → [`instance`] →
 //! `objects` (the ABI objects and the library's entry points) → [`request`],
-//! [`response`], [`response_stats`], `exchange`, `single_buffer`, [`memory`]. The server
+//! [`response`] → [`output`], [`response_stats`], `exchange`, `single_buffer`, [`memory`]. The server
 //! handle backends get for BLS is set by `inprocess::start`, which sits above this folder.
 
 pub mod batch_strategy;
@@ -25,6 +25,7 @@ pub mod loader;
 pub mod memory;
 pub mod model;
 mod objects;
+pub mod output;
 pub mod output_query;
 pub mod request;
 pub mod resolve;
@@ -41,8 +42,6 @@ pub use objects::{
     TRITONBACKEND_Backend, TRITONBACKEND_BackendAttribute, TRITONBACKEND_Model,
     TRITONBACKEND_ModelInstance,
 };
+pub use output::TRITONBACKEND_Output;
 pub use request::{TRITONBACKEND_Input, TRITONBACKEND_Request};
-pub use response::{
-    TRITONBACKEND_Output, TRITONBACKEND_Response, TRITONBACKEND_ResponseFactory,
-    TRITONBACKEND_State,
-};
+pub use response::{TRITONBACKEND_Response, TRITONBACKEND_ResponseFactory, TRITONBACKEND_State};

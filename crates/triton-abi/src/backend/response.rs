@@ -1,145 +1,28 @@
-//! `TRITONBACKEND_Response`, `TRITONBACKEND_ResponseFactory`, `TRITONBACKEND_Output` and
-//! `TRITONBACKEND_State`: how a backend answers. A response collects outputs whose
-//! buffers Nereid allocates (CPU) and goes to the request's exchange when sent; a factory
-//! creates responses and sends flags after the request was released (decoupled models).
+//! `TRITONBACKEND_Response`, `TRITONBACKEND_ResponseFactory` and `TRITONBACKEND_State`:
+//! how a backend answers. A response collects outputs (see [`super::output`]) and goes to
+//! the request's exchange when sent; a factory creates responses and sends flags after
+//! the request was released (decoupled models).
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use nereid_core::model::ModelSpec;
-use nereid_core::request::{OutputTensor, ParamValue, Parameters};
+use nereid_core::output_query::OutputQuery;
+use nereid_core::request::{ParamValue, Parameters};
 use parking_lot::Mutex;
 
 use super::exchange::Exchange;
-use super::request::{c_text, with_request, TRITONBACKEND_Request};
+use super::output::TRITONBACKEND_Output;
+use super::request::{with_request, TRITONBACKEND_Request};
 use super::single_buffer::SharedState;
 use crate::buffer_attributes::TRITONSERVER_BufferAttributes;
 use crate::error::{invalid_arg, peek, ErrorPtr};
 use crate::ffi::{self, put};
-use crate::types::{datatype_from_raw, memory_type};
+use crate::types::memory_type;
 
 /// `TRITONSERVER_RESPONSE_COMPLETE_FINAL`.
 const COMPLETE_FINAL: u32 = 1;
-
-/// The object behind `TRITONBACKEND_Output*` (and a state's tensor).
-pub struct TRITONBACKEND_Output {
-    name: CString,
-    datatype: u32,
-    shape: Vec<i64>,
-    buffer: Option<Vec<u8>>,
-    attributes: Option<Box<TRITONSERVER_BufferAttributes>>,
-}
-
-impl TRITONBACKEND_Output {
-    fn new(
-        name: *const c_char,
-        datatype: u32,
-        shape: *const i64,
-        dims: u32,
-    ) -> Result<Self, ErrorPtr> {
-        // SAFETY: a NUL-terminated name or null (checked).
-        let name = unsafe { ffi::text(name, "name") }?;
-        datatype_from_raw(datatype).ok_or_else(|| {
-            invalid_arg(format!(
-                "output '{name}' has an invalid data type {datatype}"
-            ))
-        })?;
-        let shape = if dims == 0 {
-            Vec::new()
-        } else if shape.is_null() {
-            return Err(invalid_arg("shape must not be null"));
-        } else {
-            // SAFETY: the caller passes `dims` readable dimensions at `shape` (non-null).
-            unsafe { std::slice::from_raw_parts(shape, dims as usize) }.to_vec()
-        };
-        Ok(Self {
-            name: c_text(name),
-            datatype,
-            shape,
-            buffer: None,
-            attributes: None,
-        })
-    }
-
-    /// Allocates the tensor's buffer (CPU, zeroed) once and hands it out.
-    fn allocate(
-        &mut self,
-        buffer: *mut *mut c_void,
-        byte_size: u64,
-        memory_type_out: *mut u32,
-        memory_type_id: *mut i64,
-    ) -> Result<(), ErrorPtr> {
-        if self.buffer.is_some() {
-            return Err(invalid_arg(format!(
-                "the buffer of output '{}' is already allocated",
-                self.name.to_string_lossy()
-            )));
-        }
-        let size = usize::try_from(byte_size)
-            .map_err(|_| invalid_arg(format!("buffer size {byte_size} is too large")))?;
-        let data = self.buffer.insert(vec![0u8; size]);
-        put(buffer, data.as_mut_ptr().cast(), "buffer")?;
-        put(memory_type_out, memory_type::CPU, "memory_type")?;
-        put(memory_type_id, 0, "memory_type_id")
-    }
-
-    /// The attributes of the allocated buffer.
-    fn attributes(&mut self) -> Result<*mut TRITONSERVER_BufferAttributes, ErrorPtr> {
-        let byte_size = self
-            .buffer
-            .as_ref()
-            .map(Vec::len)
-            .ok_or_else(|| invalid_arg("the output buffer is not allocated yet"))?;
-        let attributes = self
-            .attributes
-            .insert(Box::new(TRITONSERVER_BufferAttributes {
-                memory_type: memory_type::CPU,
-                memory_type_id: 0,
-                byte_size,
-                cuda_ipc_handle: std::ptr::null_mut(),
-            }));
-        Ok(std::ptr::from_mut::<TRITONSERVER_BufferAttributes>(
-            attributes,
-        ))
-    }
-
-    /// Fails an output whose buffer holds fewer bytes than its shape and fixed-size
-    /// datatype need (none at all when the backend never asked for one): a frontend would
-    /// otherwise answer with fewer elements than the shape it reports.
-    fn check_size(&self) -> nereid_core::Result<()> {
-        let Some(datatype) = datatype_from_raw(self.datatype) else {
-            return Ok(());
-        };
-        let (Some(size), Some(elements)) = (
-            datatype.element_size(),
-            nereid_core::request::element_count(&self.shape),
-        ) else {
-            return Ok(());
-        };
-        let needed = elements.saturating_mul(size);
-        let held = self.buffer.as_ref().map_or(0, Vec::len);
-        if held >= needed {
-            return Ok(());
-        }
-        Err(nereid_core::Error::internal(format!(
-            "output '{}' of shape {:?} ({}) needs {needed} bytes, but the backend gave {held}",
-            self.name.to_string_lossy(),
-            self.shape,
-            datatype.as_str()
-        )))
-    }
-
-    fn into_tensor(self) -> OutputTensor {
-        OutputTensor {
-            name: self.name.to_string_lossy().into_owned(),
-            datatype: datatype_from_raw(self.datatype).unwrap_or(nereid_core::DataType::Uint8),
-            shape: self.shape,
-            data: self.buffer.map(Bytes::from).unwrap_or_default(),
-        }
-    }
-}
 
 /// The object behind `TRITONBACKEND_Response*`.
 pub struct TRITONBACKEND_Response {
@@ -149,10 +32,16 @@ pub struct TRITONBACKEND_Response {
     /// `TRITONBACKEND_ResponseSet*Parameter`, in the order set.
     parameters: Mutex<Parameters>,
     exchange: Arc<Exchange>,
+    /// The request's caller's answer to where outputs go, which may lend their buffers.
+    output_query: Option<Arc<dyn OutputQuery>>,
 }
 
 impl TRITONBACKEND_Response {
-    fn create(out: *mut *mut Self, exchange: &Arc<Exchange>) -> Result<(), ErrorPtr> {
+    fn create(
+        out: *mut *mut Self,
+        exchange: &Arc<Exchange>,
+        output_query: Option<Arc<dyn OutputQuery>>,
+    ) -> Result<(), ErrorPtr> {
         if out.is_null() {
             return Err(invalid_arg("response must not be null"));
         }
@@ -161,6 +50,7 @@ impl TRITONBACKEND_Response {
             outputs: Vec::new(),
             parameters: Mutex::new(Vec::new()),
             exchange: exchange.clone(),
+            output_query,
         });
         put(out, Box::into_raw(response), "response")
     }
@@ -175,6 +65,8 @@ impl Drop for TRITONBACKEND_Response {
 /// The object behind `TRITONBACKEND_ResponseFactory*`.
 pub struct TRITONBACKEND_ResponseFactory {
     exchange: Arc<Exchange>,
+    /// The request's output query, for the responses it creates.
+    output_query: Option<Arc<dyn OutputQuery>>,
 }
 
 impl TRITONBACKEND_ResponseFactory {
@@ -240,6 +132,7 @@ pub unsafe extern "C" fn TRITONBACKEND_ResponseFactoryNew(
         r.exchange.acquire();
         let created = Box::new(TRITONBACKEND_ResponseFactory {
             exchange: r.exchange.clone(),
+            output_query: r.output_query.clone(),
         });
         put(factory, Box::into_raw(created), "factory")
     })
@@ -287,7 +180,7 @@ pub unsafe extern "C" fn TRITONBACKEND_ResponseNew(
     request: *mut TRITONBACKEND_Request,
 ) -> ErrorPtr {
     with_request(request, |r| {
-        TRITONBACKEND_Response::create(response, &r.exchange)
+        TRITONBACKEND_Response::create(response, &r.exchange, r.output_query.clone())
     })
 }
 
@@ -298,7 +191,7 @@ pub unsafe extern "C" fn TRITONBACKEND_ResponseNewFromFactory(
     factory: *mut TRITONBACKEND_ResponseFactory,
 ) -> ErrorPtr {
     with_factory(factory, |f| {
-        TRITONBACKEND_Response::create(response, &f.exchange)
+        TRITONBACKEND_Response::create(response, &f.exchange, f.output_query.clone())
     })
 }
 
@@ -331,7 +224,13 @@ pub unsafe extern "C" fn TRITONBACKEND_ResponseOutput(
         if output.is_null() {
             return Err(invalid_arg("output must not be null"));
         }
-        let created = TRITONBACKEND_Output::new(name, datatype, shape, dims_count)?;
+        let created = TRITONBACKEND_Output::new(
+            name,
+            datatype,
+            shape,
+            dims_count,
+            response.output_query.clone(),
+        )?;
         if response.outputs.iter().any(|o| o.name == created.name) {
             return Err(invalid_arg(format!(
                 "output '{}' already exists in the response",
@@ -345,37 +244,6 @@ pub unsafe extern "C" fn TRITONBACKEND_ResponseOutput(
             .map(|o| std::ptr::from_mut::<TRITONBACKEND_Output>(o))
             .unwrap_or(std::ptr::null_mut());
         put(output, last, "output")
-    })
-}
-
-/// `TRITONBACKEND_OutputBuffer`: a CPU buffer of `buffer_byte_size` bytes for the output,
-/// owned by its response.
-#[no_mangle]
-pub unsafe extern "C" fn TRITONBACKEND_OutputBuffer(
-    output: *mut TRITONBACKEND_Output,
-    buffer: *mut *mut c_void,
-    buffer_byte_size: u64,
-    memory_type: *mut u32,
-    memory_type_id: *mut i64,
-) -> ErrorPtr {
-    ffi::status(|| {
-        // SAFETY: an output of a live response, or null (checked).
-        let output = unsafe { ffi::reference_mut(output, "output") }?;
-        output.allocate(buffer, buffer_byte_size, memory_type, memory_type_id)
-    })
-}
-
-/// `TRITONBACKEND_OutputBufferAttributes`.
-#[no_mangle]
-pub unsafe extern "C" fn TRITONBACKEND_OutputBufferAttributes(
-    output: *mut TRITONBACKEND_Output,
-    buffer_attributes: *mut *mut TRITONSERVER_BufferAttributes,
-) -> ErrorPtr {
-    ffi::status(|| {
-        // SAFETY: an output of a live response, or null (checked).
-        let output = unsafe { ffi::reference_mut(output, "output") }?;
-        let attributes = output.attributes()?;
-        put(buffer_attributes, attributes, "buffer_attributes")
     })
 }
 
@@ -548,7 +416,7 @@ pub unsafe extern "C" fn TRITONBACKEND_StateNew(
         if state.is_null() {
             return Err(invalid_arg("state must not be null"));
         }
-        let tensor = TRITONBACKEND_Output::new(name, datatype, shape, dims_count)?;
+        let tensor = TRITONBACKEND_Output::new(name, datatype, shape, dims_count, None)?;
         let name = tensor.name.to_string_lossy().into_owned();
         check_state_name(&r.spec, &name)?;
         let shared = r.exchange.shared_state(&name).cloned();

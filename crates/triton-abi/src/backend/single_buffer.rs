@@ -110,6 +110,7 @@ impl SharedState {
             datatype: self.datatype,
             shape: self.shape.lock().clone(),
             data: Bytes::copy_from_slice(self.memory.lock().bytes()),
+            device: None,
         })
     }
 }

@@ -23,8 +23,9 @@
  *   fail       execute itself fails (the server answers every request).
  *   silent     requests released without any response.
  *   where      asks for IN's buffer preferring GPU memory and answers OUT = its bytes
- *              (read in place: the fake CUDA driver's device memory is host memory) and
- *              PLACE (INT64 [2]) = the memory type and device id it was given.
+ *              (read in place: the fake CUDA driver's device memory is host memory),
+ *              asking for OUT's buffer preferring GPU memory too, and PLACE (INT64 [4]) =
+ *              the memory type and device id it was given for IN, then for OUT.
  *   unallocated each request answered with OUT (FP32 [2]) whose buffer is never asked
  *              for (as Triton 2.51's python stub does under numpy 2).
  *   bls        OUT = OUTPUT0 of model `add_sub` for INPUT0 = INPUT1 = IN, through
@@ -261,16 +262,26 @@ Error* TRITONBACKEND_ModelInstanceFinalize(Instance* instance) {
 }
 
 /* Adds output `name` to `response` holding a copy of `size` bytes. */
-static Error* add_output(Response* response, const char* name, int datatype,
-                         const int64_t* shape, uint32_t dims, const void* data, size_t size) {
+/* Adds output `name` holding `size` bytes of `data`, asking for a buffer in *memory_type
+ * (which, with *memory_id, then says where the buffer was: the fake CUDA driver's device
+ * memory is host memory, so the copy works either way in the tests). */
+static Error* add_output_in(Response* response, const char* name, int datatype,
+                            const int64_t* shape, uint32_t dims, const void* data, size_t size,
+                            int* memory_type, int64_t* memory_id) {
   Output* output;
   RETURN_IF_ERROR(TRITONBACKEND_ResponseOutput(response, &output, name, datatype, shape, dims));
   void* buffer;
-  int memory_type = 0;
-  int64_t memory_id = 0;
-  RETURN_IF_ERROR(TRITONBACKEND_OutputBuffer(output, &buffer, size, &memory_type, &memory_id));
+  RETURN_IF_ERROR(TRITONBACKEND_OutputBuffer(output, &buffer, size, memory_type, memory_id));
   memcpy(buffer, data, size);
   return NULL;
+}
+
+static Error* add_output(Response* response, const char* name, int datatype,
+                         const int64_t* shape, uint32_t dims, const void* data, size_t size) {
+  int memory_type = 0;
+  int64_t memory_id = 0;
+  return add_output_in(response, name, datatype, shape, dims, data, size, &memory_type,
+                       &memory_id);
 }
 
 static bool requested(Request* request, const char* name) {
@@ -665,10 +676,13 @@ Error* TRITONBACKEND_ModelInstanceExecute(Instance* instance, Request** requests
       if (err == NULL) err = TRITONBACKEND_InputProperties(input, NULL, NULL, &shape, &dims, NULL, NULL);
       if (err == NULL)
         err = TRITONBACKEND_InputBuffer(input, 0, &data, &size, &memory_type, &memory_id);
+      int out_type = 2; /* GPU preferred */
+      int64_t out_id = 0;
       if (err == NULL) err = TRITONBACKEND_ResponseNew(&response, requests[r]);
-      if (err == NULL) err = add_output(response, "OUT", TYPE_FP32, shape, dims, data, size);
-      int64_t place[2] = {memory_type, memory_id};
-      const int64_t place_shape[1] = {2};
+      if (err == NULL)
+        err = add_output_in(response, "OUT", TYPE_FP32, shape, dims, data, size, &out_type, &out_id);
+      int64_t place[4] = {memory_type, memory_id, out_type, out_id};
+      const int64_t place_shape[1] = {4};
       if (err == NULL) err = add_output(response, "PLACE", TYPE_INT64, place_shape, 1, place, sizeof(place));
       if (err == NULL) err = TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, NULL);
     } else if (strcmp(mode, "unallocated") == 0) {

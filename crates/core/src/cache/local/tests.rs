@@ -33,6 +33,7 @@ fn outputs(fill: u8, len: usize) -> CachedOutputs {
         datatype: DataType::Uint8,
         shape: vec![len as i64],
         data: Bytes::from(vec![fill; len]),
+        device: None,
     }])
 }
 

@@ -47,6 +47,7 @@ fn outputs(values: &[i32]) -> Vec<OutputTensor> {
         datatype: DataType::Int32,
         shape: vec![1, 2],
         data,
+        device: None,
     };
     vec![
         tensor("OUT", int32_bytes(&[7, 7])),
