@@ -47,6 +47,11 @@ impl Backend for LlamaCppBackend {
         NAME
     }
 
+    /// Its ONNX Runtime or llama.cpp runs on the CPU.
+    fn preferred_instance_groups(&self) -> Vec<nereid_proto::inference::ModelInstanceGroup> {
+        nereid_core::backend::cpu_instances_only()
+    }
+
     fn default_model_filename(&self) -> &'static str {
         "model.json"
     }

@@ -115,6 +115,11 @@ impl Backend for OnnxBackend {
         "onnxruntime"
     }
 
+    /// Its ONNX Runtime or llama.cpp runs on the CPU.
+    fn preferred_instance_groups(&self) -> Vec<nereid_proto::inference::ModelInstanceGroup> {
+        nereid_core::backend::cpu_instances_only()
+    }
+
     fn default_model_filename(&self) -> &'static str {
         "model.onnx"
     }

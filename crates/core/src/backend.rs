@@ -82,6 +82,17 @@ pub trait Backend: Send + Sync {
     }
 }
 
+/// The preferred instance groups of a backend that runs on the CPU only (Nereid's own
+/// ONNX Runtime and llama.cpp backends, as OpenVINO declares for itself): CPU instances,
+/// the count left to the model's default. Its models stay off the GPUs, `KIND_AUTO`
+/// groups included (see `normalize_instance_groups`).
+pub fn cpu_instances_only() -> Vec<ModelInstanceGroup> {
+    vec![ModelInstanceGroup {
+        kind: nereid_proto::inference::model_instance_group::Kind::Cpu as i32,
+        ..Default::default()
+    }]
+}
+
 /// The model a [`BackendLoader`] finds a backend for. Triton looks for a backend library
 /// in the model's own folders (`<model>/<version>/`, `<model>/`) before the backend
 /// directory, so where the model lives decides which library serves it.

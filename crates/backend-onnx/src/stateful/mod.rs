@@ -52,6 +52,11 @@ impl Backend for StatefulBackend {
         "stateful"
     }
 
+    /// Its ONNX Runtime or llama.cpp runs on the CPU.
+    fn preferred_instance_groups(&self) -> Vec<nereid_proto::inference::ModelInstanceGroup> {
+        nereid_core::backend::cpu_instances_only()
+    }
+
     fn default_model_filename(&self) -> &'static str {
         "model.onnx"
     }

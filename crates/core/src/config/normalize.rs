@@ -25,19 +25,13 @@ const MIN_COMPUTE_CAPABILITY: f64 = 6.0;
 pub struct NormalizeOptions {
     /// Number of GPUs the CUDA driver shows: `KIND_GPU` groups are placed on them (all of
     /// them when a group lists none), and `KIND_AUTO` becomes `KIND_GPU` where there are
-    /// some, unless the backend is one Nereid runs on the CPU.
+    /// some, unless the backend prefers CPU instances only.
     pub gpu_count: usize,
     /// Without any GPU, run `KIND_GPU` groups on the CPU instead of failing the load as
     /// Triton's CPU build does (`--gpu-instances-on-cpu`): a repository made for GPUs,
     /// served on a machine without one.
     pub gpu_instances_on_cpu: bool,
 }
-
-/// Backends Nereid runs itself, on the CPU only (its ONNX Runtime has no CUDA provider):
-/// a `KIND_AUTO` group stays on the CPU for them on a machine with GPUs, as a Triton
-/// backend that prefers CPU instances declares it
-/// (`TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup`).
-const CPU_ONLY_BACKENDS: &[&str] = &["onnxruntime", "stateful", "llamacpp"];
 
 /// Whether GPU `id` is one of the `gpu_count` the server sees.
 fn usable_gpu(id: i32, gpu_count: usize) -> bool {
@@ -248,7 +242,10 @@ pub fn normalize_instance_groups(
             .push(default_group(&config.name, preferred, gpus));
     }
     let model = config.name.clone();
-    let auto_on_gpu = gpus > 0 && !CPU_ONLY_BACKENDS.contains(&config.backend.as_str());
+    // A backend that prefers CPU instances only (OpenVINO, Nereid's own) keeps `KIND_AUTO`
+    // groups on the CPU, where Triton puts them on a GPU and the backend fails the load.
+    let cpu_only = !preferred.is_empty() && preferred.iter().all(|g| g.kind == Kind::Cpu as i32);
+    let auto_on_gpu = gpus > 0 && !cpu_only;
     // Triton runs two CPU instances by default for the ONNX Runtime and TensorFlow backends.
     let cpu_default_count = if matches!(config.backend.as_str(), "onnxruntime" | "tensorflow") {
         2
@@ -572,11 +569,24 @@ mod tests {
         };
         assert_eq!(kind_of("backend: \"pytorch\"", 1), (Kind::Gpu, vec![0]));
         assert_eq!(kind_of("backend: \"pytorch\"", 0), (Kind::Cpu, vec![]));
+        // A backend preferring CPU instances only keeps a KIND_AUTO group on the CPU.
+        let cpu_only = crate::backend::cpu_instances_only();
+        let auto = "backend: \"onnxruntime\" instance_group { kind: KIND_AUTO count: 2 }";
+        let only_cpu: Vec<(Kind, i32, &[i32])> = cpu_only
+            .iter()
+            .map(|g| (Kind::try_from(g.kind).expect("kind"), g.count, &[][..]))
+            .collect();
+        assert_eq!(with_preferred(auto, 2, &only_cpu), [(Kind::Cpu, 2, vec![])]);
         assert_eq!(
-            kind_of("platform: \"onnxruntime_onnx\"", 2),
-            (Kind::Cpu, vec![])
+            with_preferred("backend: \"onnxruntime\"", 2, &only_cpu),
+            [(Kind::Cpu, 2, vec![])]
         );
-        assert_eq!(kind_of("backend: \"llamacpp\"", 2), (Kind::Cpu, vec![]));
+        // Not for a backend that also prefers GPU instances.
+        let either: &[(Kind, i32, &[i32])] = &[(Kind::Cpu, 0, &[]), (Kind::Gpu, 0, &[])];
+        assert_eq!(
+            with_preferred(auto, 2, either),
+            [(Kind::Gpu, 2, vec![0, 1])]
+        );
         let err = normalized_with_gpus(
             "backend: \"pytorch\" instance_group { kind: KIND_AUTO gpus: [ 3 ] }",
             2,
