@@ -8,7 +8,7 @@ checks no two overlap. Without a driver, GPU buffers are refused as Triton's CPU
 refuses them.
 """
 
-from conftest import Server, base_args
+from conftest import Server, base_args, wait_for
 from test_hosted_backend import build, model
 
 # TRITONSERVER_Error_Code values.
@@ -42,6 +42,12 @@ def scratch(server, name, sizes):
     return answer.json()["outputs"][0]["data"]
 
 
+def logged(server, text):
+    """Waits for `text` in the server's log: the reader thread may take a moment after the
+    answer that followed the line."""
+    wait_for(lambda: text in server.log(), timeout=5, what=f"{text!r} in the log")
+
+
 def test_gpu_buffers_come_from_each_gpus_pool_until_it_is_full(tmp_path, fake_cuda):
     server = start(tmp_path, ["--cuda-memory-pool-byte-size=0:4096", "--cuda-memory-pool-byte-size=1:0"],
                    env={"NEREID_CUDA_LIBRARY": fake_cuda, "FAKE_CUDA_DEVICES": "2"})
@@ -51,12 +57,12 @@ def test_gpu_buffers_come_from_each_gpus_pool_until_it_is_full(tmp_path, fake_cu
         # Given back after each request: the whole pool again, but never more.
         assert scratch(server, "scratch", [4096]) == [0]
         assert scratch(server, "scratch", [4000, 1]) == [0, INTERNAL]
+        logged(server, "gpu_scratch 1: Failed to allocate CUDA memory with byte size 1 on GPU 0")
         log = server.log()
         assert log.count("CUDA memory pool is created on device 0 with size 4096") == 1, log
-        assert "gpu_scratch 1: Failed to allocate CUDA memory with byte size 1 on GPU 0" in log, log
         # GPU 1's pool is sized 0: no pool there, and the server goes on serving.
         assert scratch(server, "scratch1", [16]) == [UNAVAILABLE]
-        assert "no preallocated CUDA memory on GPU 1" in server.log()
+        logged(server, "no preallocated CUDA memory on GPU 1")
         assert scratch(server, "scratch", [16, 16]) == [0, 0]
     finally:
         server.kill()
@@ -67,7 +73,7 @@ def test_by_default_each_gpu_has_tritons_64_mib(tmp_path, fake_cuda):
     try:
         assert scratch(server, "scratch", [64 * MIB]) == [0]
         assert scratch(server, "scratch", [64 * MIB + 1]) == [INTERNAL]
-        assert "CUDA memory pool is created on device 0 with size 67108864" in server.log()
+        logged(server, "CUDA memory pool is created on device 0 with size 67108864")
     finally:
         server.kill()
 
@@ -76,8 +82,7 @@ def test_a_pool_the_driver_cannot_reserve_fails_each_buffer_with_why(tmp_path, f
     server = start(tmp_path, env={"NEREID_CUDA_LIBRARY": fake_cuda, "FAKE_CUDA_MEMORY": "1000"})
     try:
         assert scratch(server, "scratch", [16]) == [INTERNAL]
-        assert ("Failed to create the CUDA memory pool of 67108864 bytes on GPU 0: out of memory"
-                in server.log()), server.log()
+        logged(server, "Failed to create the CUDA memory pool of 67108864 bytes on GPU 0: out of memory")
     finally:
         server.kill()
 
@@ -86,6 +91,6 @@ def test_without_cuda_gpu_buffers_are_refused_as_tritons_cpu_build(tmp_path):
     server = start(tmp_path, env={"NEREID_CUDA_LIBRARY": str(tmp_path / "no-libcuda.so")}, kind="KIND_CPU")
     try:
         assert scratch(server, "scratch", [16]) == [UNSUPPORTED]
-        assert "gpu_scratch 16: GPU memory allocation not supported: CUDA is not available" in server.log()
+        logged(server, "gpu_scratch 16: GPU memory allocation not supported: CUDA is not available")
     finally:
         server.kill()

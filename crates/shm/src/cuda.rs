@@ -131,6 +131,32 @@ impl Driver {
         })
     }
 
+    /// Copies `len` bytes at device address `address` to host memory, in the context
+    /// current on this thread.
+    ///
+    /// # Safety
+    /// `[address, address + len)` must be device memory that stays allocated for the call.
+    unsafe fn copy_out(&self, address: u64, len: usize) -> Result<Vec<u8>> {
+        let mut host = vec![0u8; len];
+        // SAFETY: `host` has `len` writable bytes; the device range is the caller's
+        // contract.
+        self.check(unsafe { (self.copy_to_host)(host.as_mut_ptr().cast(), address, len) })
+            .map_err(|e| Error::internal(format!("CUDA device-to-host copy failed: {e}")))?;
+        Ok(host)
+    }
+
+    /// Copies `data` to device address `address`, in the context current on this thread.
+    ///
+    /// # Safety
+    /// `[address, address + data.len())` must be device memory that stays allocated for
+    /// the call and that nothing else uses meanwhile.
+    unsafe fn copy_in(&self, address: u64, data: &[u8]) -> Result<()> {
+        // SAFETY: `data` is readable for its length; the device range is the caller's
+        // contract.
+        self.check(unsafe { (self.copy_to_device)(address, data.as_ptr().cast(), data.len()) })
+            .map_err(|e| Error::internal(format!("CUDA host-to-device copy failed: {e}")))
+    }
+
     /// Remembers the context current on this thread, made current again when the guard
     /// drops: calls that run on a caller's thread (an in-process caller's, a backend's)
     /// leave its CUDA context as they found it, as Triton's CUDA memory manager restores
@@ -190,15 +216,8 @@ fn driver() -> Result<&'static Driver> {
 /// the call; the driver reports addresses it does not know, but not a range that runs
 /// past the end of an allocation into another one.
 pub unsafe fn copy_device_to_host(device: u32, address: u64, len: usize) -> Result<Vec<u8>> {
-    on_device(device, |driver| {
-        let mut host = vec![0u8; len];
-        // SAFETY: `host` has `len` writable bytes; the device range is the caller's
-        // contract.
-        driver
-            .check(unsafe { (driver.copy_to_host)(host.as_mut_ptr().cast(), address, len) })
-            .map_err(|e| Error::internal(format!("CUDA device-to-host copy failed: {e}")))?;
-        Ok(host)
-    })
+    // SAFETY: the device range is the caller's contract.
+    on_device(device, |driver| unsafe { driver.copy_out(address, len) })
 }
 
 /// Copies `data` to the device address `address` on `device` — memory of this process,
@@ -209,13 +228,8 @@ pub unsafe fn copy_device_to_host(device: u32, address: u64, len: usize) -> Resu
 /// `[address, address + data.len())` must be device memory on `device` that stays
 /// allocated for the call and that nothing else uses meanwhile.
 pub unsafe fn copy_host_to_device(device: u32, address: u64, data: &[u8]) -> Result<()> {
-    on_device(device, |driver| {
-        // SAFETY: `data` is readable for its length; the device range is the caller's
-        // contract.
-        driver
-            .check(unsafe { (driver.copy_to_device)(address, data.as_ptr().cast(), data.len()) })
-            .map_err(|e| Error::internal(format!("CUDA host-to-device copy failed: {e}")))
-    })
+    // SAFETY: the device range is the caller's contract.
+    on_device(device, |driver| unsafe { driver.copy_in(address, data) })
 }
 
 /// Runs `body` with `device`'s primary context current on this thread, then gives the
@@ -407,17 +421,11 @@ impl DeviceMemory {
                 "read outside the CUDA shared memory region",
             ));
         }
-        let driver = self.context.driver;
         self.context.make_current().map_err(Error::internal)?;
-        let mut host = vec![0u8; len];
-        // SAFETY: `host` has `len` writable bytes and `[ptr + offset, +len)` lies inside the
-        // opened allocation (checked against its address range at open and above).
-        driver
-            .check(unsafe {
-                (driver.copy_to_host)(host.as_mut_ptr().cast(), self.ptr + offset as u64, len)
-            })
-            .map_err(|e| Error::internal(format!("CUDA device-to-host copy failed: {e}")))?;
-        Ok(host)
+        // SAFETY: `[ptr + offset, +len)` lies inside the opened allocation (checked
+        // against its address range at open and above), which stays open while `self`
+        // lives.
+        unsafe { self.context.driver.copy_out(self.ptr + offset as u64, len) }
     }
 
     /// Copies `data` to the device at `offset`.
@@ -427,15 +435,10 @@ impl DeviceMemory {
                 "write outside the CUDA shared memory region",
             ));
         }
-        let driver = self.context.driver;
         self.context.make_current().map_err(Error::internal)?;
-        // SAFETY: `data` is readable for its length and the destination lies inside the
-        // opened allocation (checked above).
-        driver
-            .check(unsafe {
-                (driver.copy_to_device)(self.ptr + offset as u64, data.as_ptr().cast(), data.len())
-            })
-            .map_err(|e| Error::internal(format!("CUDA host-to-device copy failed: {e}")))
+        // SAFETY: the destination lies inside the opened allocation (checked above); the
+        // protocol gives the window to this request's output alone.
+        unsafe { self.context.driver.copy_in(self.ptr + offset as u64, data) }
     }
 }
 
