@@ -15,6 +15,9 @@ write it in place and answer with the memory types it was given.
 """
 
 import base64
+import os
+import threading
+import time
 import uuid
 
 import numpy as np
@@ -46,6 +49,7 @@ def gpu_server(tmp_path_factory, fake_cuda):
 input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 3 ] } ]""",
           extra="instance_group [ { kind: KIND_CPU } ]")
+    model(root, "late", "late", extra="instance_group [ { kind: KIND_CPU } ]")
     model(root, "cached", "where", io=IO,
           extra="instance_group [ { kind: KIND_GPU } ]\nresponse_cache { enable: true }")
     server = Server(str(root), base_args(str(root), [
@@ -191,3 +195,37 @@ def test_a_backend_asking_where_an_output_goes_is_told_its_region(
     client.infer("querying", [tensor], outputs=[out])
     told = shm.get_contents_as_numpy(device.handle, np.int64, [3]).tolist()
     assert told == [GPU, 0, 16]
+
+
+def test_a_region_truncated_under_the_backends_write_costs_that_request_alone(gpu_server):
+    """The backend writes its output into the client's region itself: a client that shrinks
+    the object meanwhile gets its request failed (the lost pages are replaced with zero
+    pages as the backend writes, see nereid_shm::sigbus), and the server goes on."""
+    key = f"/nereid_late_{uuid.uuid4().hex[:8]}"
+    region = shm.create_shared_memory_region("late_out", key, 8192)
+    gpu_server.http_client().register_system_shared_memory("late_out", key, 8192)
+    failures = []
+
+    def call():
+        tensor = httpclient.InferInput("IN", [1024], "FP32")
+        tensor.set_data_from_numpy(np.arange(1024, dtype=np.float32))
+        out = httpclient.InferRequestedOutput("OUT")
+        out.set_shared_memory("late_out", 4096, offset=4096)
+        try:
+            gpu_server.http_client().infer("late", [tensor], outputs=[out])
+        except InferenceServerException as e:
+            failures.append(str(e))
+
+    try:
+        caller = threading.Thread(target=call)
+        caller.start()
+        time.sleep(0.15)  # the request is admitted; the backend writes after 400 ms
+        os.truncate(f"/dev/shm{key}", 4096)
+        caller.join(10)
+        assert len(failures) == 1, failures
+        assert "'late_out' is no longer usable: its object was truncated while the server was using it" in failures[0]
+        out, _, _ = infer(gpu_server, "http", "on_cpu", from_region=False)
+        np.testing.assert_array_equal(out, DATA)
+    finally:
+        gpu_server.http_client().unregister_system_shared_memory("late_out")
+        shm.destroy_shared_memory_region(region)

@@ -26,6 +26,7 @@
  *              (read in place: the fake CUDA driver's device memory is host memory),
  *              asking for OUT's buffer preferring GPU memory too, and PLACE (INT64 [4]) =
  *              the memory type and device id it was given for IN, then for OUT.
+ *   late       echo, 400 ms after execute is called (a client acts meanwhile).
  *   unallocated each request answered with OUT (FP32 [2]) whose buffer is never asked
  *              for (as Triton 2.51's python stub does under numpy 2).
  *   bls        OUT = OUTPUT0 of model `add_sub` for INPUT0 = INPUT1 = IN, through
@@ -56,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "abi.h"
 
@@ -702,6 +704,9 @@ Error* TRITONBACKEND_ModelInstanceExecute(Instance* instance, Request** requests
         err = TRITONBACKEND_ResponseSend(response, RESPONSE_FINAL, answer);
         if (answer != NULL) TRITONSERVER_ErrorDelete(answer);
       }
+    } else if (strcmp(mode, "late") == 0) {
+      usleep(400 * 1000);
+      err = echo(instance, requests[r]);
     } else if (strcmp(mode, "silent") != 0) {
       err = echo(instance, requests[r]);
     }
