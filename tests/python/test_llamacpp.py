@@ -405,8 +405,8 @@ def unload_threads(pid):
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             name = (task / "comm").read_text().strip()
-        except FileNotFoundError:
-            continue  # the thread ended while listed
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # the thread ended while listed (ESRCH when it ends mid-read)
         if name == "model-unload" or name.startswith("llamacpp-"):
             names.append(name)
     return names
